@@ -1,0 +1,15 @@
+//! # bsor-stream
+//!
+//! A streaming runtime for Beat Saber replays.
+//!
+//! The crate is layered so that each module depends only on the ones below it:
+//!
+//! - [`bsor`]: the classic BSOR v1 codec (BeatLeader's open replay format): a typed model,
+//!   a whole-buffer parser, a sans-IO push parser and a byte-exact writer.
+//!
+//! The command-line tool (`src/main.rs`) sits on top and is not part of the library.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod bsor;
