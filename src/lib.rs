@@ -6,6 +6,7 @@
 //!
 //! - [`bsor`]: the classic BSOR v1 codec (BeatLeader's open replay format): a typed model,
 //!   a whole-buffer parser, a sans-IO push parser and a byte-exact writer.
+//! - [`synth`]: synthetic replays from a seed, for demos, tests and benchmarks.
 //!
 //! The command-line tool (`src/main.rs`) sits on top and is not part of the library.
 
@@ -13,3 +14,4 @@
 #![warn(missing_docs)]
 
 pub mod bsor;
+pub mod synth;

@@ -488,8 +488,15 @@ impl<'a> Cursor<'a> {
     fn string(&mut self, field: &'static str, next: NextField, limits: &Limits) -> R<BsorString> {
         let at = self.pos;
         let length_field = self.i32(field)?;
-        let declared = u32::try_from(length_field)
-            .map_err(|_| self.error(ErrorKind::Negative { value: length_field }, field, at))?;
+        let declared = u32::try_from(length_field).map_err(|_| {
+            self.error(
+                ErrorKind::Negative {
+                    value: length_field,
+                },
+                field,
+                at,
+            )
+        })?;
         if declared > limits.max_string_bytes {
             return Err(self.error(
                 ErrorKind::OverLimit {

@@ -23,13 +23,13 @@ mod json;
 mod model;
 mod push;
 mod read;
+mod summary;
 mod write;
 
 pub use decode::{Event, Limits};
 pub use error::{ErrorKind, ParseError, Section};
 pub use ids::{
-    replay_score, CutDirection, CutScore, NoteColor, NoteId, NoteOutcomeKind, ScoringType,
-    WallId,
+    replay_score, CutDirection, CutScore, NoteColor, NoteId, NoteOutcomeKind, ScoringType, WallId,
 };
 pub use model::{
     BsorString, ControllerOffsets, CutInfo, Frame, Height, Info, NoteEvent, NoteOutcome, Pause,
@@ -37,7 +37,8 @@ pub use model::{
 };
 pub use push::PushParser;
 pub use read::{parse, parse_with_limits, ReplayBuilder};
+pub use summary::{FpsStats, NoteCounts, Summary};
 pub use write::{
-    encode_controller_offsets, encode_frame, encode_height, encode_info, encode_note,
-    encode_pause, encode_wall, to_vec, write, write_to, WriteError, FRAME_SIZE, MAGIC,
+    encode_controller_offsets, encode_frame, encode_height, encode_info, encode_note, encode_pause,
+    encode_wall, to_vec, write, write_to, WriteError, FRAME_SIZE, MAGIC,
 };

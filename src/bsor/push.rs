@@ -73,8 +73,7 @@ impl PushParser {
             return;
         }
         // Drop consumed bytes before growing, so the buffer holds about one record.
-        if self.start > 0 && (self.start == self.buf.len() || self.start >= self.buf.len() / 2)
-        {
+        if self.start > 0 && (self.start == self.buf.len() || self.start >= self.buf.len() / 2) {
             self.buf.drain(..self.start);
             self.start = 0;
         }

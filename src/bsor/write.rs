@@ -2,8 +2,8 @@
 
 use std::io;
 
-pub use super::decode::{FRAME_SIZE, MAGIC};
 use super::decode::{CUT_SIZE, HEIGHT_SIZE, NOTE_HEAD_SIZE, OFFSETS_SIZE, PAUSE_SIZE, WALL_SIZE};
+pub use super::decode::{FRAME_SIZE, MAGIC};
 use super::error::Section;
 use super::model::{
     BsorString, ControllerOffsets, CutInfo, Frame, Height, Info, NoteEvent, Pause, Pose, Replay,
@@ -214,7 +214,14 @@ fn encoded_len(r: &Replay) -> usize {
     let notes: usize = r
         .notes
         .iter()
-        .map(|n| NOTE_HEAD_SIZE + if n.outcome.cut().is_some() { CUT_SIZE } else { 0 })
+        .map(|n| {
+            NOTE_HEAD_SIZE
+                + if n.outcome.cut().is_some() {
+                    CUT_SIZE
+                } else {
+                    0
+                }
+        })
         .sum();
     6 + strings
         + 25
