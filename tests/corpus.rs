@@ -53,15 +53,43 @@ fn counts_and_info_equal_expected_json() {
         let r = bsor::parse(&bytes).unwrap();
         let count = |k: NoteOutcomeKind| r.notes.iter().filter(|n| n.kind() == k).count() as u64;
         let t = &e["noteEventTypes"];
-        assert_eq!(r.frames.len() as u64, e["frames"].as_u64().unwrap(), "{name}");
+        assert_eq!(
+            r.frames.len() as u64,
+            e["frames"].as_u64().unwrap(),
+            "{name}"
+        );
         assert_eq!(r.notes.len() as u64, e["notes"].as_u64().unwrap(), "{name}");
-        assert_eq!(count(NoteOutcomeKind::Good), t["good"].as_u64().unwrap(), "{name}");
-        assert_eq!(count(NoteOutcomeKind::Bad), t["bad"].as_u64().unwrap(), "{name}");
-        assert_eq!(count(NoteOutcomeKind::Miss), t["miss"].as_u64().unwrap(), "{name}");
-        assert_eq!(count(NoteOutcomeKind::Bomb), t["bomb"].as_u64().unwrap(), "{name}");
+        assert_eq!(
+            count(NoteOutcomeKind::Good),
+            t["good"].as_u64().unwrap(),
+            "{name}"
+        );
+        assert_eq!(
+            count(NoteOutcomeKind::Bad),
+            t["bad"].as_u64().unwrap(),
+            "{name}"
+        );
+        assert_eq!(
+            count(NoteOutcomeKind::Miss),
+            t["miss"].as_u64().unwrap(),
+            "{name}"
+        );
+        assert_eq!(
+            count(NoteOutcomeKind::Bomb),
+            t["bomb"].as_u64().unwrap(),
+            "{name}"
+        );
         assert_eq!(r.walls.len() as u64, e["walls"].as_u64().unwrap(), "{name}");
-        assert_eq!(r.heights.len() as u64, e["heights"].as_u64().unwrap(), "{name}");
-        assert_eq!(r.pauses.len() as u64, e["pauses"].as_u64().unwrap(), "{name}");
+        assert_eq!(
+            r.heights.len() as u64,
+            e["heights"].as_u64().unwrap(),
+            "{name}"
+        );
+        assert_eq!(
+            r.pauses.len() as u64,
+            e["pauses"].as_u64().unwrap(),
+            "{name}"
+        );
         assert_eq!(
             r.controller_offsets.is_some(),
             e["controllerOffsets"].as_bool().unwrap(),
@@ -73,9 +101,16 @@ fn counts_and_info_equal_expected_json() {
             "{name}"
         );
         if let Some(n) = e.get("userDataBytes") {
-            assert_eq!(r.user_data.as_ref().map(|d| d.len() as u64), n.as_u64(), "{name}");
+            assert_eq!(
+                r.user_data.as_ref().map(|d| d.len() as u64),
+                n.as_u64(),
+                "{name}"
+            );
         }
-        assert!(r.trailing.is_empty(), "{name}: no bytes after the known sections");
+        assert!(
+            r.trailing.is_empty(),
+            "{name}: no bytes after the known sections"
+        );
         let i = &r.info;
         assert_eq!(i.score as i64, e["score"].as_i64().unwrap(), "{name}");
         for (got, key) in [

@@ -484,6 +484,15 @@ enum NextField {
     Other,
 }
 
+/// True when `b` is UTF-8, or UTF-8 cut short inside its last character: what the declared
+/// bytes of a string with a legacy (too small) length field look like.
+fn is_utf8_prefix(b: &[u8]) -> bool {
+    match str::from_utf8(b) {
+        Ok(_) => true,
+        Err(e) => e.error_len().is_none(),
+    }
+}
+
 impl<'a> Cursor<'a> {
     fn string(&mut self, field: &'static str, next: NextField, limits: &Limits) -> R<BsorString> {
         let at = self.pos;
@@ -538,7 +547,8 @@ impl<'a> Cursor<'a> {
     /// count for non-ASCII text (at most three times smaller). The string really ends at
     /// `declared + k` for the smallest `k` in `0..=2*declared` where the bytes so far are
     /// whole UTF-8 and what follows reads as a plausible string: a length of at most 1000
-    /// with that many UTF-8 bytes after it. If no `k` fits, the length field is taken as it
+    /// with that many bytes after it that are UTF-8, or UTF-8 cut inside its last character
+    /// (the next string may have a legacy length too). If no `k` fits, the length field is taken as it
     /// is. Well-formed files always stop at `k = 0`. Whatever is chosen, the length field
     /// and the bytes are kept, so the file is rewritten exactly.
     fn legacy_extent(&self, declared: usize) -> R<usize> {
@@ -575,7 +585,7 @@ impl<'a> Cursor<'a> {
                 continue;
             }
             match next.get(4..4 + len) {
-                Some(s) if str::from_utf8(s).is_ok() => return Ok(end),
+                Some(s) if is_utf8_prefix(s) => return Ok(end),
                 Some(_) => continue,
                 None if self.eof => continue,
                 None => return Err(Stop::More(start + end + 4 + len)),

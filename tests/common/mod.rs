@@ -31,7 +31,11 @@ pub fn corpus_files() -> Vec<(String, Vec<u8>)> {
         .filter(|p| p.extension().is_some_and(|e| e == "bsor"))
         .collect();
     names.sort();
-    assert!(!names.is_empty(), "corpus at {} holds no .bsor", dir.display());
+    assert!(
+        !names.is_empty(),
+        "corpus at {} holds no .bsor",
+        dir.display()
+    );
     names
         .into_iter()
         .map(|p| {
