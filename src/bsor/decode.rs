@@ -117,6 +117,15 @@ impl From<ParseError> for Stop {
 
 type R<T> = Result<T, Stop>;
 
+/// The field of a fixed-size record that holds byte `at`, and the offset where it starts.
+type FieldAt = fn(usize) -> (&'static str, usize);
+
+/// For records made only of 4-byte fields.
+fn field4(names: &'static [&'static str], at: usize) -> (&'static str, usize) {
+    let i = (at / 4).min(names.len().saturating_sub(1));
+    (names.get(i).copied().unwrap_or(""), i * 4)
+}
+
 #[derive(Clone, Copy, Debug)]
 enum State {
     Header,
@@ -142,6 +151,18 @@ pub(crate) struct Decoder {
     /// Absolute offset of the first byte of the next `step`'s input.
     offset: u64,
     limits: Limits,
+    /// A count read before the end of the input was known, still to be checked against
+    /// the bytes that remain once it is (so that a push parser reports what the
+    /// whole-buffer parser reports).
+    unchecked: Option<UncheckedCount>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct UncheckedCount {
+    section: Section,
+    count: u32,
+    /// Absolute offset of the count field.
+    at: u64,
 }
 
 /// A bounds-checked view of the step's input with an error context.
@@ -209,13 +230,40 @@ impl<'a> Cursor<'a> {
         Ok(self.array::<1>(field)?[0])
     }
 
-    /// A fixed-size record; when the input ends inside it, the error names the field cut.
-    fn record<const N: usize>(&mut self, field_at: fn(usize) -> &'static str) -> R<&'a [u8; N]> {
+    /// A fixed-size record; when the input ends inside it, the error names the field cut
+    /// and gives that field's offset.
+    fn record<const N: usize>(&mut self, field_at: FieldAt) -> R<&'a [u8; N]> {
         let have = self.remaining().min(N);
         if have < N {
-            return Err(self.short(N, field_at(have), self.pos + have));
+            let (name, start) = field_at(have);
+            return Err(self.short(N, name, self.pos + start));
         }
         self.array::<N>("")
+    }
+
+    /// A length field: not negative, within `limit`, and (when the end is known) within
+    /// the rest of the input.
+    fn length(&mut self, field: &'static str, limit: u32) -> R<usize> {
+        let at = self.pos;
+        let v = self.i32(field)?;
+        let n = u32::try_from(v)
+            .map_err(|_| self.error(ErrorKind::Negative { value: v }, field, at))?;
+        if n > limit {
+            let kind = ErrorKind::OverLimit {
+                value: u64::from(n),
+                limit: u64::from(limit),
+            };
+            return Err(self.error(kind, field, at));
+        }
+        if self.eof && n as usize > self.remaining() {
+            let kind = ErrorKind::ExceedsInput {
+                value: n,
+                min_bytes: u64::from(n),
+                remaining: self.remaining() as u64,
+            };
+            return Err(self.error(kind, field, at));
+        }
+        Ok(n as usize)
     }
 
     /// A count or length field: not negative, and (when the end is known) not more than the
@@ -334,122 +382,113 @@ fn offsets_from(b: &[u8; OFFSETS_SIZE]) -> ControllerOffsets {
 }
 
 // Field names by byte position, for errors that say which field the input ended in.
-fn frame_field(at: usize) -> &'static str {
-    const HEAD: [&str; 7] = [
-        "head.position.x",
-        "head.position.y",
-        "head.position.z",
-        "head.rotation.x",
-        "head.rotation.y",
-        "head.rotation.z",
-        "head.rotation.w",
-    ];
-    const LEFT: [&str; 7] = [
-        "leftHand.position.x",
-        "leftHand.position.y",
-        "leftHand.position.z",
-        "leftHand.rotation.x",
-        "leftHand.rotation.y",
-        "leftHand.rotation.z",
-        "leftHand.rotation.w",
-    ];
-    const RIGHT: [&str; 7] = [
-        "rightHand.position.x",
-        "rightHand.position.y",
-        "rightHand.position.z",
-        "rightHand.rotation.x",
-        "rightHand.rotation.y",
-        "rightHand.rotation.z",
-        "rightHand.rotation.w",
-    ];
-    match at / 4 {
-        0 => "time",
-        1 => "fps",
-        i @ 2..=8 => HEAD[i - 2],
-        i @ 9..=15 => LEFT[i - 9],
-        i @ 16..=22 => RIGHT[i - 16],
-        _ => "",
+const FRAME_FIELDS: [&str; 23] = [
+    "time",
+    "fps",
+    "head.position.x",
+    "head.position.y",
+    "head.position.z",
+    "head.rotation.x",
+    "head.rotation.y",
+    "head.rotation.z",
+    "head.rotation.w",
+    "leftHand.position.x",
+    "leftHand.position.y",
+    "leftHand.position.z",
+    "leftHand.rotation.x",
+    "leftHand.rotation.y",
+    "leftHand.rotation.z",
+    "leftHand.rotation.w",
+    "rightHand.position.x",
+    "rightHand.position.y",
+    "rightHand.position.z",
+    "rightHand.rotation.x",
+    "rightHand.rotation.y",
+    "rightHand.rotation.z",
+    "rightHand.rotation.w",
+];
+
+const NOTE_FIELDS: [&str; 4] = ["noteID", "eventTime", "spawnTime", "eventType"];
+
+const CUT_BOOLS: [&str; 4] = ["speedOK", "directionOK", "saberTypeOK", "wasCutTooSoon"];
+
+const CUT_FIELDS: [&str; 17] = [
+    "saberSpeed",
+    "saberDir.x",
+    "saberDir.y",
+    "saberDir.z",
+    "saberType",
+    "timeDeviation",
+    "cutDirDeviation",
+    "cutPoint.x",
+    "cutPoint.y",
+    "cutPoint.z",
+    "cutNormal.x",
+    "cutNormal.y",
+    "cutNormal.z",
+    "cutDistanceToCenter",
+    "cutAngle",
+    "beforeCutRating",
+    "afterCutRating",
+];
+
+const WALL_FIELDS: [&str; 4] = ["wallID", "energy", "time", "spawnTime"];
+
+const HEIGHT_FIELDS: [&str; 2] = ["height", "time"];
+
+const OFFSETS_FIELDS: [&str; 14] = [
+    "left.position.x",
+    "left.position.y",
+    "left.position.z",
+    "left.rotation.x",
+    "left.rotation.y",
+    "left.rotation.z",
+    "left.rotation.w",
+    "right.position.x",
+    "right.position.y",
+    "right.position.z",
+    "right.rotation.x",
+    "right.rotation.y",
+    "right.rotation.z",
+    "right.rotation.w",
+];
+
+fn frame_field(at: usize) -> (&'static str, usize) {
+    field4(&FRAME_FIELDS, at)
+}
+
+fn note_field(at: usize) -> (&'static str, usize) {
+    field4(&NOTE_FIELDS, at)
+}
+
+fn cut_field(at: usize) -> (&'static str, usize) {
+    match CUT_BOOLS.get(at) {
+        Some(name) => (name, at),
+        None => {
+            let (name, start) = field4(&CUT_FIELDS, at - 4);
+            (name, start + 4)
+        }
     }
 }
 
-fn note_field(at: usize) -> &'static str {
-    ["noteID", "eventTime", "spawnTime", "eventType"]
-        .get(at / 4)
-        .copied()
-        .unwrap_or("")
+fn wall_field(at: usize) -> (&'static str, usize) {
+    field4(&WALL_FIELDS, at)
 }
 
-fn cut_field(at: usize) -> &'static str {
-    const BOOLS: [&str; 4] = ["speedOK", "directionOK", "saberTypeOK", "wasCutTooSoon"];
-    const REST: [&str; 17] = [
-        "saberSpeed",
-        "saberDir.x",
-        "saberDir.y",
-        "saberDir.z",
-        "saberType",
-        "timeDeviation",
-        "cutDirDeviation",
-        "cutPoint.x",
-        "cutPoint.y",
-        "cutPoint.z",
-        "cutNormal.x",
-        "cutNormal.y",
-        "cutNormal.z",
-        "cutDistanceToCenter",
-        "cutAngle",
-        "beforeCutRating",
-        "afterCutRating",
-    ];
-    if at < 4 {
-        BOOLS[at]
-    } else {
-        REST.get((at - 4) / 4).copied().unwrap_or("")
-    }
+fn height_field(at: usize) -> (&'static str, usize) {
+    field4(&HEIGHT_FIELDS, at)
 }
 
-fn wall_field(at: usize) -> &'static str {
-    ["wallID", "energy", "time", "spawnTime"]
-        .get(at / 4)
-        .copied()
-        .unwrap_or("")
-}
-
-fn height_field(at: usize) -> &'static str {
-    ["height", "time"].get(at / 4).copied().unwrap_or("")
-}
-
-fn pause_field(at: usize) -> &'static str {
+fn pause_field(at: usize) -> (&'static str, usize) {
     if at < 8 {
-        "duration"
+        ("duration", 0)
     } else {
-        "time"
+        ("time", 8)
     }
 }
 
-fn offsets_field(at: usize) -> &'static str {
-    const LEFT: [&str; 7] = [
-        "left.position.x",
-        "left.position.y",
-        "left.position.z",
-        "left.rotation.x",
-        "left.rotation.y",
-        "left.rotation.z",
-        "left.rotation.w",
-    ];
-    const RIGHT: [&str; 7] = [
-        "right.position.x",
-        "right.position.y",
-        "right.position.z",
-        "right.rotation.x",
-        "right.rotation.y",
-        "right.rotation.z",
-        "right.rotation.w",
-    ];
-    match at / 4 {
-        i @ 0..=6 => LEFT[i],
-        i @ 7..=13 => RIGHT[i - 7],
-        _ => "",
-    }
+fn offsets_field(at: usize) -> (&'static str, usize) {
+    field4(&OFFSETS_FIELDS, at)
 }
 
 /// The next section marker after `s`, or `None` after the pauses.
@@ -496,38 +535,13 @@ fn is_utf8_prefix(b: &[u8]) -> bool {
 impl<'a> Cursor<'a> {
     fn string(&mut self, field: &'static str, next: NextField, limits: &Limits) -> R<BsorString> {
         let at = self.pos;
-        let length_field = self.i32(field)?;
-        let declared = u32::try_from(length_field).map_err(|_| {
-            self.error(
-                ErrorKind::Negative {
-                    value: length_field,
-                },
-                field,
-                at,
-            )
-        })?;
-        if declared > limits.max_string_bytes {
-            return Err(self.error(
-                ErrorKind::OverLimit {
-                    value: u64::from(declared),
-                    limit: u64::from(limits.max_string_bytes),
-                },
-                field,
-                at,
-            ));
-        }
-        let declared = declared as usize;
-        if self.eof && declared > self.remaining() {
-            return Err(self.error(
-                ErrorKind::ExceedsInput {
-                    value: declared as u32,
-                    min_bytes: declared as u64,
-                    remaining: self.remaining() as u64,
-                },
-                field,
-                at,
-            ));
-        }
+        let declared = self.length(field, limits.max_string_bytes)?;
+        let length_field = i32::from_le_bytes([
+            self.buf[at],
+            self.buf[at + 1],
+            self.buf[at + 2],
+            self.buf[at + 3],
+        ]);
         let len = if next == NextField::String && (1..=LEGACY_MAX).contains(&declared) {
             self.legacy_extent(declared)?
         } else {
@@ -654,6 +668,7 @@ impl Decoder {
             state: State::Header,
             offset: 0,
             limits,
+            unchecked: None,
         }
     }
 
@@ -681,6 +696,11 @@ impl Decoder {
     /// Decodes the next item from `input`, the unconsumed bytes. `eof` says that `input`
     /// runs to the end of the file: missing bytes are then errors, not "need more".
     pub(crate) fn step(&mut self, input: &[u8], eof: bool) -> Result<Step, ParseError> {
+        if eof {
+            if let Some(u) = self.unchecked.take() {
+                self.check_late(u, input.len())?;
+            }
+        }
         loop {
             match self.step_inner(input, eof) {
                 Ok(Some((event, used))) => {
@@ -741,6 +761,11 @@ impl Decoder {
                     ));
                 }
                 let count = c.count("count", min_record_size(section))?;
+                self.unchecked = (!eof).then_some(UncheckedCount {
+                    section,
+                    count,
+                    at: self.offset + 1,
+                });
                 self.state = State::Records {
                     section,
                     index: 0,
@@ -754,6 +779,7 @@ impl Decoder {
                 count,
             } => {
                 if index == count {
+                    self.unchecked = None;
                     self.state = match next_section(section) {
                         Some(s) => State::Marker(s),
                         None => State::Optional { min: 6 },
@@ -785,6 +811,27 @@ impl Decoder {
         }
     }
 
+    /// The count check of [`Cursor::count`], for a count read before the end was known.
+    fn check_late(&self, u: UncheckedCount, input_len: usize) -> Result<(), ParseError> {
+        let total = self.offset + input_len as u64;
+        let remaining = total.saturating_sub(u.at + 4);
+        let min_bytes = u64::from(u.count) * min_record_size(u.section) as u64;
+        if min_bytes > remaining {
+            return Err(ParseError {
+                kind: ErrorKind::ExceedsInput {
+                    value: u.count,
+                    min_bytes,
+                    remaining,
+                },
+                section: u.section,
+                record: None,
+                field: "count",
+                offset: u.at,
+            });
+        }
+        Ok(())
+    }
+
     fn optional(&mut self, input: &[u8], eof: bool, min: u8) -> R<Option<(Event, usize)>> {
         let Some(&marker) = input.first() else {
             if eof {
@@ -803,19 +850,8 @@ impl Decoder {
         if marker == 7 && min <= 7 {
             let mut c = self.cursor(input, eof, Section::UserData);
             c.pos = 1;
-            let at = c.pos;
-            let len = c.count("length", 1)?;
-            if len > self.limits.max_user_data_bytes {
-                return Err(c.error(
-                    ErrorKind::OverLimit {
-                        value: u64::from(len),
-                        limit: u64::from(self.limits.max_user_data_bytes),
-                    },
-                    "length",
-                    at,
-                ));
-            }
-            let data = c.take(len as usize, "data")?.to_vec();
+            let len = c.length("length", self.limits.max_user_data_bytes)?;
+            let data = c.take(len, "data")?.to_vec();
             self.state = State::Optional { min: 8 };
             return Ok(Some((Event::UserData(data), c.pos)));
         }
