@@ -456,9 +456,11 @@ fn replay_score_applies_the_combo_multiplier() {
         spawn_time: 0.0,
         outcome: NoteOutcome::Good(cut(1.0, 1.0, 0.0)),
     };
-    let mut r = Replay::default();
     // The multiplier doubles after 2 good cuts at 1x and 4 at 2x, before the cut is scored.
-    r.notes = (0..7).map(|i| good(i as f32)).collect();
+    let mut r = Replay {
+        notes: (0..7).map(|i| good(i as f32)).collect(),
+        ..Replay::default()
+    };
     assert_eq!(bsor::replay_score(&r), 115 * (1 + 2 * 4 + 4 * 2));
     r.walls.push(Wall {
         wall_id: 1,

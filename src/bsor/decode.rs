@@ -811,6 +811,21 @@ impl Decoder {
         }
     }
 
+    /// The error for a "need `need` bytes" answer when the input (`have` bytes) is all
+    /// there is. The cursor already turns short reads at the end into precise errors; this
+    /// is the fallback that keeps a caller from looping.
+    pub(crate) fn truncated_at_end(&self, need: usize, have: usize) -> ParseError {
+        ParseError {
+            kind: ErrorKind::Truncated {
+                needed: need.saturating_sub(have) as u64,
+            },
+            section: Section::Trailing,
+            record: None,
+            field: "",
+            offset: self.offset + have as u64,
+        }
+    }
+
     /// The count check of [`Cursor::count`], for a count read before the end was known.
     fn check_late(&self, u: UncheckedCount, input_len: usize) -> Result<(), ParseError> {
         let total = self.offset + input_len as u64;

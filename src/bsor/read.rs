@@ -1,7 +1,7 @@
 //! Whole-buffer parsing, and building a [`Replay`] from events.
 
 use super::decode::{Decoder, Event, Limits, Step};
-use super::error::{ErrorKind, ParseError, Section};
+use super::error::{ParseError, Section};
 use super::model::Replay;
 
 /// Parses a whole BSOR file with the default [`Limits`].
@@ -35,29 +35,12 @@ pub fn parse_with_limits(bytes: &[u8], limits: Limits) -> Result<Replay, ParseEr
                 }
                 builder.apply(event);
             }
-            Step::Finished => break,
-            // With the whole input, the decoder reports truncation as an error instead;
-            // keep this arm an error too rather than loop.
-            Step::NeedMore(n) => {
-                return Err(ParseError {
-                    kind: ErrorKind::Truncated {
-                        needed: n.saturating_sub(rest.len()) as u64,
-                    },
-                    section: Section::Trailing,
-                    record: None,
-                    field: "",
-                    offset: decoder.offset(),
-                })
-            }
+            // `Finished` follows `End`, which follows the info block: the replay is whole.
+            Step::Finished => return Ok(builder.replay),
+            // With `eof` the decoder reports missing bytes as errors, never as this.
+            Step::NeedMore(n) => return Err(decoder.truncated_at_end(n, rest.len())),
         }
     }
-    builder.finish().ok_or_else(|| ParseError {
-        kind: ErrorKind::Truncated { needed: 1 },
-        section: Section::Info,
-        record: None,
-        field: "",
-        offset: 0,
-    })
 }
 
 /// Collects [`Event`]s into a [`Replay`]: what the whole-buffer parser does, and what a
