@@ -472,3 +472,39 @@ fn replay_score_applies_the_combo_multiplier() {
     // The wall halves 4x to 2x for the last note.
     assert_eq!(bsor::replay_score(&r), 115 * (1 + 2 * 4 + 4 * 2 + 2));
 }
+
+#[test]
+fn a_well_formed_long_next_string_is_not_mistaken_for_a_legacy_length() {
+    let mut r = small_replay();
+    r.info.version = "ab".into();
+    let long: String = std::iter::once('\0')
+        .chain("x".repeat(1099).chars())
+        .collect();
+    r.info.game_version = BsorString::new(&long);
+    let back = round_trip(&r);
+    assert_eq!(back.info.version.as_str(), Some("ab"));
+    assert_eq!(back.info.game_version.bytes.len(), 1100);
+}
+
+#[test]
+fn trailing_bytes_that_would_read_as_a_section_are_refused_by_the_writer() {
+    let mut r = small_replay();
+    r.user_data = None;
+    r.controller_offsets = None;
+    for (first, refused) in [(6u8, true), (7, true), (5, false), (8, false)] {
+        r.trailing = vec![first, 0, 0];
+        assert_eq!(
+            bsor::to_vec(&r).err(),
+            refused.then_some(bsor::WriteError::AmbiguousTrailing { first })
+        );
+    }
+    r.controller_offsets = small_replay().controller_offsets;
+    r.trailing = vec![6];
+    assert_eq!(
+        round_trip(&r).trailing,
+        vec![6],
+        "after section 6, a 6 is trailing"
+    );
+    r.trailing = vec![7];
+    assert!(bsor::to_vec(&r).is_err());
+}

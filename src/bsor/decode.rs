@@ -543,7 +543,7 @@ impl<'a> Cursor<'a> {
             self.buf[at + 3],
         ]);
         let len = if next == NextField::String && (1..=LEGACY_MAX).contains(&declared) {
-            self.legacy_extent(declared)?
+            self.legacy_extent(declared, limits)?
         } else {
             declared
         };
@@ -559,14 +559,17 @@ impl<'a> Cursor<'a> {
     ///
     /// Older mods wrote the UTF-16 code-unit count, which is smaller than the UTF-8 byte
     /// count for non-ASCII text (at most three times smaller). The string really ends at
-    /// `declared + k` for the smallest `k` in `0..=2*declared` where the bytes so far are
-    /// whole UTF-8 and what follows reads as a plausible string: a length of at most 1000
-    /// with that many bytes after it that are UTF-8, or UTF-8 cut inside its last character
-    /// (the next string may have a legacy length too). If no `k` fits, the length field is taken as it
-    /// is. Well-formed files always stop at `k = 0`. Whatever is chosen, the length field
-    /// and the bytes are kept, so the file is rewritten exactly.
-    fn legacy_extent(&self, declared: usize) -> R<usize> {
+    /// `declared + k` for the smallest `k` in `0..=2*declared` (and within the string
+    /// limit) where the bytes so far are whole UTF-8 and what follows reads as a plausible
+    /// string: a non-negative length, at most the string limit for `k = 0` and at most 1000
+    /// otherwise, with that many bytes after it that are UTF-8 or UTF-8 cut inside its last
+    /// character (the next string may have a legacy length too). If no `k` fits, the
+    /// length field is taken as it is. Files whose strings are UTF-8 with byte-count
+    /// lengths always stop at `k = 0`. Whatever is chosen, the length field and the bytes
+    /// are kept, so the file is rewritten exactly.
+    fn legacy_extent(&self, declared: usize, limits: &Limits) -> R<usize> {
         let start = self.pos;
+        let max_string = limits.max_string_bytes as usize;
         let rest = &self.buf[start..];
         let window = &rest[..rest.len().min(3 * declared)];
         let valid = match str::from_utf8(window) {
@@ -574,7 +577,7 @@ impl<'a> Cursor<'a> {
             // `valid_up_to` is a char boundary, so this cannot fail; fall back to "".
             Err(e) => str::from_utf8(&window[..e.valid_up_to()]).unwrap_or(""),
         };
-        for end in declared..=3 * declared {
+        for end in declared..=(3 * declared).min(max_string) {
             if end > rest.len() {
                 if self.eof {
                     break; // no longer candidate fits in the input either
@@ -595,7 +598,15 @@ impl<'a> Cursor<'a> {
             let Ok(len) = usize::try_from(len) else {
                 continue;
             };
-            if len > LEGACY_MAX {
+            // The declared extent (k = 0) is trusted with any next string up to the limit;
+            // a recovered one needs a short next string as evidence.
+            if len
+                > if end == declared {
+                    max_string
+                } else {
+                    LEGACY_MAX
+                }
+            {
                 continue;
             }
             match next.get(4..4 + len) {

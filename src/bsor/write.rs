@@ -13,6 +13,16 @@ use super::model::{
 /// A replay that BSOR cannot hold.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum WriteError {
+    /// Trailing bytes whose first byte would be read back as an optional section's marker
+    /// (6 before any optional section, 7 before the user data), so the file would not read
+    /// back as the same replay.
+    #[error(
+        "trailing bytes start with {first}, which a reader takes for section {first}'s marker"
+    )]
+    AmbiguousTrailing {
+        /// The first trailing byte.
+        first: u8,
+    },
     /// A section with more records (or bytes) than an `int` count can say.
     #[error("section {section} has {count} entries, more than a BSOR count can hold")]
     TooLong {
@@ -238,6 +248,16 @@ fn encoded_len(r: &Replay) -> usize {
 
 /// Appends the replay's bytes to `out`.
 pub fn write(r: &Replay, out: &mut Vec<u8>) -> Result<(), WriteError> {
+    if let Some(&first) = r.trailing.first() {
+        let lowest_open = match (&r.controller_offsets, &r.user_data) {
+            (_, Some(_)) => 8,
+            (Some(_), None) => 7,
+            (None, None) => 6,
+        };
+        if (lowest_open..=7).contains(&first) {
+            return Err(WriteError::AmbiguousTrailing { first });
+        }
+    }
     out.reserve(encoded_len(r));
     out.extend_from_slice(&MAGIC.to_le_bytes());
     out.push(1);
