@@ -14,4 +14,6 @@
 #![warn(missing_docs)]
 
 pub mod bsor;
+pub mod stream;
 pub mod synth;
+pub mod transcode;

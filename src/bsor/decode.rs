@@ -19,12 +19,18 @@ pub const MAGIC: u32 = 0x442d_3d69;
 
 /// Bytes of one frame record.
 pub const FRAME_SIZE: usize = 92;
-pub(crate) const NOTE_HEAD_SIZE: usize = 16;
-pub(crate) const CUT_SIZE: usize = 72;
-pub(crate) const WALL_SIZE: usize = 16;
-pub(crate) const HEIGHT_SIZE: usize = 8;
-pub(crate) const PAUSE_SIZE: usize = 12;
-pub(crate) const OFFSETS_SIZE: usize = 56;
+/// Bytes of a note event before its cut info.
+pub const NOTE_HEAD_SIZE: usize = 16;
+/// Bytes of a note event's cut info.
+pub const CUT_SIZE: usize = 72;
+/// Bytes of a wall event.
+pub const WALL_SIZE: usize = 16;
+/// Bytes of a height event.
+pub const HEIGHT_SIZE: usize = 8;
+/// Bytes of a pause.
+pub const PAUSE_SIZE: usize = 12;
+/// Bytes of the controller offsets section after its marker.
+pub const OFFSETS_SIZE: usize = 56;
 
 /// The longest declared length for which a legacy (UTF-16 count) string is looked for, and
 /// the longest next string accepted as evidence. BeatLeader's own decoder treats string
@@ -321,7 +327,7 @@ fn rd_pose(b: &[u8], i: usize) -> Pose {
 }
 
 /// Decodes one frame record.
-pub(crate) fn frame_from(b: &[u8; FRAME_SIZE]) -> Frame {
+fn frame_from(b: &[u8; FRAME_SIZE]) -> Frame {
     Frame {
         time: rd_f32(b, 0),
         fps: rd_i32(b, 4),
@@ -671,6 +677,87 @@ impl<'a> Cursor<'a> {
             outcome,
         })
     }
+}
+
+/// Decodes one frame record (the inverse of [`super::encode_frame`]).
+pub fn decode_frame(b: &[u8; FRAME_SIZE]) -> Frame {
+    frame_from(b)
+}
+
+/// Decodes the controller offsets (section 6, without its marker).
+pub fn decode_controller_offsets(b: &[u8; OFFSETS_SIZE]) -> ControllerOffsets {
+    offsets_from(b)
+}
+
+/// Decodes one wall record.
+pub fn decode_wall(b: &[u8; WALL_SIZE]) -> Wall {
+    wall_from(b)
+}
+
+/// Decodes one height record.
+pub fn decode_height(b: &[u8; HEIGHT_SIZE]) -> Height {
+    height_from(b)
+}
+
+/// Decodes one pause record.
+pub fn decode_pause(b: &[u8; PAUSE_SIZE]) -> Pause {
+    pause_from(b)
+}
+
+/// Decodes one note record from the start of `b` (16 bytes, or 88 for good and bad cuts):
+/// the note and its size, or `None` if `b` is too short.
+pub fn decode_note(b: &[u8]) -> Option<(NoteEvent, usize)> {
+    let mut c = Cursor {
+        buf: b,
+        pos: 0,
+        base: 0,
+        eof: true,
+        section: Section::Notes,
+        record: None,
+    };
+    c.note().ok().map(|n| (n, c.pos))
+}
+
+/// Parses a bare info block (the bytes after section marker 0, as [`super::encode_info`]
+/// writes them) that fills `bytes` exactly. Offsets in errors are from the block's start.
+pub fn parse_info(bytes: &[u8], limits: &Limits) -> Result<Info, ParseError> {
+    let mut c = Cursor {
+        buf: bytes,
+        pos: 0,
+        base: 0,
+        eof: true,
+        section: Section::Info,
+        record: None,
+    };
+    let info = match c.info(limits) {
+        Ok(info) => info,
+        Err(Stop::Fail(e)) => return Err(e),
+        Err(Stop::More(n)) => {
+            let kind = ErrorKind::Truncated {
+                needed: n.saturating_sub(bytes.len()) as u64,
+            };
+            return Err(ParseError {
+                kind,
+                section: Section::Info,
+                record: None,
+                field: "",
+                offset: bytes.len() as u64,
+            });
+        }
+    };
+    if c.pos != bytes.len() {
+        let kind = ErrorKind::Unconsumed {
+            extra: (bytes.len() - c.pos) as u64,
+        };
+        return Err(ParseError {
+            kind,
+            section: Section::Info,
+            record: None,
+            field: "",
+            offset: c.pos as u64,
+        });
+    }
+    Ok(info)
 }
 
 impl Decoder {

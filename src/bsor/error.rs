@@ -112,6 +112,12 @@ pub enum ErrorKind {
         /// The bytes left in the input after the field.
         remaining: u64,
     },
+    /// Bytes left over after a structure that must fill its input exactly.
+    #[error("{extra} bytes follow where the input should end")]
+    Unconsumed {
+        /// How many bytes follow.
+        extra: u64,
+    },
     /// A length over the configured [`super::Limits`].
     #[error("length {value} is over the limit of {limit} bytes")]
     OverLimit {

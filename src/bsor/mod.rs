@@ -26,7 +26,11 @@ mod read;
 mod summary;
 mod write;
 
-pub use decode::{Event, Limits};
+pub use decode::{
+    decode_controller_offsets, decode_frame, decode_height, decode_note, decode_pause, decode_wall,
+    parse_info, Event, Limits, CUT_SIZE, HEIGHT_SIZE, NOTE_HEAD_SIZE, OFFSETS_SIZE, PAUSE_SIZE,
+    WALL_SIZE,
+};
 pub use error::{ErrorKind, ParseError, Section};
 pub use ids::{
     replay_score, CutDirection, CutScore, NoteColor, NoteId, NoteOutcomeKind, ScoringType, WallId,

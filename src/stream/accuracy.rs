@@ -1,0 +1,92 @@
+//! How far a decoded pose is from the original: the measures the lossy profiles' bounds are
+//! stated in.
+
+use crate::bsor::{Quat, Vec3};
+
+/// Euclidean distance between two positions, in millimetres (`None` if either is not
+/// finite: such positions pass through the lossy profiles exactly).
+pub fn position_error_mm(a: &Vec3, b: &Vec3) -> Option<f64> {
+    let d = [a.x - b.x, a.y - b.y, a.z - b.z].map(f64::from);
+    let e = (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt() * 1000.0;
+    e.is_finite().then_some(e)
+}
+
+/// The rotation angle between two quaternions in degrees, `2·acos(|q̂·q̂′|)` with both
+/// normalized, computed as `4·atan2(‖q̂ − s·q̂′‖, ‖q̂ + s·q̂′‖)` with `s` the sign of the dot
+/// product (the same angle: `atan2` gives half the angle between the two 4-vectors, which
+/// is half the rotation angle), because it keeps its precision for tiny angles where acos
+/// near 1 does not: the f32 rounding of a unit quaternion alone would read as 0.02°.
+///
+/// `None` when the original is not a rotation (a squared norm more than 1e-3 from 1, or a
+/// non-finite component): such values pass through the lossy profiles exactly.
+pub fn rotation_error_deg(original: &Quat, decoded: &Quat) -> Option<f64> {
+    let a = [original.x, original.y, original.z, original.w].map(f64::from);
+    let b = [decoded.x, decoded.y, decoded.z, decoded.w].map(f64::from);
+    let na2: f64 = a.iter().map(|v| v * v).sum();
+    let nb2: f64 = b.iter().map(|v| v * v).sum();
+    if !na2.is_finite() || (na2 - 1.0).abs() > 1e-3 || !nb2.is_finite() || nb2 == 0.0 {
+        return None;
+    }
+    let (na, nb) = (na2.sqrt(), nb2.sqrt());
+    let a = a.map(|v| v / na);
+    let b = b.map(|v| v / nb);
+    let dot: f64 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+    let s = if dot < 0.0 { -1.0 } else { 1.0 };
+    let (mut diff, mut sum) = (0.0f64, 0.0f64);
+    for i in 0..4 {
+        diff += (a[i] - s * b[i]).powi(2);
+        sum += (a[i] + s * b[i]).powi(2);
+    }
+    Some((4.0 * diff.sqrt().atan2(sum.sqrt())).to_degrees())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_angles() {
+        let id = Quat {
+            x: 0.0,
+            y: 0.0,
+            z: 0.0,
+            w: 1.0,
+        };
+        let h = std::f32::consts::FRAC_1_SQRT_2;
+        let z90 = Quat {
+            x: 0.0,
+            y: 0.0,
+            z: h,
+            w: h,
+        };
+        assert!((rotation_error_deg(&id, &z90).unwrap() - 90.0).abs() < 1e-4);
+        let neg = Quat {
+            x: -0.0,
+            y: -0.0,
+            z: -h,
+            w: -h,
+        };
+        assert!(
+            rotation_error_deg(&z90, &neg).unwrap() < 1e-6,
+            "q and -q agree"
+        );
+        let placeholder = Quat {
+            x: -1.0,
+            y: -1.0,
+            z: -1.0,
+            w: -1.0,
+        };
+        assert_eq!(rotation_error_deg(&placeholder, &id), None);
+        let a = Vec3 {
+            x: 0.0,
+            y: 0.0,
+            z: 0.0,
+        };
+        let b = Vec3 {
+            x: 0.003,
+            y: 0.004,
+            z: 0.0,
+        };
+        assert!((position_error_mm(&a, &b).unwrap() - 5.0).abs() < 1e-6);
+    }
+}

@@ -1,0 +1,480 @@
+//! The stream decoder: `.bsors` bytes in, in pieces of any size; frames, events, the
+//! trailer and the index out, and a report of any damage it stepped over. Sans-IO, like the
+//! classic push parser.
+
+use std::collections::VecDeque;
+
+use crate::bsor::Frame;
+
+use super::chunk::{
+    parse_footer, ChunkHeader, ChunkType, Reader, Short, StreamHeader, FOOTER_SIZE,
+    MAX_CHUNK_FRAMES, SYNC,
+};
+use super::events::{EventBatch, EventsDecoder};
+use super::frames::FrameCodec;
+use super::range::{BitReader, RangeDecoder};
+use super::trailer::{decode_index, IndexEntry, Trailer};
+
+/// Zero bytes a frame chunk's coders may read past their input before it counts as damage.
+const OVERRUN_SLACK: usize = 64;
+
+/// A fault that stops decoding altogether.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StreamError {
+    /// The stream header is missing, damaged or of another format or version.
+    #[error("stream header at byte 0: {0}")]
+    Header(&'static str),
+    /// A chunk type this reader does not know and must not skip.
+    #[error("chunk at byte {offset} has critical unknown type 0x{kind:02x}")]
+    CriticalChunk {
+        /// Offset of the chunk.
+        offset: u64,
+        /// Its type byte.
+        kind: u8,
+    },
+}
+
+/// Something the decoder had to step over.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    /// Byte offset where it was found.
+    pub offset: u64,
+    /// Bytes skipped because of it.
+    pub skipped_bytes: u64,
+    /// What was wrong.
+    pub what: &'static str,
+}
+
+/// What the decoder yields, in stream order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StreamEvent {
+    /// The stream header (always first).
+    Header(Box<StreamHeader>),
+    /// A frame and its index in the replay.
+    Frame {
+        /// Index of the frame among all frames.
+        index: u32,
+        /// The frame.
+        frame: Frame,
+    },
+    /// A chunk of events.
+    Events(EventBatch),
+    /// The trailer.
+    Trailer(Box<Trailer>),
+    /// The index.
+    Index(Vec<IndexEntry>),
+    /// A chunk of a type this reader does not know, skipped.
+    Skipped {
+        /// Offset of the chunk.
+        offset: u64,
+        /// Its type byte.
+        kind: u8,
+    },
+    /// Damage that was stepped over.
+    Damage(Damage),
+    /// The input ended.
+    End,
+}
+
+/// Counts of what a decode went through.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecodeStats {
+    /// Chunks decoded.
+    pub chunks: u64,
+    /// Chunks (or stretches of bytes) skipped as damaged or undecodable.
+    pub damaged: u64,
+    /// Frames in chunks that could not be decoded (from their headers, when readable).
+    pub frames_lost: u64,
+    /// Events in chunks that could not be decoded.
+    pub events_lost: u64,
+    /// Bytes skipped.
+    pub bytes_skipped: u64,
+    /// Bytes of frame chunks read (payloads and headers).
+    pub frame_bytes: u64,
+    /// Bytes of event chunks read.
+    pub event_bytes: u64,
+}
+
+#[derive(Debug)]
+enum State {
+    Header,
+    Chunks,
+    Done,
+}
+
+/// Decodes a `.bsors` stream.
+#[derive(Debug)]
+pub struct StreamDecoder {
+    buf: Vec<u8>,
+    start: usize,
+    /// Absolute offset of `buf[start]`.
+    offset: u64,
+    eof: bool,
+    state: State,
+    codec: Option<FrameCodec>,
+    events: EventsDecoder,
+    /// Frames of the current group can be decoded (its keyframe was, and nothing since was
+    /// lost).
+    frames_ok: bool,
+    events_ok: bool,
+    next_seq: Option<u32>,
+    next_frame: u32,
+    queue: VecDeque<StreamEvent>,
+    stats: DecodeStats,
+    skip_frames: bool,
+}
+
+impl Default for StreamDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StreamDecoder {
+    /// A decoder waiting for the stream header.
+    pub fn new() -> Self {
+        StreamDecoder {
+            buf: Vec::new(),
+            start: 0,
+            offset: 0,
+            eof: false,
+            state: State::Header,
+            codec: None,
+            events: EventsDecoder::new(),
+            frames_ok: false,
+            events_ok: true,
+            next_seq: None,
+            next_frame: 0,
+            queue: VecDeque::new(),
+            stats: DecodeStats::default(),
+            skip_frames: false,
+        }
+    }
+
+    /// A decoder that reads frame chunks' headers but not their payloads: for readers that
+    /// want events only.
+    pub fn events_only() -> Self {
+        StreamDecoder {
+            skip_frames: true,
+            ..Self::new()
+        }
+    }
+
+    /// A decoder for chunks of a stream whose header was read elsewhere (to start at a
+    /// keyframe found through the index).
+    pub fn with_header(header: StreamHeader) -> Self {
+        StreamDecoder {
+            codec: Some(FrameCodec::new(header.quantization())),
+            state: State::Chunks,
+            ..Self::new()
+        }
+    }
+
+    /// Starts a new keyframe group's event context (for readers that skip frame chunks).
+    pub fn new_group(&mut self) {
+        self.events.reset();
+        self.events_ok = true;
+    }
+
+    /// Decodes one whole event chunk (header and payload) in the current group's context.
+    pub fn decode_events_chunk(&mut self, chunk: &[u8]) -> Result<EventBatch, &'static str> {
+        let (h, hlen) = ChunkHeader::parse(chunk).map_err(|s| match s {
+            Short::More => "chunk header ends early",
+            Short::Bad(m) => m,
+        })?;
+        let payload = chunk
+            .get(hlen..hlen + h.len as usize)
+            .ok_or("chunk payload ends early")?;
+        if h.kind != ChunkType::Events {
+            return Err("not an event chunk");
+        }
+        if crc32fast::hash(payload) != h.payload_crc {
+            return Err("chunk payload CRC mismatch");
+        }
+        self.events.decode(payload)
+    }
+
+    /// Adds input.
+    pub fn push(&mut self, bytes: &[u8]) {
+        if self.eof {
+            return;
+        }
+        if self.start > 0 && self.start >= self.buf.len() / 2 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Declares the end of the input.
+    pub fn finish(&mut self) {
+        self.eof = true;
+    }
+
+    /// What the decode went through so far.
+    pub fn stats(&self) -> DecodeStats {
+        self.stats
+    }
+
+    /// The next event; `Ok(None)` when more input is needed (or after [`StreamEvent::End`]).
+    pub fn next_event(&mut self) -> Result<Option<StreamEvent>, StreamError> {
+        loop {
+            if let Some(e) = self.queue.pop_front() {
+                return Ok(Some(e));
+            }
+            if !self.step()? {
+                return Ok(None);
+            }
+        }
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        self.offset += n as u64;
+    }
+
+    fn damage(&mut self, what: &'static str, skipped: usize) {
+        self.stats.damaged += 1;
+        self.stats.bytes_skipped += skipped as u64;
+        self.queue.push_back(StreamEvent::Damage(Damage {
+            offset: self.offset,
+            skipped_bytes: skipped as u64,
+            what,
+        }));
+        self.consume(skipped);
+    }
+
+    /// Makes progress; false when nothing more can be done until more input arrives.
+    fn step(&mut self) -> Result<bool, StreamError> {
+        let pending = &self.buf[self.start..];
+        match self.state {
+            State::Done => Ok(false),
+            State::Header => match StreamHeader::parse(pending) {
+                Ok((h, n)) => {
+                    self.codec = Some(FrameCodec::new(h.quantization()));
+                    self.consume(n);
+                    self.queue.push_back(StreamEvent::Header(Box::new(h)));
+                    self.state = State::Chunks;
+                    Ok(true)
+                }
+                Err(Short::More) if !self.eof => Ok(false),
+                Err(Short::More) => Err(StreamError::Header("input ends inside it")),
+                Err(Short::Bad(m)) => Err(StreamError::Header(m)),
+            },
+            State::Chunks => self.chunk_step(),
+        }
+    }
+
+    fn end(&mut self) -> Result<bool, StreamError> {
+        self.state = State::Done;
+        self.queue.push_back(StreamEvent::End);
+        Ok(true)
+    }
+
+    fn chunk_step(&mut self) -> Result<bool, StreamError> {
+        let pending = &self.buf[self.start..];
+        if pending.is_empty() {
+            return if self.eof { self.end() } else { Ok(false) };
+        }
+        if pending.len() < 2 && !self.eof {
+            return Ok(false);
+        }
+        if pending.get(..2) != Some(&SYNC[..]) {
+            if pending.len() == FOOTER_SIZE && self.eof && parse_footer(pending).is_some() {
+                self.consume(FOOTER_SIZE);
+                return self.end();
+            }
+            // Not a chunk: skip to the next sync marker (or what may be the start of one).
+            let skip = find_sync(&pending[1..]).map_or(pending.len(), |i| i + 1);
+            let keep_last = !self.eof && skip == pending.len() && pending.last() == Some(&SYNC[0]);
+            let skip = if keep_last { skip - 1 } else { skip };
+            if skip == 0 {
+                return Ok(false);
+            }
+            self.lose_group();
+            self.damage("bytes that are not a chunk", skip);
+            return Ok(true);
+        }
+        let (h, hlen) = match ChunkHeader::parse(pending) {
+            Ok(x) => x,
+            Err(Short::More) if !self.eof => return Ok(false),
+            Err(Short::More) => {
+                let n = pending.len();
+                self.lose_group();
+                self.damage("input ends inside a chunk header", n);
+                return Ok(true);
+            }
+            Err(Short::Bad(m)) => {
+                // A false sync marker or a damaged header: resync one byte on.
+                self.lose_group();
+                self.damage(m, 1);
+                return Ok(true);
+            }
+        };
+        let total = hlen + h.len as usize;
+        if pending.len() < total {
+            if !self.eof {
+                return Ok(false);
+            }
+            let n = pending.len();
+            self.lose_group();
+            self.count_lost(&h);
+            self.damage("input ends inside a chunk (truncated stream)", n);
+            return Ok(true);
+        }
+        let offset = self.offset;
+        let payload = pending[hlen..total].to_vec();
+        if crc32fast::hash(&payload) != h.payload_crc {
+            self.next_seq = Some(h.seq.wrapping_add(1));
+            match h.kind {
+                ChunkType::Keyframes | ChunkType::Frames => self.frames_ok = false,
+                ChunkType::Events => self.events_ok = false,
+                _ => {}
+            }
+            self.count_lost(&h);
+            self.damage("chunk payload CRC mismatch", total);
+            return Ok(true);
+        }
+        if let Some(expected) = self.next_seq {
+            if h.seq != expected {
+                // Chunks went missing between the last one and this one.
+                self.lose_group();
+                self.stats.damaged += 1;
+                self.queue.push_back(StreamEvent::Damage(Damage {
+                    offset,
+                    skipped_bytes: 0,
+                    what: "chunk sequence gap (chunks missing)",
+                }));
+            }
+        }
+        self.next_seq = Some(h.seq.wrapping_add(1));
+        self.consume(total);
+        self.stats.chunks += 1;
+        match h.kind {
+            ChunkType::Keyframes | ChunkType::Frames => {
+                self.stats.frame_bytes += total as u64;
+                self.frames_chunk(&h, &payload, offset);
+            }
+            ChunkType::Events => {
+                self.stats.event_bytes += total as u64;
+                self.events_chunk(&h, &payload, offset);
+            }
+            ChunkType::Trailer => match Trailer::decode(&payload) {
+                Ok(t) => self.queue.push_back(StreamEvent::Trailer(Box::new(t))),
+                Err(m) => self.damage_at(offset, m),
+            },
+            ChunkType::Index => match decode_index(&payload) {
+                Ok(i) => self.queue.push_back(StreamEvent::Index(i)),
+                Err(m) => self.damage_at(offset, m),
+            },
+            ChunkType::Unknown(kind) if h.kind.is_critical() => {
+                return Err(StreamError::CriticalChunk { offset, kind });
+            }
+            ChunkType::Unknown(kind) => self.queue.push_back(StreamEvent::Skipped { offset, kind }),
+        }
+        Ok(true)
+    }
+
+    fn damage_at(&mut self, offset: u64, what: &'static str) {
+        self.stats.damaged += 1;
+        self.queue.push_back(StreamEvent::Damage(Damage {
+            offset,
+            skipped_bytes: 0,
+            what,
+        }));
+    }
+
+    /// Something of the current group was lost: resume at the next keyframe.
+    fn lose_group(&mut self) {
+        self.frames_ok = false;
+        self.events_ok = false;
+    }
+
+    fn count_lost(&mut self, h: &ChunkHeader) {
+        match h.kind {
+            ChunkType::Keyframes | ChunkType::Frames => {
+                self.stats.frames_lost += u64::from(h.count)
+            }
+            ChunkType::Events => self.stats.events_lost += u64::from(h.count),
+            _ => {}
+        }
+    }
+
+    fn frames_chunk(&mut self, h: &ChunkHeader, payload: &[u8], offset: u64) {
+        if h.kind == ChunkType::Keyframes {
+            self.frames_ok = true;
+            self.events_ok = true;
+            self.events.reset();
+            if let Some(c) = &mut self.codec {
+                c.reset();
+            }
+        } else if h.first != self.next_frame {
+            self.frames_ok = false;
+        }
+        if self.skip_frames {
+            self.next_frame = h.first.saturating_add(h.count);
+            return;
+        }
+        if !self.frames_ok || h.count > MAX_CHUNK_FRAMES {
+            self.count_lost(h);
+            self.damage_at(offset, "frames of a group whose keyframe was lost");
+            return;
+        }
+        let Some(codec) = &mut self.codec else { return };
+        let mut r = Reader::new(payload);
+        let Ok(rc_len) = r.varint() else {
+            self.frames_ok = false;
+            self.count_lost(h);
+            self.damage_at(offset, "frame chunk without its coder length");
+            return;
+        };
+        let rc_bytes = payload.get(r.pos..r.pos.saturating_add(rc_len as usize));
+        let Some(rc_bytes) = rc_bytes else {
+            self.frames_ok = false;
+            self.count_lost(h);
+            self.damage_at(offset, "frame chunk coder length beyond its payload");
+            return;
+        };
+        let raw_bytes = &payload[r.pos + rc_bytes.len()..];
+        let mut rc = RangeDecoder::new(rc_bytes);
+        let mut raw = BitReader::new(raw_bytes);
+        let frames: Vec<Frame> = (0..h.count)
+            .map(|_| codec.decode(&mut rc, &mut raw))
+            .collect();
+        // Trailing zero bytes are left out by the encoder; far more than that is a chunk
+        // whose count claims more frames than its bytes hold.
+        if rc.overrun() > OVERRUN_SLACK || raw.overrun() > OVERRUN_SLACK as u64 {
+            self.frames_ok = false;
+            self.count_lost(h);
+            self.damage_at(offset, "frame chunk decodes past its end");
+            return;
+        }
+        for (i, frame) in frames.into_iter().enumerate() {
+            self.queue.push_back(StreamEvent::Frame {
+                index: h.first.wrapping_add(i as u32),
+                frame,
+            });
+        }
+        self.next_frame = h.first.wrapping_add(h.count);
+    }
+
+    fn events_chunk(&mut self, h: &ChunkHeader, payload: &[u8], offset: u64) {
+        if !self.events_ok {
+            self.count_lost(h);
+            self.damage_at(offset, "events of a group whose earlier events were lost");
+            return;
+        }
+        match self.events.decode(payload) {
+            Ok(batch) => self.queue.push_back(StreamEvent::Events(batch)),
+            Err(m) => {
+                self.events_ok = false;
+                self.count_lost(h);
+                self.damage_at(offset, m);
+            }
+        }
+    }
+}
+
+fn find_sync(b: &[u8]) -> Option<usize> {
+    b.windows(2).position(|w| w == SYNC)
+}

@@ -1,0 +1,287 @@
+//! The stream encoder: frames and events in, `.bsors` bytes out. Sans-IO: it never writes
+//! anywhere itself; the caller takes the bytes with [`StreamEncoder::take_output`] whenever
+//! it likes (after every call, for a live stream).
+
+use crate::bsor::{ControllerOffsets, Frame, Height, Info, NoteEvent, Pause, Wall};
+
+use super::chunk::{
+    footer, put_varint, ChunkHeader, ChunkType, Settings, StreamHeader, MAX_CHUNK_FRAMES,
+};
+use super::events::{EventBatch, EventsEncoder};
+use super::frames::FrameCodec;
+use super::range::{BitWriter, RangeEncoder};
+use super::trailer::{encode_index, IndexEntry, SectionCounts, Trailer};
+
+#[derive(Clone, Copy, Debug)]
+struct OpenChunk {
+    kind: ChunkType,
+    first: u32,
+    count: u32,
+    t0: f32,
+    t1: f32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Group {
+    t0: f32,
+    frames: u32,
+}
+
+/// Encodes one replay into the stream format as it is played.
+#[derive(Debug)]
+pub struct StreamEncoder {
+    settings: Settings,
+    out: Vec<u8>,
+    /// Bytes produced so far, taken or not: the offset of the next chunk.
+    offset: u64,
+    seq: u32,
+    codec: FrameCodec,
+    rc: RangeEncoder,
+    raw: BitWriter,
+    group: Option<Group>,
+    chunk: Option<OpenChunk>,
+    events: EventsEncoder,
+    pending: EventBatch,
+    counts: SectionCounts,
+    index: Vec<IndexEntry>,
+    finished: bool,
+}
+
+impl StreamEncoder {
+    /// Starts a stream: the header (with `info` as known at the start) is the first output.
+    pub fn new(info: Info, settings: Settings) -> Self {
+        let header = StreamHeader { settings, info };
+        let out = header.encode();
+        StreamEncoder {
+            settings,
+            offset: out.len() as u64,
+            out,
+            seq: 0,
+            codec: FrameCodec::new(header.quantization()),
+            rc: RangeEncoder::default(),
+            raw: BitWriter::default(),
+            group: None,
+            chunk: None,
+            events: EventsEncoder::new(settings.zstd_level),
+            pending: EventBatch::default(),
+            counts: SectionCounts::default(),
+            index: Vec::new(),
+            finished: false,
+        }
+    }
+
+    /// The bytes produced since the last call.
+    pub fn take_output(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// Bytes produced so far (taken or not).
+    pub fn bytes_written(&self) -> u64 {
+        self.offset
+    }
+
+    /// Records pushed so far.
+    pub fn counts(&self) -> SectionCounts {
+        self.counts
+    }
+
+    /// Adds a frame, and returns it as a decoder will see it (itself, when lossless).
+    pub fn push_frame(&mut self, f: &Frame) -> Frame {
+        let t = f.time;
+        let s = self.settings;
+        match (self.group, self.chunk) {
+            (Some(g), _)
+                if (s.keyframe_seconds > 0.0 && t - g.t0 >= s.keyframe_seconds)
+                    || (s.keyframe_frames > 0 && g.frames >= s.keyframe_frames) =>
+            {
+                self.close_chunk();
+                self.start_group(t);
+            }
+            (None, _) => self.start_group(t),
+            (Some(_), Some(c))
+                if c.count >= MAX_CHUNK_FRAMES
+                    || (s.flush_seconds > 0.0 && t - c.t0 >= s.flush_seconds) =>
+            {
+                self.close_chunk();
+                self.open_chunk(ChunkType::Frames, t);
+            }
+            (Some(_), None) => self.open_chunk(ChunkType::Frames, t),
+            (Some(_), Some(_)) => {}
+        }
+        let decoded = self.codec.encode(f, &mut self.rc, &mut self.raw);
+        if let Some(c) = &mut self.chunk {
+            c.count += 1;
+            c.t1 = t;
+        }
+        if let Some(g) = &mut self.group {
+            g.frames += 1;
+        }
+        self.counts.frames += 1;
+        decoded
+    }
+
+    /// Adds a note event; it goes out with the next chunk.
+    pub fn push_note(&mut self, n: NoteEvent) {
+        if self.pending.notes.1.is_empty() {
+            self.pending.notes.0 = self.counts.notes as u32;
+        }
+        self.pending.notes.1.push(n);
+        self.counts.notes += 1;
+    }
+
+    /// Adds a wall event.
+    pub fn push_wall(&mut self, w: Wall) {
+        if self.pending.walls.1.is_empty() {
+            self.pending.walls.0 = self.counts.walls as u32;
+        }
+        self.pending.walls.1.push(w);
+        self.counts.walls += 1;
+    }
+
+    /// Adds a height change.
+    pub fn push_height(&mut self, h: Height) {
+        if self.pending.heights.1.is_empty() {
+            self.pending.heights.0 = self.counts.heights as u32;
+        }
+        self.pending.heights.1.push(h);
+        self.counts.heights += 1;
+    }
+
+    /// Adds a pause.
+    pub fn push_pause(&mut self, p: Pause) {
+        if self.pending.pauses.1.is_empty() {
+            self.pending.pauses.0 = self.counts.pauses as u32;
+        }
+        self.pending.pauses.1.push(p);
+        self.counts.pauses += 1;
+    }
+
+    /// Emits everything pushed so far: the open frame chunk and the pending events. The
+    /// next frame continues the keyframe group in a new chunk.
+    pub fn flush(&mut self) {
+        self.close_chunk();
+        self.emit_events();
+    }
+
+    /// Ends the stream: the last chunks, the trailer, the index and the footer.
+    pub fn finish(
+        &mut self,
+        info: Info,
+        controller_offsets: Option<ControllerOffsets>,
+        user_data: Option<Vec<u8>>,
+        trailing: Vec<u8>,
+    ) {
+        if self.finished {
+            return;
+        }
+        self.flush();
+        let trailer = Trailer {
+            info,
+            counts: self.counts,
+            controller_offsets,
+            user_data,
+            trailing,
+        };
+        let payload = trailer.encode(self.settings.zstd_level);
+        self.emit(ChunkType::Trailer, 0, 0, (0.0, 0.0), &payload, true);
+        let index_at = self.offset;
+        let payload = encode_index(&self.index, self.settings.zstd_level);
+        self.emit(
+            ChunkType::Index,
+            0,
+            self.index.len() as u32,
+            (0.0, 0.0),
+            &payload,
+            false,
+        );
+        let f = footer(index_at);
+        self.out.extend_from_slice(&f);
+        self.offset += f.len() as u64;
+        self.finished = true;
+    }
+
+    fn start_group(&mut self, t: f32) {
+        // Pending events belong to the group they were pushed in.
+        self.emit_events();
+        self.codec.reset();
+        self.events.reset();
+        self.group = Some(Group { t0: t, frames: 0 });
+        self.open_chunk(ChunkType::Keyframes, t);
+    }
+
+    fn open_chunk(&mut self, kind: ChunkType, t: f32) {
+        self.chunk = Some(OpenChunk {
+            kind,
+            first: self.counts.frames as u32,
+            count: 0,
+            t0: t,
+            t1: t,
+        });
+    }
+
+    fn close_chunk(&mut self) {
+        let Some(c) = self.chunk.take() else { return };
+        let rc = self.rc.finish();
+        let raw = self.raw.finish();
+        let mut payload = Vec::with_capacity(rc.len() + raw.len() + 4);
+        put_varint(&mut payload, rc.len() as u64);
+        payload.extend_from_slice(&rc);
+        payload.extend_from_slice(&raw);
+        let indexed = c.kind == ChunkType::Keyframes;
+        self.emit(c.kind, c.first, c.count, (c.t0, c.t1), &payload, indexed);
+        self.emit_events();
+    }
+
+    fn emit_events(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.pending);
+        // zstd fails only when it cannot allocate; an empty payload is then caught by the
+        // reader as damage rather than aborting the game.
+        let payload = self.events.encode(&batch).unwrap_or_default();
+        let span = batch.span();
+        self.emit(
+            ChunkType::Events,
+            0,
+            batch.len() as u32,
+            span,
+            &payload,
+            true,
+        );
+    }
+
+    fn emit(
+        &mut self,
+        kind: ChunkType,
+        first: u32,
+        count: u32,
+        (t0, t1): (f32, f32),
+        payload: &[u8],
+        indexed: bool,
+    ) {
+        if indexed {
+            self.index.push(IndexEntry {
+                offset: self.offset,
+                kind,
+                first,
+                count,
+                t0,
+                t1,
+            });
+        }
+        let before = self.out.len();
+        ChunkHeader {
+            kind,
+            seq: self.seq,
+            first,
+            count,
+            t0,
+            len: 0,
+            payload_crc: 0,
+        }
+        .write(payload, &mut self.out);
+        self.offset += (self.out.len() - before) as u64;
+        self.seq = self.seq.wrapping_add(1);
+    }
+}

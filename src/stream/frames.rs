@@ -1,0 +1,717 @@
+//! The frame codec: prediction from the decoded previous frames, an inclusion mask, and
+//! residuals coded by bit length (adaptive) plus raw low bits.
+//!
+//! Exact layout and arithmetic: `proto-spec/format.md`, section "Frame coding". The encoder
+//! and the decoder run the same predictor over the same decoded history, so errors never
+//! drift, and every float operation is a single IEEE 754 operation (no fused multiply-add,
+//! no library functions but `sqrt`), so every platform computes the same bits.
+
+use crate::bsor::{Frame, Pose, Quat, Vec3};
+
+use super::header::Quantization;
+use super::range::{BitReader, BitWriter, Prob, RangeDecoder, RangeEncoder};
+
+/// Values per frame: time, fps, then per device position x y z and rotation x y z w.
+const COLUMNS: usize = 23;
+/// Parts of the inclusion mask: time, fps, then per device position and rotation.
+const PARTS: usize = 8;
+
+/// Maps float bits to an unsigned integer whose order is the floats' order, so that close
+/// floats have close integers (negative floats are reflected below positive ones).
+fn ordered(bits: u32) -> u32 {
+    if bits >> 31 == 1 {
+        !bits
+    } else {
+        bits | 0x8000_0000
+    }
+}
+
+fn unordered(o: u32) -> u32 {
+    if o >> 31 == 1 {
+        o & 0x7fff_ffff
+    } else {
+        !o
+    }
+}
+
+fn zigzag(d: i32) -> u32 {
+    ((d << 1) ^ (d >> 31)) as u32
+}
+
+fn unzigzag(z: u32) -> i32 {
+    ((z >> 1) as i32) ^ -((z & 1) as i32)
+}
+
+/// Linear extrapolation `2·a − b` in `f32`, the same bits everywhere.
+fn extrapolate(a: f32, b: f32) -> f32 {
+    2.0 * a - b
+}
+
+/// The adaptive models of one keyframe group.
+#[derive(Clone, Debug)]
+struct Models {
+    /// Mask bit `i`, given the same bit of the previous frame.
+    mask: [[Prob; 2]; PARTS],
+    /// Bit length (0 to 32) of a residual, per column, as a 6-bit tree. (A context of the
+    /// column's previous bit length was tried: with one-second groups it learns too slowly
+    /// and made live streams 0.2 to 1% larger.)
+    length: [[Prob; 64]; COLUMNS],
+    /// Escape flag per device part (lossy profiles).
+    escape: [Prob; 6],
+    /// "Largest component changed" per rotation (lossy profiles).
+    index_changed: [Prob; 3],
+}
+
+impl Default for Models {
+    fn default() -> Self {
+        Models {
+            mask: [[Prob::default(); 2]; PARTS],
+            length: [[Prob::default(); 64]; COLUMNS],
+            escape: [Prob::default(); 6],
+            index_changed: [Prob::default(); 3],
+        }
+    }
+}
+
+/// A quantized rotation: the index of the dropped (largest) component and the other three.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SmallestThree {
+    index: u8,
+    v: [i32; 3],
+}
+
+/// What the predictor remembers of a lossy device part.
+#[derive(Clone, Copy, Debug)]
+struct LossyPart<T: Copy> {
+    h1: Option<T>,
+    h2: Option<T>,
+}
+
+impl<T: Copy> Default for LossyPart<T> {
+    fn default() -> Self {
+        LossyPart { h1: None, h2: None }
+    }
+}
+
+impl<T: Copy> LossyPart<T> {
+    fn push(&mut self, v: Option<T>) {
+        self.h2 = if v.is_some() { self.h1 } else { None };
+        self.h1 = v;
+    }
+}
+
+/// The codec state of one keyframe group (encoder and decoder alike).
+#[derive(Clone, Debug)]
+pub(crate) struct FrameCodec {
+    quant: Quantization,
+    models: Box<Models>,
+    /// The previous two decoded frames, as column bits.
+    h1: Option<[u32; COLUMNS]>,
+    h2: Option<[u32; COLUMNS]>,
+    prev_mask: u8,
+    pos: [LossyPart<[i32; 3]>; 3],
+    rot: [LossyPart<SmallestThree>; 3],
+}
+
+fn columns(f: &Frame) -> [u32; COLUMNS] {
+    let mut c = [0u32; COLUMNS];
+    c[0] = f.time.to_bits();
+    c[1] = f.fps as u32;
+    for (d, p) in [&f.head, &f.left_hand, &f.right_hand]
+        .into_iter()
+        .enumerate()
+    {
+        let b = 2 + d * 7;
+        c[b] = p.position.x.to_bits();
+        c[b + 1] = p.position.y.to_bits();
+        c[b + 2] = p.position.z.to_bits();
+        c[b + 3] = p.rotation.x.to_bits();
+        c[b + 4] = p.rotation.y.to_bits();
+        c[b + 5] = p.rotation.z.to_bits();
+        c[b + 6] = p.rotation.w.to_bits();
+    }
+    c
+}
+
+fn frame_from(c: &[u32; COLUMNS]) -> Frame {
+    let f = |i: usize| f32::from_bits(c[i]);
+    let pose = |b: usize| Pose {
+        position: Vec3 {
+            x: f(b),
+            y: f(b + 1),
+            z: f(b + 2),
+        },
+        rotation: Quat {
+            x: f(b + 3),
+            y: f(b + 4),
+            z: f(b + 5),
+            w: f(b + 6),
+        },
+    };
+    Frame {
+        time: f(0),
+        fps: c[1] as i32,
+        head: pose(2),
+        left_hand: pose(9),
+        right_hand: pose(16),
+    }
+}
+
+/// The component of the previous rotation with the largest magnitude (the first on ties,
+/// NaN never wins; 3 when there is no previous rotation).
+fn largest(prev: Option<&[u32]>) -> usize {
+    let Some(q) = prev else { return 3 };
+    let mut best = 0;
+    let mut mag = f32::from_bits(q[0]).abs();
+    for (i, &bits) in q.iter().enumerate().skip(1) {
+        let m = f32::from_bits(bits).abs();
+        if m > mag {
+            best = i;
+            mag = m;
+        }
+    }
+    best
+}
+
+/// `±sqrt(max(0, 1 − Σ others²))`, summed in index order, with the sign of the previous
+/// frame's component.
+fn derived(q: &[u32; 4], skip: usize, negative: bool) -> u32 {
+    let mut s = 1.0f32;
+    for (i, &bits) in q.iter().enumerate() {
+        if i != skip {
+            let v = f32::from_bits(bits);
+            s -= v * v;
+        }
+    }
+    let r = s.max(0.0).sqrt();
+    if negative {
+        (-r).to_bits()
+    } else {
+        r.to_bits()
+    }
+}
+
+impl FrameCodec {
+    pub(crate) fn new(quant: Quantization) -> Self {
+        FrameCodec {
+            quant,
+            models: Box::default(),
+            h1: None,
+            h2: None,
+            prev_mask: 0,
+            pos: [LossyPart::default(); 3],
+            rot: [LossyPart::default(); 3],
+        }
+    }
+
+    /// Forgets everything: the next frame is a keyframe.
+    pub(crate) fn reset(&mut self) {
+        *self = FrameCodec::new(self.quant);
+    }
+
+    /// The prediction of the plain columns of the next frame (lossless columns; in lossy
+    /// profiles only time and fps use it).
+    fn predict_plain(&self, i: usize) -> u32 {
+        match (self.h1, self.h2) {
+            (None, _) => 0,
+            (Some(a), _) if i == 1 => a[1],
+            (Some(a), None) => a[i],
+            (Some(a), Some(b)) => extrapolate(f32::from_bits(a[i]), f32::from_bits(b[i])).to_bits(),
+        }
+    }
+
+    fn residual_enc(&mut self, rc: &mut RangeEncoder, raw: &mut BitWriter, col: usize, z: u32) {
+        let len = 32 - z.leading_zeros();
+        rc.tree(&mut self.models.length[col], 6, len);
+        if len >= 2 {
+            raw.put(z, len - 1);
+        }
+    }
+
+    fn residual_dec(&mut self, rc: &mut RangeDecoder, raw: &mut BitReader, col: usize) -> u32 {
+        let len = rc.tree(&mut self.models.length[col], 6).min(32);
+        match len {
+            0 => 0,
+            1 => 1,
+            n => (1u32 << (n - 1)) | raw.get(n - 1),
+        }
+    }
+
+    fn mask_enc(&mut self, rc: &mut RangeEncoder, mask: u8) {
+        for i in 0..PARTS {
+            let prev = usize::from((self.prev_mask >> i) & 1);
+            rc.bit(&mut self.models.mask[i][prev], (mask >> i) & 1 == 1);
+        }
+        self.prev_mask = mask;
+    }
+
+    fn mask_dec(&mut self, rc: &mut RangeDecoder) -> u8 {
+        let mut mask = 0u8;
+        for i in 0..PARTS {
+            let prev = usize::from((self.prev_mask >> i) & 1);
+            if rc.bit(&mut self.models.mask[i][prev]) {
+                mask |= 1 << i;
+            }
+        }
+        self.prev_mask = mask;
+        mask
+    }
+
+    /// Codes `frame` and returns the frame the decoder will reconstruct (the same one, in
+    /// the lossless profile).
+    pub(crate) fn encode(
+        &mut self,
+        frame: &Frame,
+        rc: &mut RangeEncoder,
+        raw: &mut BitWriter,
+    ) -> Frame {
+        let actual = columns(frame);
+        match self.quant {
+            Quantization::Lossless => self.encode_lossless(&actual, rc, raw),
+            Quantization::Lossy { .. } => self.encode_lossy(&actual, rc, raw),
+        }
+    }
+
+    /// Decodes the next frame.
+    pub(crate) fn decode(&mut self, rc: &mut RangeDecoder, raw: &mut BitReader) -> Frame {
+        match self.quant {
+            Quantization::Lossless => self.decode_lossless(rc, raw),
+            Quantization::Lossy { .. } => self.decode_lossy(rc, raw),
+        }
+    }
+
+    /// Lossless predictions of all columns, given the actual values decoded so far (the
+    /// derived rotation component depends on the other three of the same frame).
+    fn lossless_prediction(&self, i: usize, actual: &[u32; COLUMNS]) -> u32 {
+        if i >= 2 {
+            let d = (i - 2) / 7;
+            let k = (i - 2) % 7;
+            if k >= 3 {
+                let q0 = 2 + d * 7 + 3;
+                let prev = self.h1.as_ref().map(|h| &h[q0..q0 + 4]);
+                let skip = largest(prev);
+                if k - 3 == skip {
+                    let negative = prev.is_some_and(|q| q[skip] >> 31 == 1);
+                    let q = [actual[q0], actual[q0 + 1], actual[q0 + 2], actual[q0 + 3]];
+                    return derived(&q, skip, negative);
+                }
+            }
+        }
+        self.predict_plain(i)
+    }
+
+    /// The order in which a device's rotation columns are coded: the derived one last.
+    fn rotation_order(&self, d: usize) -> [usize; 4] {
+        let q0 = 2 + d * 7 + 3;
+        let skip = largest(self.h1.as_ref().map(|h| &h[q0..q0 + 4]));
+        let mut order = [0usize; 4];
+        for (n, k) in (0..4).filter(|&k| k != skip).chain([skip]).enumerate() {
+            order[n] = q0 + k;
+        }
+        order
+    }
+
+    fn part_columns(&self, part: usize) -> ([usize; 4], usize) {
+        match part {
+            0 => ([0, 0, 0, 0], 1),
+            1 => ([1, 0, 0, 0], 1),
+            p => {
+                let d = (p - 2) / 2;
+                if p % 2 == 0 {
+                    let b = 2 + d * 7;
+                    ([b, b + 1, b + 2, 0], 3)
+                } else {
+                    (self.rotation_order(d), 4)
+                }
+            }
+        }
+    }
+
+    fn residual_of(&self, i: usize, actual: &[u32; COLUMNS]) -> u32 {
+        let pred = self.lossless_prediction(i, actual);
+        if i == 1 {
+            zigzag((actual[1] as i32).wrapping_sub(pred as i32))
+        } else {
+            zigzag(ordered(actual[i]).wrapping_sub(ordered(pred)) as i32)
+        }
+    }
+
+    fn encode_lossless(
+        &mut self,
+        actual: &[u32; COLUMNS],
+        rc: &mut RangeEncoder,
+        raw: &mut BitWriter,
+    ) -> Frame {
+        let mut residuals = [0u32; COLUMNS];
+        let mut mask = 0u8;
+        for part in 0..PARTS {
+            let (cols, n) = self.part_columns(part);
+            for &c in &cols[..n] {
+                residuals[c] = self.residual_of(c, actual);
+                if residuals[c] != 0 {
+                    mask |= 1 << part;
+                }
+            }
+        }
+        self.mask_enc(rc, mask);
+        for part in 0..PARTS {
+            if mask & (1 << part) == 0 {
+                continue;
+            }
+            let (cols, n) = self.part_columns(part);
+            for &c in &cols[..n] {
+                self.residual_enc(rc, raw, c, residuals[c]);
+            }
+        }
+        self.h2 = self.h1;
+        self.h1 = Some(*actual);
+        frame_from(actual)
+    }
+
+    fn decode_lossless(&mut self, rc: &mut RangeDecoder, raw: &mut BitReader) -> Frame {
+        let mask = self.mask_dec(rc);
+        let mut actual = [0u32; COLUMNS];
+        for part in 0..PARTS {
+            let (cols, n) = self.part_columns(part);
+            for &c in &cols[..n] {
+                let z = if mask & (1 << part) != 0 {
+                    self.residual_dec(rc, raw, c)
+                } else {
+                    0
+                };
+                let pred = self.lossless_prediction(c, &actual);
+                actual[c] = if c == 1 {
+                    (pred as i32).wrapping_add(unzigzag(z)) as u32
+                } else {
+                    unordered(ordered(pred).wrapping_add(unzigzag(z) as u32))
+                };
+            }
+        }
+        self.h2 = self.h1;
+        self.h1 = Some(actual);
+        frame_from(&actual)
+    }
+
+    fn lossy_params(&self) -> (f64, f64, i32) {
+        match self.quant {
+            Quantization::Lossy {
+                position_step,
+                rotation_bits,
+            } => {
+                let m = (1i32 << (rotation_bits.clamp(2, 24) - 1)) - 1;
+                (
+                    f64::from(position_step),
+                    std::f64::consts::SQRT_2 * f64::from(m),
+                    m,
+                )
+            }
+            Quantization::Lossless => (1.0, 1.0, 1),
+        }
+    }
+
+    fn predict_pos(&self, d: usize) -> [i64; 3] {
+        let part = &self.pos[d];
+        match (part.h1, part.h2) {
+            (Some(a), Some(b)) => [0, 1, 2].map(|i| 2 * i64::from(a[i]) - i64::from(b[i])),
+            (Some(a), None) => a.map(i64::from),
+            _ => [0; 3],
+        }
+    }
+
+    fn predict_rot(&self, d: usize) -> SmallestThree {
+        let part = &self.rot[d];
+        match (part.h1, part.h2) {
+            (Some(a), Some(b)) if a.index == b.index => SmallestThree {
+                index: a.index,
+                // |v| <= M < 2^23, so 2a - b cannot overflow.
+                v: [0, 1, 2].map(|i| 2 * a.v[i] - b.v[i]),
+            },
+            (Some(a), _) => a,
+            _ => SmallestThree {
+                index: 3,
+                v: [0; 3],
+            },
+        }
+    }
+
+    fn dequantize_pos(&self, q: [i32; 3]) -> Vec3 {
+        let (step, _, _) = self.lossy_params();
+        let f = |v: i32| (f64::from(v) * step) as f32;
+        Vec3 {
+            x: f(q[0]),
+            y: f(q[1]),
+            z: f(q[2]),
+        }
+    }
+
+    fn dequantize_rot(&self, r: SmallestThree) -> Quat {
+        let (_, scale, _) = self.lossy_params();
+        let mut c = [0f64; 4];
+        let mut s = 1.0f64;
+        let mut j = 0;
+        for (i, slot) in c.iter_mut().enumerate() {
+            if i != usize::from(r.index) {
+                let v = f64::from(r.v[j]) / scale;
+                *slot = v;
+                s -= v * v;
+                j += 1;
+            }
+        }
+        c[usize::from(r.index & 3)] = s.max(0.0).sqrt();
+        Quat {
+            x: c[0] as f32,
+            y: c[1] as f32,
+            z: c[2] as f32,
+            w: c[3] as f32,
+        }
+    }
+
+    fn quantize_pos(&self, p: &Vec3) -> Option<[i32; 3]> {
+        let (step, _, _) = self.lossy_params();
+        let mut q = [0i32; 3];
+        for (slot, v) in q.iter_mut().zip([p.x, p.y, p.z]) {
+            let r = (f64::from(v) / step).round();
+            if !r.is_finite() || r.abs() > f64::from(1 << 30) {
+                return None;
+            }
+            *slot = r as i32;
+        }
+        Some(q)
+    }
+
+    /// Smallest three of a unit quaternion; `None` (escape) for non-finite components or a
+    /// squared norm more than 1e-3 away from 1 (placeholders such as (-1,-1,-1,-1) or zeros).
+    fn quantize_rot(&self, q: &Quat) -> Option<SmallestThree> {
+        let (_, scale, m) = self.lossy_params();
+        let mut c = [q.x, q.y, q.z, q.w].map(f64::from);
+        let n2: f64 = c.iter().map(|v| v * v).sum();
+        if !n2.is_finite() || (n2 - 1.0).abs() > 1e-3 {
+            return None;
+        }
+        let n = n2.sqrt();
+        let mut index = 0;
+        for i in 0..4 {
+            c[i] /= n;
+            if c[i].abs() > c[index].abs() {
+                index = i;
+            }
+        }
+        if c[index] < 0.0 {
+            c = c.map(|v| -v);
+        }
+        let mut v = [0i32; 3];
+        let mut j = 0;
+        for (i, &ci) in c.iter().enumerate() {
+            if i != index {
+                v[j] = ((ci * scale).round() as i32).clamp(-m, m);
+                j += 1;
+            }
+        }
+        Some(SmallestThree {
+            index: index as u8,
+            v,
+        })
+    }
+
+    fn raw_floats_enc(raw: &mut BitWriter, v: &[f32]) {
+        for x in v {
+            raw.put(x.to_bits(), 32);
+        }
+    }
+
+    fn encode_lossy(
+        &mut self,
+        actual: &[u32; COLUMNS],
+        rc: &mut RangeEncoder,
+        raw: &mut BitWriter,
+    ) -> Frame {
+        let frame = frame_from(actual);
+        let poses = [frame.head, frame.left_hand, frame.right_hand];
+        // Decide every part first: the mask comes before the parts.
+        let mut mask = 0u8;
+        let mut plain = [0u32; 2];
+        for (i, slot) in plain.iter_mut().enumerate() {
+            *slot = self.residual_of(i, actual);
+            if *slot != 0 {
+                mask |= 1 << i;
+            }
+        }
+        let mut pos_code: [Option<[u32; 3]>; 3] = [None; 3];
+        let mut rot_code: [Option<SmallestThree>; 3] = [None; 3];
+        for (d, pose) in poses.iter().enumerate() {
+            let pred = self.predict_pos(d);
+            pos_code[d] = self.quantize_pos(&pose.position).and_then(|q| {
+                let mut z = [0u32; 3];
+                for i in 0..3 {
+                    let r = i32::try_from(i64::from(q[i]) - pred[i]).ok()?;
+                    z[i] = zigzag(r);
+                }
+                Some(z)
+            });
+            if pos_code[d] != Some([0; 3]) {
+                mask |= 1 << (2 + 2 * d);
+            }
+            rot_code[d] = self.quantize_rot(&pose.rotation);
+            if rot_code[d] != Some(self.predict_rot(d)) {
+                mask |= 1 << (3 + 2 * d);
+            }
+        }
+        self.mask_enc(rc, mask);
+        for (i, &z) in plain.iter().enumerate() {
+            if mask & (1 << i) != 0 {
+                self.residual_enc(rc, raw, i, z);
+            }
+        }
+        let mut out = frame;
+        out.time = f32::from_bits(actual[0]);
+        out.fps = actual[1] as i32;
+        let mut decoded = [Pose::default(); 3];
+        for (d, pose) in poses.iter().enumerate() {
+            let col = 2 + 7 * d;
+            let pred = self.predict_pos(d);
+            let pos_bit = mask & (1 << (2 + 2 * d)) != 0;
+            let q = match (pos_bit, pos_code[d]) {
+                (false, _) => Some(pred.map(|v| v as i32)),
+                (true, Some(z)) => {
+                    rc.bit(&mut self.models.escape[2 * d], false);
+                    for (i, &zi) in z.iter().enumerate() {
+                        self.residual_enc(rc, raw, col + i, zi);
+                    }
+                    Some([0, 1, 2].map(|i| (pred[i] + i64::from(unzigzag(z[i]))) as i32))
+                }
+                (true, None) => {
+                    rc.bit(&mut self.models.escape[2 * d], true);
+                    let p = pose.position;
+                    Self::raw_floats_enc(raw, &[p.x, p.y, p.z]);
+                    None
+                }
+            };
+            decoded[d].position = match q {
+                Some(q) => self.dequantize_pos(q),
+                None => pose.position,
+            };
+            self.pos[d].push(q);
+
+            let pred = self.predict_rot(d);
+            let rot_bit = mask & (1 << (3 + 2 * d)) != 0;
+            let r = match (rot_bit, rot_code[d]) {
+                (false, _) => Some(pred),
+                (true, Some(r)) => {
+                    rc.bit(&mut self.models.escape[2 * d + 1], false);
+                    let changed = r.index != pred.index;
+                    rc.bit(&mut self.models.index_changed[d], changed);
+                    let base = if changed { [0; 3] } else { pred.v };
+                    if changed {
+                        raw.put(u32::from(r.index), 2);
+                    }
+                    for (i, (v, b)) in r.v.iter().zip(base).enumerate() {
+                        self.residual_enc(rc, raw, col + 3 + i, zigzag(v - b));
+                    }
+                    Some(r)
+                }
+                (true, None) => {
+                    rc.bit(&mut self.models.escape[2 * d + 1], true);
+                    let q = pose.rotation;
+                    Self::raw_floats_enc(raw, &[q.x, q.y, q.z, q.w]);
+                    None
+                }
+            };
+            decoded[d].rotation = match r {
+                Some(r) => self.dequantize_rot(r),
+                None => pose.rotation,
+            };
+            self.rot[d].push(r);
+        }
+        self.h2 = self.h1;
+        self.h1 = Some(*actual);
+        out.head = decoded[0];
+        out.left_hand = decoded[1];
+        out.right_hand = decoded[2];
+        out
+    }
+
+    fn decode_lossy(&mut self, rc: &mut RangeDecoder, raw: &mut BitReader) -> Frame {
+        let mask = self.mask_dec(rc);
+        let mut actual = [0u32; COLUMNS];
+        for (i, slot) in actual.iter_mut().enumerate().take(2) {
+            let z = if mask & (1 << i) != 0 {
+                self.residual_dec(rc, raw, i)
+            } else {
+                0
+            };
+            let pred = self.predict_plain(i);
+            *slot = if i == 1 {
+                (pred as i32).wrapping_add(unzigzag(z)) as u32
+            } else {
+                unordered(ordered(pred).wrapping_add(unzigzag(z) as u32))
+            };
+        }
+        let mut decoded = [Pose::default(); 3];
+        for (d, out) in decoded.iter_mut().enumerate() {
+            let col = 2 + 7 * d;
+            let pred = self.predict_pos(d);
+            let q = if mask & (1 << (2 + 2 * d)) == 0 {
+                Some(pred.map(|v| v as i32))
+            } else if rc.bit(&mut self.models.escape[2 * d]) {
+                None
+            } else {
+                let mut q = [0i32; 3];
+                for (i, slot) in q.iter_mut().enumerate() {
+                    let z = self.residual_dec(rc, raw, col + i);
+                    *slot = pred[i].wrapping_add(i64::from(unzigzag(z))) as i32;
+                }
+                Some(q)
+            };
+            out.position = match q {
+                Some(q) => self.dequantize_pos(q),
+                None => Vec3 {
+                    x: f32::from_bits(raw.get(32)),
+                    y: f32::from_bits(raw.get(32)),
+                    z: f32::from_bits(raw.get(32)),
+                },
+            };
+            self.pos[d].push(q);
+
+            let pred = self.predict_rot(d);
+            let r = if mask & (1 << (3 + 2 * d)) == 0 {
+                Some(pred)
+            } else if rc.bit(&mut self.models.escape[2 * d + 1]) {
+                None
+            } else {
+                let changed = rc.bit(&mut self.models.index_changed[d]);
+                let (index, base) = if changed {
+                    (raw.get(2) as u8, [0; 3])
+                } else {
+                    (pred.index, pred.v)
+                };
+                let (_, _, m) = self.lossy_params();
+                let mut v = [0i32; 3];
+                for (i, slot) in v.iter_mut().enumerate() {
+                    let z = self.residual_dec(rc, raw, col + 3 + i);
+                    // A valid stream stays within ±M; clamping keeps forged input bounded.
+                    *slot = base[i].wrapping_add(unzigzag(z)).clamp(-m, m);
+                }
+                Some(SmallestThree { index, v })
+            };
+            out.rotation = match r {
+                Some(r) => self.dequantize_rot(r),
+                None => Quat {
+                    x: f32::from_bits(raw.get(32)),
+                    y: f32::from_bits(raw.get(32)),
+                    z: f32::from_bits(raw.get(32)),
+                    w: f32::from_bits(raw.get(32)),
+                },
+            };
+            self.rot[d].push(r);
+        }
+        self.h2 = self.h1;
+        self.h1 = Some(actual);
+        Frame {
+            time: f32::from_bits(actual[0]),
+            fps: actual[1] as i32,
+            head: decoded[0],
+            left_hand: decoded[1],
+            right_hand: decoded[2],
+        }
+    }
+}

@@ -1,0 +1,468 @@
+//! Classic BSOR to the stream format and back, whole or while the bytes are arriving.
+
+use std::io::{self, Read, Seek, SeekFrom, Write};
+
+use crate::bsor::{
+    self, Event, Frame, Height, NoteEvent, ParseError, Pause, PushParser, Replay, Wall,
+};
+use crate::stream::{
+    ChunkType, DecodeStats, EventBatch, IndexEntry, Settings, StreamDecoder, StreamEncoder,
+    StreamError, StreamEvent, StreamHeader, Trailer,
+};
+
+/// Pushes the events of `r` whose time has come (not after `t`), each section in its own
+/// order: an event waits behind the one before it in its section.
+struct EventCursor<'a> {
+    r: &'a Replay,
+    next: [usize; 4],
+}
+
+impl<'a> EventCursor<'a> {
+    fn push_until(&mut self, enc: &mut StreamEncoder, t: Option<f32>) {
+        let due = |time: f32| t.is_none_or(|t| time <= t);
+        let r = self.r;
+        while let Some(n) = r.notes.get(self.next[0]).filter(|n| due(n.event_time)) {
+            enc.push_note(*n);
+            self.next[0] += 1;
+        }
+        while let Some(w) = r.walls.get(self.next[1]).filter(|w| due(w.time)) {
+            enc.push_wall(*w);
+            self.next[1] += 1;
+        }
+        while let Some(h) = r.heights.get(self.next[2]).filter(|h| due(h.time)) {
+            enc.push_height(*h);
+            self.next[2] += 1;
+        }
+        while let Some(p) = r.pauses.get(self.next[3]).filter(|p| due(p.time)) {
+            enc.push_pause(*p);
+            self.next[3] += 1;
+        }
+    }
+}
+
+/// Encodes a whole replay. Events go out with the first chunk after their song time, as a
+/// recorder would have sent them.
+pub fn encode_replay(r: &Replay, settings: Settings) -> Vec<u8> {
+    let mut enc = StreamEncoder::new(r.info.clone(), settings);
+    let mut events = EventCursor { r, next: [0; 4] };
+    for f in &r.frames {
+        events.push_until(&mut enc, Some(f.time));
+        enc.push_frame(f);
+    }
+    events.push_until(&mut enc, None);
+    enc.finish(
+        r.info.clone(),
+        r.controller_offsets,
+        r.user_data.clone(),
+        r.trailing.clone(),
+    );
+    enc.take_output()
+}
+
+/// Transcodes BSOR bytes to the stream format as they arrive: frame chunks go out as the
+/// frames come in, with memory that does not grow with the number of frames. (BSOR stores
+/// every event after every frame, so event chunks follow when their bytes arrive.)
+#[derive(Debug)]
+pub struct BsorToStream {
+    settings: Settings,
+    parser: PushParser,
+    encoder: Option<StreamEncoder>,
+    info: Option<bsor::Info>,
+    offsets: Option<bsor::ControllerOffsets>,
+    user_data: Option<Vec<u8>>,
+    trailing: Vec<u8>,
+    pending: Vec<u8>,
+}
+
+impl BsorToStream {
+    /// A transcoder with these settings.
+    pub fn new(settings: Settings) -> Self {
+        BsorToStream {
+            settings,
+            parser: PushParser::new(),
+            encoder: None,
+            info: None,
+            offsets: None,
+            user_data: None,
+            trailing: Vec::new(),
+            pending: Vec::new(),
+        }
+    }
+
+    /// Adds BSOR bytes.
+    pub fn push(&mut self, bytes: &[u8]) -> Result<(), ParseError> {
+        self.parser.push(bytes);
+        self.drain()
+    }
+
+    /// Declares the end of the BSOR input and ends the stream.
+    pub fn finish(&mut self) -> Result<(), ParseError> {
+        self.parser.finish();
+        self.drain()
+    }
+
+    /// Stream bytes produced so far and not yet taken.
+    pub fn take_output(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.pending);
+        if let Some(e) = &mut self.encoder {
+            out.extend(e.take_output());
+        }
+        out
+    }
+
+    fn drain(&mut self) -> Result<(), ParseError> {
+        while let Some(ev) = self.parser.next_event()? {
+            match ev {
+                Event::Info(info) => {
+                    self.encoder = Some(StreamEncoder::new((*info).clone(), self.settings));
+                    self.info = Some(*info);
+                }
+                Event::SectionStart { .. } => {}
+                Event::Frame(f) => {
+                    if let Some(e) = &mut self.encoder {
+                        e.push_frame(&f);
+                    }
+                }
+                Event::Note(n) => self.with_encoder(|e| e.push_note(n)),
+                Event::Wall(w) => self.with_encoder(|e| e.push_wall(w)),
+                Event::Height(h) => self.with_encoder(|e| e.push_height(h)),
+                Event::Pause(p) => self.with_encoder(|e| e.push_pause(p)),
+                Event::ControllerOffsets(o) => self.offsets = Some(o),
+                Event::UserData(d) => self.user_data = Some(d),
+                Event::Trailing(t) => self.trailing = t,
+                Event::End => {
+                    let (offsets, user_data) = (self.offsets.take(), self.user_data.take());
+                    let trailing = std::mem::take(&mut self.trailing);
+                    if let (Some(e), Some(info)) = (&mut self.encoder, self.info.clone()) {
+                        e.finish(info, offsets, user_data, trailing);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn with_encoder(&mut self, f: impl FnOnce(&mut StreamEncoder)) {
+        if let Some(e) = &mut self.encoder {
+            f(e);
+        }
+    }
+}
+
+/// How much of a stream a decode recovered.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Recovery {
+    /// The decoder's counts.
+    pub stats: DecodeStats,
+    /// A trailer was read, and every count it states was met with no damage: the replay is
+    /// whole.
+    pub complete: bool,
+    /// Frames recovered.
+    pub frames: u64,
+    /// Events recovered.
+    pub events: u64,
+    /// Damage reports, in order.
+    pub damage: Vec<crate::stream::Damage>,
+}
+
+/// Collects decoded stream events into a replay.
+#[derive(Debug, Default)]
+pub struct ReplayCollector {
+    replay: Replay,
+    header: bool,
+    trailer: Option<Trailer>,
+    damage: Vec<crate::stream::Damage>,
+    gaps: bool,
+}
+
+fn place<T: Clone>(section: &mut Vec<T>, first: u32, items: &[T], gaps: &mut bool) {
+    let first = first as usize;
+    if first > section.len() {
+        *gaps = true;
+    }
+    let skip = section.len().saturating_sub(first);
+    section.extend(items.iter().skip(skip).cloned());
+}
+
+impl ReplayCollector {
+    /// Adds one decoded event.
+    pub fn apply(&mut self, ev: StreamEvent) {
+        let r = &mut self.replay;
+        match ev {
+            StreamEvent::Header(h) => {
+                r.info = h.info;
+                self.header = true;
+            }
+            StreamEvent::Frame { index, frame } => {
+                if index as usize != r.frames.len() {
+                    self.gaps = true;
+                }
+                r.frames.push(frame);
+            }
+            StreamEvent::Events(b) => self.add_events(b),
+            StreamEvent::Trailer(t) => {
+                r.info = t.info.clone();
+                r.controller_offsets = t.controller_offsets;
+                r.user_data = t.user_data.clone();
+                r.trailing = t.trailing.clone();
+                self.trailer = Some(*t);
+            }
+            StreamEvent::Damage(d) => self.damage.push(d),
+            StreamEvent::Index(_) | StreamEvent::Skipped { .. } | StreamEvent::End => {}
+        }
+    }
+
+    fn add_events(&mut self, b: EventBatch) {
+        let r = &mut self.replay;
+        place(&mut r.notes, b.notes.0, &b.notes.1, &mut self.gaps);
+        place(&mut r.walls, b.walls.0, &b.walls.1, &mut self.gaps);
+        place(&mut r.heights, b.heights.0, &b.heights.1, &mut self.gaps);
+        place(&mut r.pauses, b.pauses.0, &b.pauses.1, &mut self.gaps);
+    }
+
+    /// The replay and how much of it there is.
+    pub fn finish(self, stats: DecodeStats) -> (Replay, Recovery) {
+        let r = self.replay;
+        let complete = !self.gaps
+            && self.damage.is_empty()
+            && self.trailer.as_ref().is_some_and(|t| {
+                let c = t.counts;
+                c.frames == r.frames.len() as u64
+                    && c.notes == r.notes.len() as u64
+                    && c.walls == r.walls.len() as u64
+                    && c.heights == r.heights.len() as u64
+                    && c.pauses == r.pauses.len() as u64
+            });
+        let recovery = Recovery {
+            stats,
+            complete,
+            frames: r.frames.len() as u64,
+            events: (r.notes.len() + r.walls.len() + r.heights.len() + r.pauses.len()) as u64,
+            damage: self.damage,
+        };
+        (r, recovery)
+    }
+}
+
+/// Decodes a whole stream into a replay, stepping over damage.
+pub fn decode_replay(bytes: &[u8]) -> Result<(Replay, Recovery), StreamError> {
+    let mut d = StreamDecoder::new();
+    d.push(bytes);
+    d.finish();
+    let mut c = ReplayCollector::default();
+    while let Some(ev) = d.next_event()? {
+        c.apply(ev);
+    }
+    Ok(c.finish(d.stats()))
+}
+
+/// The stream header and index of a finished file, read from its start and its footer.
+pub fn read_index<R: Read + Seek>(
+    r: &mut R,
+) -> io::Result<Option<(StreamHeader, Vec<IndexEntry>)>> {
+    let len = r.seek(SeekFrom::End(0))?;
+    let footer = crate::stream::FOOTER_SIZE as u64;
+    if len < footer {
+        return Ok(None);
+    }
+    r.seek(SeekFrom::Start(len - footer))?;
+    let mut tail = vec![0u8; footer as usize];
+    r.read_exact(&mut tail)?;
+    let Some(index_at) = crate::stream::parse_footer(&tail) else {
+        return Ok(None);
+    };
+    if index_at >= len - footer {
+        return Ok(None);
+    }
+    let header = read_header(r)?;
+    r.seek(SeekFrom::Start(index_at))?;
+    let mut chunk = vec![0u8; (len - footer - index_at) as usize];
+    r.read_exact(&mut chunk)?;
+    let mut d = StreamDecoder::with_header(header.clone());
+    d.push(&chunk);
+    d.finish();
+    while let Some(ev) = d.next_event().map_err(io::Error::other)? {
+        if let StreamEvent::Index(entries) = ev {
+            return Ok(Some((header, entries)));
+        }
+    }
+    Ok(None)
+}
+
+fn read_header<R: Read + Seek>(r: &mut R) -> io::Result<StreamHeader> {
+    r.seek(SeekFrom::Start(0))?;
+    let mut buf = Vec::new();
+    let mut piece = [0u8; 512];
+    loop {
+        let n = r.read(&mut piece)?;
+        buf.extend_from_slice(&piece[..n]);
+        match StreamHeader::parse_prefix(&buf) {
+            Ok(Some(h)) => return Ok(h),
+            Ok(None) if n > 0 && buf.len() < 64 << 20 => continue,
+            Ok(None) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "stream header",
+                ))
+            }
+            Err(m) => return Err(io::Error::new(io::ErrorKind::InvalidData, m)),
+        }
+    }
+}
+
+/// Reads every event of a finished stream through its index, touching only the event
+/// chunks (and the header and index): no pose data is read, let alone decompressed.
+pub fn read_events<R: Read + Seek>(r: &mut R) -> io::Result<Option<(StreamHeader, EventBatch)>> {
+    let Some((header, index)) = read_index(r)? else {
+        return Ok(None);
+    };
+    let mut d = StreamDecoder::with_header(header.clone());
+    let mut all = EventBatch::default();
+    for e in index
+        .iter()
+        .filter(|e| matches!(e.kind, ChunkType::Events | ChunkType::Keyframes))
+    {
+        if e.kind == ChunkType::Keyframes {
+            d.new_group();
+            continue;
+        }
+        r.seek(SeekFrom::Start(e.offset))?;
+        let mut head = vec![0u8; 64];
+        let n = read_up_to(r, &mut head)?;
+        let (h, hlen) = crate::stream::ChunkHeader::parse(&head[..n])
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "event chunk header"))?;
+        let mut chunk = head[..hlen].to_vec();
+        chunk.resize(hlen + h.len as usize, 0);
+        r.seek(SeekFrom::Start(e.offset + hlen as u64))?;
+        r.read_exact(&mut chunk[hlen..])?;
+        let batch = d
+            .decode_events_chunk(&chunk)
+            .map_err(|m| io::Error::new(io::ErrorKind::InvalidData, m))?;
+        all.notes.1.extend(batch.notes.1);
+        all.walls.1.extend(batch.walls.1);
+        all.heights.1.extend(batch.heights.1);
+        all.pauses.1.extend(batch.pauses.1);
+    }
+    Ok(Some((header, all)))
+}
+
+fn read_up_to<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+/// Writes the BSOR rebuilt from a stream into a `Write + Seek` sink while the stream
+/// arrives: frames go out as they come, the frame count is patched at the end, and only
+/// the events are held in memory (BSOR puts them after the frames).
+#[derive(Debug)]
+pub struct BsorSink<W: Write + Seek> {
+    w: W,
+    info_at: u64,
+    info_len: usize,
+    count_at: u64,
+    frames: u32,
+    notes: Vec<NoteEvent>,
+    walls: Vec<Wall>,
+    heights: Vec<Height>,
+    pauses: Vec<Pause>,
+    trailer: Option<Trailer>,
+}
+
+impl<W: Write + Seek> BsorSink<W> {
+    /// Starts the BSOR file with the info block of the stream header.
+    pub fn new(mut w: W, header: &StreamHeader) -> io::Result<Self> {
+        w.write_all(&bsor::MAGIC.to_le_bytes())?;
+        w.write_all(&[1, 0])?;
+        let info_at = 6;
+        let mut info = Vec::new();
+        bsor::encode_info(&header.info, &mut info);
+        w.write_all(&info)?;
+        w.write_all(&[1])?;
+        let count_at = info_at + info.len() as u64 + 1;
+        w.write_all(&0i32.to_le_bytes())?;
+        Ok(BsorSink {
+            w,
+            info_at,
+            info_len: info.len(),
+            count_at,
+            frames: 0,
+            notes: Vec::new(),
+            walls: Vec::new(),
+            heights: Vec::new(),
+            pauses: Vec::new(),
+            trailer: None,
+        })
+    }
+
+    /// Adds a decoded stream event.
+    pub fn apply(&mut self, ev: StreamEvent) -> io::Result<()> {
+        match ev {
+            StreamEvent::Frame { frame, .. } => self.frame(&frame)?,
+            StreamEvent::Events(b) => {
+                let mut gaps = false;
+                place(&mut self.notes, b.notes.0, &b.notes.1, &mut gaps);
+                place(&mut self.walls, b.walls.0, &b.walls.1, &mut gaps);
+                place(&mut self.heights, b.heights.0, &b.heights.1, &mut gaps);
+                place(&mut self.pauses, b.pauses.0, &b.pauses.1, &mut gaps);
+            }
+            StreamEvent::Trailer(t) => self.trailer = Some(*t),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn frame(&mut self, f: &Frame) -> io::Result<()> {
+        self.w.write_all(&bsor::encode_frame(f))?;
+        self.frames += 1;
+        Ok(())
+    }
+
+    /// Writes the events and the optional tail, patches the frame count (and the info block,
+    /// from the trailer), and returns the sink.
+    pub fn finish(mut self) -> io::Result<W> {
+        let tail = Replay {
+            notes: std::mem::take(&mut self.notes),
+            walls: std::mem::take(&mut self.walls),
+            heights: std::mem::take(&mut self.heights),
+            pauses: std::mem::take(&mut self.pauses),
+            controller_offsets: self.trailer.as_ref().and_then(|t| t.controller_offsets),
+            user_data: self.trailer.as_ref().and_then(|t| t.user_data.clone()),
+            trailing: self
+                .trailer
+                .as_ref()
+                .map(|t| t.trailing.clone())
+                .unwrap_or_default(),
+            ..Replay::default()
+        };
+        // The tail of a BSOR without frames: everything after the (empty) frames section.
+        let bytes = bsor::to_vec(&tail).map_err(io::Error::from)?;
+        let mut empty_info = Vec::new();
+        bsor::encode_info(&tail.info, &mut empty_info);
+        let after_frames = 6 + empty_info.len() + 5;
+        self.w.write_all(&bytes[after_frames..])?;
+        let end = self.w.stream_position()?;
+        self.w.seek(SeekFrom::Start(self.count_at))?;
+        self.w.write_all(&(self.frames as i32).to_le_bytes())?;
+        if let Some(t) = &self.trailer {
+            let mut info = Vec::new();
+            bsor::encode_info(&t.info, &mut info);
+            if info.len() != self.info_len {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "the final info block differs in length from the header's; decode to a buffer instead",
+                ));
+            }
+            self.w.seek(SeekFrom::Start(self.info_at))?;
+            self.w.write_all(&info)?;
+        }
+        self.w.seek(SeekFrom::Start(end))?;
+        self.w.flush()?;
+        Ok(self.w)
+    }
+}
