@@ -371,7 +371,7 @@ mod tests {
         for _ in 0..1000 {
             assert!(dec.tree(&mut t, 6) < 64);
         }
-        assert!(dec.overrun() > 64);
+        assert!(dec.overrun() > 0, "reads past the end are counted");
         let mut rr = BitReader::new(&[0xff]);
         assert_eq!(rr.get(8), 0xff);
         assert_eq!(rr.get(32), 0);
