@@ -1,30 +1,61 @@
-//! `bsor-stream`: the command-line tool. It only parses arguments, reads and writes files
-//! and prints; everything it does is in the library.
+//! `bsor-stream`: the command-line tool. It parses arguments, reads and writes files and
+//! prints; everything it computes is in the library.
 
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+mod cli;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use bsor_stream::bsor::{self, Summary};
-use bsor_stream::synth;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use cli::{Failure, Outcome};
 
 #[derive(Parser)]
 #[command(
     name = "bsor-stream",
     version,
-    about = "Beat Saber BSOR replays: inspect, export, synthesize"
+    about = "Beat Saber replays: classic BSOR and the chunked BSOR stream format"
 )]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
+/// Frame coding profile.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ProfileArg {
+    /// Bit-exact: rebuilds the BSOR byte for byte.
+    Lossless,
+    /// Positions within 0.1 mm, rotations within 0.02°.
+    Fine,
+    /// Positions within 1 mm, rotations within 0.2°.
+    Compact,
+}
+
+/// Stream settings shared by `encode`.
+#[derive(Args, Debug, Clone)]
+struct StreamArgs {
+    /// Frame coding profile.
+    #[arg(long, value_enum, default_value = "lossless")]
+    profile: ProfileArg,
+    /// Seconds of song time between keyframes (default: 1, or 10 with --archive).
+    #[arg(long)]
+    keyframe_interval: Option<f32>,
+    /// Seconds of song time between chunk flushes within a keyframe group (default: 0.1,
+    /// or none with --archive; 0 means none).
+    #[arg(long)]
+    flush_interval: Option<f32>,
+    /// Archive settings: a keyframe every 10 s, no flushes in between.
+    #[arg(long)]
+    archive: bool,
+}
+
 #[derive(Subcommand)]
 enum Command {
-    /// Summarize a replay: player, song, score, duration, frame rate, counts per section.
+    /// Summarize a replay (classic BSOR or stream, detected by its magic): player, song,
+    /// score, duration, frame rate, counts per section.
     Info {
-        /// A classic BSOR replay.
+        /// A `.bsor` or `.bsors` file.
         file: PathBuf,
         /// Print one JSON object instead of text.
         #[arg(long)]
@@ -33,7 +64,7 @@ enum Command {
     /// Write the whole replay as JSON to stdout (non-finite floats as "NaN", "Infinity",
     /// "-Infinity"; user data and trailing bytes as hex).
     Export {
-        /// A classic BSOR replay.
+        /// A `.bsor` or `.bsors` file.
         file: PathBuf,
     },
     /// Write a synthetic replay (smooth motion, notes, bombs, walls, heights, a pause).
@@ -51,169 +82,126 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// Transcode a classic BSOR into the stream format, as its bytes arrive (`-` for stdin
+    /// or stdout).
+    Encode {
+        /// The BSOR input, or `-`.
+        input: PathBuf,
+        /// The `.bsors` output, or `-`.
+        #[arg(short, long)]
+        output: PathBuf,
+        #[command(flatten)]
+        stream: StreamArgs,
+    },
+    /// Rebuild a classic BSOR from a stream. Exits 2 when only part could be recovered.
+    Decode {
+        /// The `.bsors` input, or `-`.
+        input: PathBuf,
+        /// The `.bsor` output, or `-`.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Start of the span to keep, in seconds of song time.
+        #[arg(long)]
+        from: Option<f32>,
+        /// End of the span to keep, in seconds of song time.
+        #[arg(long)]
+        to: Option<f32>,
+        /// Keep reading a file that is still being written, until its stream ends.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// List the events of a stream without decoding any pose data.
+    Events {
+        /// A `.bsors` file.
+        file: PathBuf,
+        /// Print the events as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// For each BSOR file and profile: encode, decode, and report size and accuracy. Exits 1
+    /// when lossless is not exact, events are not exact, or a lossy bound is broken.
+    Verify {
+        /// BSOR files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Use the archive settings instead of the live ones.
+        #[arg(long)]
+        archive: bool,
+        /// Print one JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Sizes and speeds of every profile under both settings, against BSOR and zstd -19.
+    Bench {
+        /// BSOR files or folders of them.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
-/// An error for the one line on stderr: what failed, and the cause. A closed stdout (as
-/// with `| head`) is not an error worth a message.
-struct Failure(String);
-
-fn stdout_err(e: io::Error) -> Failure {
-    if e.kind() == io::ErrorKind::BrokenPipe {
-        Failure(String::new())
-    } else {
-        Failure(format!("writing to stdout: {e}"))
-    }
-}
-
-fn json_err(e: serde_json::Error) -> Failure {
-    match e.io_error_kind() {
-        Some(kind) => stdout_err(kind.into()),
-        None => Failure(format!("writing JSON: {e}")),
-    }
-}
-
-impl<E: std::fmt::Display> From<(&Path, E)> for Failure {
-    fn from((path, e): (&Path, E)) -> Self {
-        Failure(format!("{}: {e}", path.display()))
-    }
-}
-
-fn read_replay(path: &Path) -> Result<bsor::Replay, Failure> {
-    let bytes = std::fs::read(path).map_err(|e| (path, e))?;
-    bsor::parse(&bytes).map_err(|e| Failure::from((path, e)))
-}
-
-fn print_info(s: &Summary, out: &mut impl Write) -> io::Result<()> {
-    let or_none = |v: &str| {
-        if v.is_empty() {
-            "(none)".to_string()
-        } else {
-            v.to_string()
-        }
-    };
-    writeln!(
-        out,
-        "player      {} ({}, id {})",
-        s.player_name, s.platform, s.player_id
-    )?;
-    writeln!(
-        out,
-        "headset     {}; controllers {}; tracking {}",
-        s.hmd, s.controller, s.tracking_system
-    )?;
-    writeln!(
-        out,
-        "song        {} by {} [{}]",
-        s.song_name, s.mapper, s.hash
-    )?;
-    writeln!(out, "difficulty  {} / {}", s.difficulty, s.mode)?;
-    writeln!(out, "modifiers   {}", or_none(&s.modifiers))?;
-    write!(out, "score       {}", s.score)?;
-    if s.fail_time != 0.0 {
-        write!(out, " (failed at {:.2} s)", s.fail_time)?;
-    }
-    writeln!(out)?;
-    write!(
-        out,
-        "duration    {:.2} s, {} frames",
-        s.duration_seconds, s.frames
-    )?;
-    if let Some(f) = s.fps {
-        write!(
-            out,
-            ", fps median {} (min {}, max {})",
-            f.median, f.min, f.max
-        )?;
-    }
-    writeln!(out)?;
-    let t = s.note_event_types;
-    write!(
-        out,
-        "notes       {} (good {}, bad {}, miss {}, bomb {}",
-        s.notes, t.good, t.bad, t.miss, t.bomb
-    )?;
-    if t.unknown > 0 {
-        write!(out, ", unknown type {}", t.unknown)?;
-    }
-    writeln!(out, ")")?;
-    writeln!(
-        out,
-        "events      {} walls, {} height changes, {} pauses",
-        s.walls, s.heights, s.pauses
-    )?;
-    let user_data = s
-        .user_data_bytes
-        .map_or("absent".to_string(), |n| format!("{n} bytes"));
-    writeln!(
-        out,
-        "optional    controller offsets {}; user data {}; trailing bytes {}",
-        if s.controller_offsets {
-            "present"
-        } else {
-            "absent"
-        },
-        user_data,
-        s.trailing_bytes
-    )?;
-    writeln!(
-        out,
-        "recorded    mod {}, game {}",
-        s.mod_version, s.game_version
-    )?;
-    if !s.legacy_length_fields.is_empty() {
-        writeln!(
-            out,
-            "quirks      legacy string lengths in {}",
-            s.legacy_length_fields.join(", ")
-        )?;
-    }
-    Ok(())
-}
-
-fn run(cli: Cli) -> Result<(), Failure> {
-    let stdout = io::stdout();
-    let mut out = io::BufWriter::new(stdout.lock());
+fn run(cli: Cli) -> Result<Outcome, Failure> {
     match cli.command {
-        Command::Info { file, json } => {
-            let summary = Summary::of(&read_replay(&file)?);
-            if json {
-                serde_json::to_writer(&mut out, &summary).map_err(json_err)?;
-                writeln!(out).map_err(stdout_err)?;
-            } else {
-                print_info(&summary, &mut out).map_err(stdout_err)?;
-            }
-        }
-        Command::Export { file } => {
-            let replay = read_replay(&file)?;
-            serde_json::to_writer(&mut out, &replay).map_err(json_err)?;
-            writeln!(out).map_err(stdout_err)?;
-        }
+        Command::Info { file, json } => cli::classic::info(&file, json),
+        Command::Export { file } => cli::classic::export(&file),
         Command::Synth {
             output,
             seconds,
             fps,
             seed,
-        } => {
-            let replay = synth::replay(synth::Settings { seed, seconds, fps });
-            let bytes = bsor::to_vec(&replay).map_err(|e| (output.as_path(), e))?;
-            std::fs::write(&output, &bytes).map_err(|e| (output.as_path(), e))?;
-            writeln!(
-                out,
-                "wrote {} ({} bytes, {} frames, {} note events)",
-                output.display(),
-                bytes.len(),
-                replay.frames.len(),
-                replay.notes.len()
-            )
-            .map_err(stdout_err)?;
-        }
+        } => cli::classic::synth(&output, seconds, fps, seed),
+        Command::Encode {
+            input,
+            output,
+            stream,
+        } => cli::stream::encode(&input, &output, stream.settings()),
+        Command::Decode {
+            input,
+            output,
+            from,
+            to,
+            follow,
+        } => cli::stream::decode(&input, &output, from, to, follow),
+        Command::Events { file, json } => cli::stream::events(&file, json),
+        Command::Verify {
+            files,
+            archive,
+            json,
+        } => cli::verify::verify(&files, archive, json),
+        Command::Bench { paths, json } => cli::verify::bench(&paths, json),
     }
-    out.flush().map_err(stdout_err)
+}
+
+impl StreamArgs {
+    fn settings(&self) -> bsor_stream::stream::Settings {
+        use bsor_stream::stream::{Profile, Settings};
+        let profile = match self.profile {
+            ProfileArg::Lossless => Profile::Lossless,
+            ProfileArg::Fine => Profile::Fine,
+            ProfileArg::Compact => Profile::Compact,
+        };
+        let mut s = if self.archive {
+            Settings::archive(profile)
+        } else {
+            Settings::live(profile)
+        };
+        if let Some(k) = self.keyframe_interval {
+            s.keyframe_seconds = k;
+        }
+        if let Some(f) = self.flush_interval {
+            s.flush_seconds = f;
+        }
+        s
+    }
 }
 
 fn main() -> ExitCode {
     match run(Cli::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(Outcome::Done) => ExitCode::SUCCESS,
+        Ok(Outcome::Partial) => ExitCode::from(2),
+        Ok(Outcome::Failed) => ExitCode::FAILURE,
         Err(Failure(msg)) if msg.is_empty() => ExitCode::SUCCESS,
         Err(Failure(msg)) => {
             eprintln!("bsor-stream: error: {msg}");

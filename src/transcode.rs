@@ -169,6 +169,9 @@ pub struct Recovery {
 #[derive(Debug, Default)]
 pub struct ReplayCollector {
     replay: Replay,
+    /// Count frames without keeping them (for callers that write them elsewhere).
+    count_only: bool,
+    counted_frames: u64,
     header: bool,
     trailer: Option<Trailer>,
     damage: Vec<crate::stream::Damage>,
@@ -185,6 +188,15 @@ fn place<T: Clone>(section: &mut Vec<T>, first: u32, items: &[T], gaps: &mut boo
 }
 
 impl ReplayCollector {
+    /// A collector that counts frames instead of keeping them, for a decode whose frames
+    /// go straight to a sink: its memory does not grow with the frames.
+    pub fn counting() -> Self {
+        ReplayCollector {
+            count_only: true,
+            ..Self::default()
+        }
+    }
+
     /// Adds one decoded event.
     pub fn apply(&mut self, ev: StreamEvent) {
         let r = &mut self.replay;
@@ -194,10 +206,13 @@ impl ReplayCollector {
                 self.header = true;
             }
             StreamEvent::Frame { index, frame } => {
-                if index as usize != r.frames.len() {
+                if u64::from(index) != self.counted_frames {
                     self.gaps = true;
                 }
-                r.frames.push(frame);
+                self.counted_frames += 1;
+                if !self.count_only {
+                    r.frames.push(frame);
+                }
             }
             StreamEvent::Events(b) => self.add_events(b),
             StreamEvent::Trailer(t) => {
@@ -227,7 +242,7 @@ impl ReplayCollector {
             && self.damage.is_empty()
             && self.trailer.as_ref().is_some_and(|t| {
                 let c = t.counts;
-                c.frames == r.frames.len() as u64
+                c.frames == self.counted_frames
                     && c.notes == r.notes.len() as u64
                     && c.walls == r.walls.len() as u64
                     && c.heights == r.heights.len() as u64
@@ -236,7 +251,7 @@ impl ReplayCollector {
         let recovery = Recovery {
             stats,
             complete,
-            frames: r.frames.len() as u64,
+            frames: self.counted_frames,
             events: (r.notes.len() + r.walls.len() + r.heights.len() + r.pauses.len()) as u64,
             damage: self.damage,
         };
@@ -465,4 +480,97 @@ impl<W: Write + Seek> BsorSink<W> {
         self.w.flush()?;
         Ok(self.w)
     }
+}
+
+/// Decodes the part of a finished stream between song times `from` and `to` (inclusive):
+/// the frames in that span, and the events whose time falls in it. With an index (a
+/// finished file), only the keyframe groups that overlap the span are decoded, starting at
+/// the last keyframe at or before `from`, and the events are read from the event chunks
+/// alone; without one, the whole stream is decoded.
+pub fn decode_span(bytes: &[u8], from: f32, to: f32) -> Result<(Replay, Recovery), StreamError> {
+    let in_span = |t: f32| t >= from && t <= to;
+    let mut cursor = io::Cursor::new(bytes);
+    let (mut r, mut rec, events) = match read_index(&mut cursor).ok().flatten() {
+        Some((header, index)) => {
+            let keys: Vec<&IndexEntry> = index
+                .iter()
+                .filter(|e| e.kind == ChunkType::Keyframes)
+                .collect();
+            let start = keys.iter().rposition(|e| e.t0 <= from).unwrap_or(0);
+            let end = keys
+                .iter()
+                .skip(start + 1)
+                .find(|e| e.t0 > to)
+                .map(|e| e.offset as usize)
+                .or_else(|| {
+                    index
+                        .iter()
+                        .find(|e| e.kind == ChunkType::Trailer)
+                        .map(|e| e.offset as usize)
+                })
+                .unwrap_or(bytes.len());
+            let begin = keys.get(start).map_or(end, |e| e.offset as usize);
+            let mut d = StreamDecoder::with_header(header.clone());
+            d.push(bytes.get(begin..end.max(begin)).unwrap_or_default());
+            d.finish();
+            let mut c = ReplayCollector::default();
+            c.apply(StreamEvent::Header(Box::new(header)));
+            while let Some(ev) = d.next_event()? {
+                match ev {
+                    StreamEvent::Frame { frame, .. } if !in_span(frame.time) => {}
+                    StreamEvent::Frame { frame, .. } => c.replay.frames.push(frame),
+                    StreamEvent::Events(_) => {} // read below, through the index
+                    other => c.apply(other),
+                }
+            }
+            let stats = d.stats();
+            let events = read_events(&mut cursor)
+                .ok()
+                .flatten()
+                .map(|(_, e)| e)
+                .unwrap_or_default();
+            let (r, rec) = c.finish(stats);
+            (r, rec, events)
+        }
+        None => {
+            let (mut r, rec) = decode_replay(bytes)?;
+            r.frames.retain(|f| in_span(f.time));
+            let events = EventBatch {
+                notes: (0, std::mem::take(&mut r.notes)),
+                walls: (0, std::mem::take(&mut r.walls)),
+                heights: (0, std::mem::take(&mut r.heights)),
+                pauses: (0, std::mem::take(&mut r.pauses)),
+            };
+            (r, rec, events)
+        }
+    };
+    r.notes = events
+        .notes
+        .1
+        .into_iter()
+        .filter(|n| in_span(n.event_time))
+        .collect();
+    r.walls = events
+        .walls
+        .1
+        .into_iter()
+        .filter(|w| in_span(w.time))
+        .collect();
+    r.heights = events
+        .heights
+        .1
+        .into_iter()
+        .filter(|h| in_span(h.time))
+        .collect();
+    r.pauses = events
+        .pauses
+        .1
+        .into_iter()
+        .filter(|p| in_span(p.time))
+        .collect();
+    rec.frames = r.frames.len() as u64;
+    rec.events = (r.notes.len() + r.walls.len() + r.heights.len() + r.pauses.len()) as u64;
+    // A span is whole when nothing was lost on the way to it.
+    rec.complete = rec.damage.is_empty();
+    Ok((r, rec))
 }

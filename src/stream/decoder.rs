@@ -81,6 +81,8 @@ pub enum StreamEvent {
 pub struct DecodeStats {
     /// Chunks decoded.
     pub chunks: u64,
+    /// Keyframe chunks among them.
+    pub keyframes: u64,
     /// Chunks (or stretches of bytes) skipped as damaged or undecodable.
     pub damaged: u64,
     /// Frames in chunks that could not be decoded (from their headers, when readable).
@@ -280,9 +282,12 @@ impl StreamDecoder {
             return Ok(false);
         }
         if pending.get(..2) != Some(&SYNC[..]) {
-            if pending.len() == FOOTER_SIZE && self.eof && parse_footer(pending).is_some() {
+            if pending.len() >= FOOTER_SIZE && parse_footer(&pending[..FOOTER_SIZE]).is_some() {
                 self.consume(FOOTER_SIZE);
                 return self.end();
+            }
+            if pending.len() < FOOTER_SIZE && !self.eof {
+                return Ok(false); // perhaps a footer still arriving
             }
             // Not a chunk: skip to the next sync marker (or what may be the start of one).
             let skip = find_sync(&pending[1..]).map_or(pending.len(), |i| i + 1);
@@ -352,6 +357,7 @@ impl StreamDecoder {
         self.stats.chunks += 1;
         match h.kind {
             ChunkType::Keyframes | ChunkType::Frames => {
+                self.stats.keyframes += u64::from(h.kind == ChunkType::Keyframes);
                 self.stats.frame_bytes += total as u64;
                 self.frames_chunk(&h, &payload, offset);
             }
