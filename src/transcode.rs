@@ -304,25 +304,41 @@ pub fn read_index<R: Read + Seek>(
     Ok(None)
 }
 
+/// Reads exactly the stream header (byte by byte: it is small, and a reader of events must
+/// not touch the chunk after it).
 fn read_header<R: Read + Seek>(r: &mut R) -> io::Result<StreamHeader> {
     r.seek(SeekFrom::Start(0))?;
     let mut buf = Vec::new();
-    let mut piece = [0u8; 512];
+    let mut byte = [0u8; 1];
     loop {
-        let n = r.read(&mut piece)?;
-        buf.extend_from_slice(&piece[..n]);
+        r.read_exact(&mut byte)?;
+        buf.push(byte[0]);
         match StreamHeader::parse_prefix(&buf) {
             Ok(Some(h)) => return Ok(h),
-            Ok(None) if n > 0 && buf.len() < 64 << 20 => continue,
-            Ok(None) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "stream header",
-                ))
-            }
+            Ok(None) if buf.len() < 64 << 20 => continue,
+            Ok(None) => return Err(io::Error::new(io::ErrorKind::InvalidData, "stream header")),
             Err(m) => return Err(io::Error::new(io::ErrorKind::InvalidData, m)),
         }
     }
+}
+
+/// Reads exactly one chunk (header and payload) at the reader's position.
+fn read_chunk<R: Read>(r: &mut R) -> io::Result<Vec<u8>> {
+    let mut chunk = Vec::with_capacity(64);
+    let mut byte = [0u8; 1];
+    let (h, hlen) = loop {
+        r.read_exact(&mut byte)?;
+        chunk.push(byte[0]);
+        if let Some(x) = crate::stream::ChunkHeader::parse_at(&chunk) {
+            break x;
+        }
+        if chunk.len() > 64 {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "chunk header"));
+        }
+    };
+    chunk.resize(hlen + h.len as usize, 0);
+    r.read_exact(&mut chunk[hlen..])?;
+    Ok(chunk)
 }
 
 /// Reads every event of a finished stream through its index, touching only the event
@@ -342,14 +358,7 @@ pub fn read_events<R: Read + Seek>(r: &mut R) -> io::Result<Option<(StreamHeader
             continue;
         }
         r.seek(SeekFrom::Start(e.offset))?;
-        let mut head = vec![0u8; 64];
-        let n = read_up_to(r, &mut head)?;
-        let (h, hlen) = crate::stream::ChunkHeader::parse(&head[..n])
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "event chunk header"))?;
-        let mut chunk = head[..hlen].to_vec();
-        chunk.resize(hlen + h.len as usize, 0);
-        r.seek(SeekFrom::Start(e.offset + hlen as u64))?;
-        r.read_exact(&mut chunk[hlen..])?;
+        let chunk = read_chunk(r)?;
         let batch = d
             .decode_events_chunk(&chunk)
             .map_err(|m| io::Error::new(io::ErrorKind::InvalidData, m))?;
@@ -359,17 +368,6 @@ pub fn read_events<R: Read + Seek>(r: &mut R) -> io::Result<Option<(StreamHeader
         all.pauses.1.extend(batch.pauses.1);
     }
     Ok(Some((header, all)))
-}
-
-fn read_up_to<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..])? {
-            0 => break,
-            k => n += k,
-        }
-    }
-    Ok(n)
 }
 
 /// Writes the BSOR rebuilt from a stream into a `Write + Seek` sink while the stream

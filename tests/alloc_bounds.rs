@@ -4,7 +4,9 @@
 //! profiler may run at a time.
 
 use bsor_stream::bsor::{self, PushParser, Replay};
+use bsor_stream::stream::{Profile, Settings};
 use bsor_stream::synth;
+use bsor_stream::transcode::BsorToStream;
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
@@ -72,4 +74,37 @@ fn forged_counts_and_lengths_allocate_nothing_large() {
         peak < 4 * before + limit,
         "user data: peaked at {peak} bytes"
     );
+
+    // Live transcoding in a pipe: memory does not grow with the number of frames. Frames
+    // only (events are held until the end by design: BSOR stores them after the frames).
+    let peak_for = |seconds: f32| {
+        let mut r = synth::replay(synth::Settings {
+            seed: 1,
+            seconds,
+            fps: 90,
+        });
+        r.notes.clear();
+        r.walls.clear();
+        r.heights.clear();
+        r.pauses.clear();
+        let bytes = bsor::to_vec(&r).unwrap();
+        peak_during(|| {
+            let mut t = BsorToStream::new(Settings::live(Profile::Lossless));
+            for piece in bytes.chunks(64 * 1024) {
+                t.push(piece).unwrap();
+                drop(t.take_output());
+            }
+            t.finish().unwrap();
+            drop(t.take_output());
+        })
+    };
+    let short = peak_for(60.0);
+    let long = peak_for(600.0);
+    eprintln!("pipe transcoding peak heap: 60 s {short} bytes, 600 s {long} bytes");
+    // Ten times the frames; the peak may grow only by the index (a few bytes per second).
+    assert!(
+        long < short + 256 * 1024,
+        "60 s peaked at {short} bytes, 600 s at {long}"
+    );
+    assert!(long < 4 << 20, "600 s peaked at {long} bytes");
 }

@@ -96,3 +96,308 @@ fn synthetic_replay_round_trips_in_every_profile() {
         }
     }
 }
+
+fn small_stream(profile: Profile) -> (Replay, Vec<u8>) {
+    let r = synth::replay(synth::Settings {
+        seed: 5,
+        seconds: 12.0,
+        fps: 60,
+    });
+    let s = transcode::encode_replay(&r, Settings::live(profile));
+    (r, s)
+}
+
+/// The chunks of a stream: (offset, total length, type byte, first, count).
+fn chunks(s: &[u8]) -> Vec<(usize, usize, u8, u32, u32)> {
+    use bsor_stream::stream::{ChunkHeader, StreamHeader};
+    let _ = StreamHeader::parse_prefix(s).unwrap().unwrap();
+    let header_len = StreamHeader::parse_prefix(s).map(|_| ()).map_or(0, |_| {
+        // The header ends at the first sync marker whose chunk header parses.
+        (0..s.len())
+            .find(|&i| {
+                s[i..].starts_with(&[0xB5, 0x5C]) && ChunkHeader::parse_at(&s[i..]).is_some()
+            })
+            .unwrap()
+    });
+    let mut out = Vec::new();
+    let mut at = header_len;
+    while let Some((h, hlen)) = ChunkHeader::parse_at(&s[at..]) {
+        let total = hlen + h.len as usize;
+        out.push((at, total, h.kind.byte(), h.first, h.count));
+        at += total;
+    }
+    out
+}
+
+#[test]
+fn a_truncated_stream_decodes_every_chunk_before_the_cut() {
+    let (r, s) = small_stream(Profile::Lossless);
+    let list = chunks(&s);
+    for cut in (0..s.len()).step_by(97).chain([s.len() - 1, s.len() - 17]) {
+        match transcode::decode_replay(&s[..cut]) {
+            Err(e) => {
+                // Only a cut inside the stream header stops everything.
+                assert!(cut < list[0].0, "cut {cut}: {e}");
+                continue;
+            }
+            Ok((back, rec)) => {
+                let whole: u32 = list
+                    .iter()
+                    .filter(|c| c.0 + c.1 <= cut && matches!(c.2, 1 | 2))
+                    .map(|c| c.4)
+                    .sum();
+                assert_eq!(back.frames.len() as u32, whole, "cut {cut}");
+                for (a, b) in back.frames.iter().zip(&r.frames) {
+                    assert_eq!(bsor::encode_frame(a), bsor::encode_frame(b));
+                }
+                assert!(!rec.complete, "cut {cut}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_damaged_chunk_is_reported_and_decoding_resumes_at_the_next_keyframe() {
+    let (r, s) = small_stream(Profile::Lossless);
+    let list = chunks(&s);
+    // The third frame chunk of the second keyframe group.
+    let keys: Vec<usize> = (0..list.len()).filter(|&i| list[i].2 == 1).collect();
+    assert!(keys.len() >= 4, "{keys:?}");
+    let victim = list[keys[1]..keys[2]]
+        .iter()
+        .filter(|c| c.2 == 2)
+        .nth(1)
+        .copied()
+        .unwrap();
+    let mut bad = s.clone();
+    bad[victim.0 + victim.1 - 3] ^= 0x40;
+    let (back, rec) = transcode::decode_replay(&bad).unwrap();
+    assert!(!rec.complete);
+    assert!(
+        rec.damage.iter().any(|d| d.what.contains("CRC")),
+        "{:?}",
+        rec.damage
+    );
+    // Lost: the damaged chunk and the rest of its group; everything else decodes exactly.
+    let group_end = list[keys[2]].3;
+    let lost = group_end - victim.3;
+    assert_eq!(back.frames.len() as u32, r.frames.len() as u32 - lost);
+    let mut expected: Vec<_> = r.frames[..victim.3 as usize].to_vec();
+    expected.extend_from_slice(&r.frames[group_end as usize..]);
+    for (a, b) in back.frames.iter().zip(&expected) {
+        assert_eq!(bsor::encode_frame(a), bsor::encode_frame(b));
+    }
+    // A damaged chunk header: the reader finds the next chunk by its sync marker.
+    let mut bad = s.clone();
+    let first_frames = list.iter().find(|c| c.2 == 2).unwrap();
+    bad[first_frames.0 + 3] ^= 0xff;
+    let (back, rec) = transcode::decode_replay(&bad).unwrap();
+    assert!(!rec.complete);
+    assert!(back.frames.len() < r.frames.len() && back.frames.len() > r.frames.len() / 2);
+    // Garbage between chunks.
+    let mut bad = s[..list[keys[2]].0].to_vec();
+    bad.extend_from_slice(&[0xB5, 0x5C, 1, 2, 3, 0xB5, 9, 9]);
+    bad.extend_from_slice(&s[list[keys[2]].0..]);
+    let (back, rec) = transcode::decode_replay(&bad).unwrap();
+    assert!(!rec.damage.is_empty());
+    assert_eq!(
+        back.frames.len(),
+        r.frames.len(),
+        "nothing lost to garbage between chunks"
+    );
+}
+
+#[test]
+fn unknown_chunk_types_are_skipped_and_critical_ones_stop_the_reader() {
+    use bsor_stream::stream::{ChunkHeader, ChunkType, StreamError};
+    let (r, s) = small_stream(Profile::Fine);
+    let list = chunks(&s);
+    let at = list[3].0;
+    for (kind, critical) in [(0x42u8, false), (0xC2, true)] {
+        // Insert a chunk of that type after the third, numbering the chunks after it on.
+        let mut with = s[..at].to_vec();
+        let seq_here = ChunkHeader::parse_at(&s[at..]).unwrap().0.seq;
+        ChunkHeader::new(ChunkType::from_byte(kind), seq_here, 0, 0, 0.0)
+            .write_to(b"future data", &mut with);
+        for &(c_at, len, _, _, _) in list.iter().filter(|c| c.0 >= at) {
+            let (h, hlen) = ChunkHeader::parse_at(&s[c_at..]).unwrap();
+            let payload = &s[c_at + hlen..c_at + len];
+            ChunkHeader::new(h.kind, h.seq + 1, h.first, h.count, h.t0)
+                .write_to(payload, &mut with);
+        }
+        let end = list.last().map(|c| c.0 + c.1).unwrap();
+        with.extend_from_slice(&s[end..]); // the footer
+        let result = transcode::decode_replay(&with);
+        if critical {
+            assert!(matches!(
+                result,
+                Err(StreamError::CriticalChunk { kind: 0xC2, .. })
+            ));
+        } else {
+            let (back, rec) = result.unwrap();
+            assert_eq!(back.frames.len(), r.frames.len());
+            assert!(rec.complete, "{rec:?}");
+        }
+    }
+}
+
+#[test]
+fn any_piece_sizes_decode_the_same() {
+    use bsor_stream::stream::StreamDecoder;
+    let (_, s) = small_stream(Profile::Compact);
+    let all = |piece: usize| {
+        let mut d = StreamDecoder::new();
+        let mut out = Vec::new();
+        for p in s.chunks(piece) {
+            d.push(p);
+            while let Some(ev) = d.next_event().unwrap() {
+                out.push(format!("{ev:?}"));
+            }
+        }
+        d.finish();
+        while let Some(ev) = d.next_event().unwrap() {
+            out.push(format!("{ev:?}"));
+        }
+        out
+    };
+    let whole = all(s.len());
+    assert!(whole.last().is_some_and(|e| e == "End"));
+    for piece in [1, 7, 64, 1000] {
+        assert_eq!(all(piece), whole, "piece {piece}");
+    }
+}
+
+#[test]
+fn events_are_read_through_the_index_without_touching_pose_data() {
+    use std::io::{Cursor, Read, Seek, SeekFrom};
+    struct Spy<'a> {
+        inner: Cursor<&'a [u8]>,
+        read: Vec<(u64, u64)>,
+    }
+    impl Read for Spy<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let at = self.inner.position();
+            let n = self.inner.read(buf)?;
+            self.read.push((at, at + n as u64));
+            Ok(n)
+        }
+    }
+    impl Seek for Spy<'_> {
+        fn seek(&mut self, pos: SeekFrom) -> std::io::Result<u64> {
+            self.inner.seek(pos)
+        }
+    }
+    let (r, s) = small_stream(Profile::Lossless);
+    let mut spy = Spy {
+        inner: Cursor::new(&s),
+        read: Vec::new(),
+    };
+    let (_, events) = transcode::read_events(&mut spy).unwrap().unwrap();
+    assert!(events_equal(
+        &r,
+        &Replay {
+            notes: events.notes.1,
+            walls: events.walls.1,
+            heights: events.heights.1,
+            pauses: events.pauses.1,
+            ..r.clone()
+        }
+    ));
+    for (at, len, kind, _, _) in chunks(&s) {
+        if matches!(kind, 1 | 2) {
+            // No byte of a frame chunk was read.
+            let chunk = (at as u64, (at + len) as u64);
+            for &(a, b) in &spy.read {
+                assert!(
+                    b <= chunk.0 || a >= chunk.1,
+                    "read {a}..{b} overlaps frames at {chunk:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_span_decodes_from_the_keyframe_before_it() {
+    let (r, s) = small_stream(Profile::Lossless);
+    let (span, rec) = transcode::decode_span(&s, 4.2, 7.5).unwrap();
+    assert!(rec.complete);
+    let want: Vec<_> = r
+        .frames
+        .iter()
+        .filter(|f| f.time >= 4.2 && f.time <= 7.5)
+        .collect();
+    assert_eq!(span.frames.len(), want.len());
+    for (a, b) in span.frames.iter().zip(want) {
+        assert_eq!(bsor::encode_frame(a), bsor::encode_frame(b));
+    }
+    assert!(span
+        .notes
+        .iter()
+        .all(|n| n.event_time >= 4.2 && n.event_time <= 7.5));
+    assert_eq!(
+        span.notes.len(),
+        r.notes
+            .iter()
+            .filter(|n| n.event_time >= 4.2 && n.event_time <= 7.5)
+            .count()
+    );
+    // Fewer frame bytes were decoded than the whole stream holds.
+    assert!(
+        rec.stats.frame_bytes < s.len() as u64 / 2,
+        "{:?}",
+        rec.stats
+    );
+}
+
+#[test]
+fn pipe_transcoding_emits_chunks_as_frames_arrive() {
+    use bsor_stream::transcode::BsorToStream;
+    let r = synth::replay(synth::Settings {
+        seed: 8,
+        seconds: 20.0,
+        fps: 90,
+    });
+    let bytes = bsor::to_vec(&r).unwrap();
+    let mut t = BsorToStream::new(Settings::live(Profile::Lossless));
+    let mut out = Vec::new();
+    let half = bytes.len() / 2;
+    t.push(&bytes[..half]).unwrap();
+    out.extend(t.take_output());
+    // Half the frames in, most of their chunks are out already.
+    assert!(
+        out.len() > half / 4,
+        "{} bytes out for {half} in",
+        out.len()
+    );
+    t.push(&bytes[half..]).unwrap();
+    t.finish().unwrap();
+    out.extend(t.take_output());
+    let (back, rec) = transcode::decode_replay(&out).unwrap();
+    assert!(rec.complete);
+    assert!(bsor::to_vec(&back).unwrap() == bytes);
+}
+
+#[test]
+fn stream_to_bsor_through_a_seekable_sink() {
+    use bsor_stream::stream::{StreamDecoder, StreamEvent};
+    use bsor_stream::transcode::BsorSink;
+    let (r, s) = small_stream(Profile::Lossless);
+    let mut d = StreamDecoder::new();
+    let mut sink = None;
+    for piece in s.chunks(333) {
+        d.push(piece);
+        while let Some(ev) = d.next_event().unwrap() {
+            if let StreamEvent::Header(h) = &ev {
+                sink = Some(BsorSink::new(std::io::Cursor::new(Vec::new()), h).unwrap());
+            }
+            sink.as_mut().unwrap().apply(ev).unwrap();
+        }
+    }
+    d.finish();
+    while let Some(ev) = d.next_event().unwrap() {
+        sink.as_mut().unwrap().apply(ev).unwrap();
+    }
+    let out = sink.unwrap().finish().unwrap().into_inner();
+    assert!(out == bsor::to_vec(&r).unwrap());
+}

@@ -322,6 +322,30 @@ pub struct ChunkHeader {
 }
 
 impl ChunkHeader {
+    /// A header; its length and payload CRC are filled in by [`write_to`](Self::write_to).
+    pub fn new(kind: ChunkType, seq: u32, first: u32, count: u32, t0: f32) -> Self {
+        ChunkHeader {
+            kind,
+            seq,
+            first,
+            count,
+            t0,
+            len: 0,
+            payload_crc: 0,
+        }
+    }
+
+    /// Appends this header, completed for `payload`, and the payload: a whole chunk.
+    pub fn write_to(self, payload: &[u8], out: &mut Vec<u8>) {
+        self.write(payload, out);
+    }
+
+    /// The chunk header at the start of `buf`, with its length, if one is there whole and
+    /// its CRC holds (the payload is not checked).
+    pub fn parse_at(buf: &[u8]) -> Option<(ChunkHeader, usize)> {
+        Self::parse(buf).ok()
+    }
+
     /// Appends the header for `payload` (whose length and CRC it fills in) and the payload.
     pub(crate) fn write(mut self, payload: &[u8], out: &mut Vec<u8>) {
         self.len = payload.len() as u32;
