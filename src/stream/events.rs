@@ -111,6 +111,8 @@ fn raw_bytes(b: &EventBatch) -> Vec<u8> {
 pub(crate) struct EventsEncoder {
     level: i32,
     zstd: Option<Encoder<'static>>,
+    /// The context must start a new zstd frame before its next use.
+    stale: bool,
 }
 
 impl std::fmt::Debug for EventsEncoder {
@@ -123,12 +125,16 @@ impl std::fmt::Debug for EventsEncoder {
 
 impl EventsEncoder {
     pub(crate) fn new(level: i32) -> Self {
-        EventsEncoder { level, zstd: None }
+        EventsEncoder {
+            level,
+            zstd: None,
+            stale: false,
+        }
     }
 
-    /// A new keyframe group: a new compression context.
+    /// A new keyframe group: a new compression context (the allocation is reused).
     pub(crate) fn reset(&mut self) {
-        self.zstd = None;
+        self.stale = true;
     }
 
     /// The payload of an event chunk holding `batch`.
@@ -148,9 +154,15 @@ impl EventsEncoder {
         }
         let raw = raw_bytes(batch);
         let enc = match &mut self.zstd {
-            Some(e) => e,
+            Some(e) => {
+                if self.stale {
+                    e.reinit()?;
+                }
+                e
+            }
             None => self.zstd.insert(Encoder::new(self.level)?),
         };
+        self.stale = false;
         let mut out = vec![0u8; zstd::zstd_safe::compress_bound(raw.len()) + 64];
         let mut written = 0;
         let mut input = InBuffer::around(&raw);
@@ -179,6 +191,7 @@ impl EventsEncoder {
 /// The decoder's side of one group's event context.
 pub(crate) struct EventsDecoder {
     zstd: Option<Decoder<'static>>,
+    stale: bool,
 }
 
 impl std::fmt::Debug for EventsDecoder {
@@ -189,12 +202,15 @@ impl std::fmt::Debug for EventsDecoder {
 
 impl EventsDecoder {
     pub(crate) fn new() -> Self {
-        EventsDecoder { zstd: None }
+        EventsDecoder {
+            zstd: None,
+            stale: false,
+        }
     }
 
-    /// A new keyframe group.
+    /// A new keyframe group (the decoder's allocation is reused).
     pub(crate) fn reset(&mut self) {
-        self.zstd = None;
+        self.stale = true;
     }
 
     /// Decodes an event chunk's payload.
@@ -284,11 +300,17 @@ impl EventsDecoder {
 
     fn decompress(&mut self, input: &[u8], bound: usize) -> Result<Vec<u8>, &'static str> {
         let dec = match &mut self.zstd {
-            Some(d) => d,
+            Some(d) => {
+                if self.stale {
+                    d.reinit().map_err(|_| "zstd decoder reset failed")?;
+                }
+                d
+            }
             None => self
                 .zstd
                 .insert(Decoder::new().map_err(|_| "zstd decoder unavailable")?),
         };
+        self.stale = false;
         // One byte beyond the bound tells an over-long stream from an exact one.
         let mut out = vec![0u8; bound + 1];
         let mut written = 0;

@@ -80,6 +80,15 @@ struct SmallestThree {
     v: [i32; 3],
 }
 
+/// The per-frame coding plan of the lossless columns (see [`FrameCodec::plan`]).
+struct Plan {
+    plain: [u32; COLUMNS],
+    order: [u8; COLUMNS],
+    ends: [u8; PARTS],
+    /// Per device: first rotation column, derived component, its sign.
+    derive: [(usize, usize, bool); 3],
+}
+
 /// What the predictor remembers of a lossy device part.
 #[derive(Clone, Copy, Debug)]
 struct LossyPart<T: Copy> {
@@ -280,59 +289,78 @@ impl FrameCodec {
         }
     }
 
-    /// Lossless predictions of all columns, given the actual values decoded so far (the
-    /// derived rotation component depends on the other three of the same frame).
-    fn lossless_prediction(&self, i: usize, actual: &[u32; COLUMNS]) -> u32 {
-        if i >= 2 {
-            let d = (i - 2) / 7;
-            let k = (i - 2) % 7;
-            if k >= 3 {
-                let q0 = 2 + d * 7 + 3;
-                let prev = self.h1.as_ref().map(|h| &h[q0..q0 + 4]);
-                let skip = largest(prev);
-                if k - 3 == skip {
-                    let negative = prev.is_some_and(|q| q[skip] >> 31 == 1);
-                    let q = [actual[q0], actual[q0 + 1], actual[q0 + 2], actual[q0 + 3]];
-                    return derived(&q, skip, negative);
+    /// What the next frame's coding needs from the history: the plain prediction of every
+    /// column, the order in which the columns are coded (each device's derived rotation
+    /// component last), where each part ends in that order, and for each device which
+    /// rotation component is derived and with which sign.
+    fn plan(&self) -> Plan {
+        let mut plain = [0u32; COLUMNS];
+        match (&self.h1, &self.h2) {
+            (None, _) => {}
+            (Some(a), None) => plain = *a,
+            (Some(a), Some(b)) => {
+                for i in 0..COLUMNS {
+                    plain[i] = extrapolate(f32::from_bits(a[i]), f32::from_bits(b[i])).to_bits();
                 }
+                plain[1] = a[1];
             }
         }
-        self.predict_plain(i)
-    }
-
-    /// The order in which a device's rotation columns are coded: the derived one last.
-    fn rotation_order(&self, d: usize) -> [usize; 4] {
-        let q0 = 2 + d * 7 + 3;
-        let skip = largest(self.h1.as_ref().map(|h| &h[q0..q0 + 4]));
-        let mut order = [0usize; 4];
-        for (n, k) in (0..4).filter(|&k| k != skip).chain([skip]).enumerate() {
-            order[n] = q0 + k;
+        let mut order = [0u8; COLUMNS];
+        let mut ends = [0u8; PARTS];
+        let mut derive = [(0usize, 0usize, false); 3];
+        order[0] = 0;
+        order[1] = 1;
+        ends[0] = 1;
+        ends[1] = 2;
+        let mut n = 2;
+        for d in 0..3 {
+            let b = 2 + d * 7;
+            for k in 0..3 {
+                order[n] = (b + k) as u8;
+                n += 1;
+            }
+            ends[2 + 2 * d] = n as u8;
+            let q0 = b + 3;
+            let prev = self.h1.as_ref().map(|h| &h[q0..q0 + 4]);
+            let skip = largest(prev);
+            for k in (0..4).filter(|&k| k != skip) {
+                order[n] = (q0 + k) as u8;
+                n += 1;
+            }
+            order[n] = (q0 + skip) as u8;
+            n += 1;
+            ends[3 + 2 * d] = n as u8;
+            let negative = prev.is_some_and(|q| q[skip] >> 31 == 1);
+            derive[d] = (q0, skip, negative);
         }
-        order
+        Plan {
+            plain,
+            order,
+            ends,
+            derive,
+        }
     }
 
-    fn part_columns(&self, part: usize) -> ([usize; 4], usize) {
-        match part {
-            0 => ([0, 0, 0, 0], 1),
-            1 => ([1, 0, 0, 0], 1),
-            p => {
-                let d = (p - 2) / 2;
-                if p % 2 == 0 {
-                    let b = 2 + d * 7;
-                    ([b, b + 1, b + 2, 0], 3)
-                } else {
-                    (self.rotation_order(d), 4)
-                }
+    /// The prediction of column `c`, given the columns decoded so far in this frame.
+    #[inline]
+    fn predict(plan: &Plan, c: usize, actual: &[u32; COLUMNS]) -> u32 {
+        if c >= 5 {
+            let d = (c - 2) / 7;
+            let (q0, skip, negative) = plan.derive[d];
+            if c == q0 + skip {
+                let q = [actual[q0], actual[q0 + 1], actual[q0 + 2], actual[q0 + 3]];
+                return derived(&q, skip, negative);
             }
         }
+        plan.plain[c]
     }
 
-    fn residual_of(&self, i: usize, actual: &[u32; COLUMNS]) -> u32 {
-        let pred = self.lossless_prediction(i, actual);
-        if i == 1 {
+    fn residual_of(plan: &Plan, c: usize, actual: &[u32; COLUMNS]) -> u32 {
+        let pred = Self::predict(plan, c, actual);
+        if c == 1 {
             zigzag((actual[1] as i32).wrapping_sub(pred as i32))
         } else {
-            zigzag(ordered(actual[i]).wrapping_sub(ordered(pred)) as i32)
+            zigzag(ordered(actual[c]).wrapping_sub(ordered(pred)) as i32)
         }
     }
 
@@ -342,26 +370,30 @@ impl FrameCodec {
         rc: &mut RangeEncoder,
         raw: &mut BitWriter,
     ) -> Frame {
+        let plan = self.plan();
         let mut residuals = [0u32; COLUMNS];
         let mut mask = 0u8;
-        for part in 0..PARTS {
-            let (cols, n) = self.part_columns(part);
-            for &c in &cols[..n] {
-                residuals[c] = self.residual_of(c, actual);
+        let mut start = 0;
+        for (part, &end) in plan.ends.iter().enumerate() {
+            for &c in &plan.order[start..usize::from(end)] {
+                let c = usize::from(c);
+                residuals[c] = Self::residual_of(&plan, c, actual);
                 if residuals[c] != 0 {
                     mask |= 1 << part;
                 }
             }
+            start = usize::from(end);
         }
         self.mask_enc(rc, mask);
-        for part in 0..PARTS {
-            if mask & (1 << part) == 0 {
-                continue;
+        let mut start = 0;
+        for (part, &end) in plan.ends.iter().enumerate() {
+            if mask & (1 << part) != 0 {
+                for &c in &plan.order[start..usize::from(end)] {
+                    let c = usize::from(c);
+                    self.residual_enc(rc, raw, c, residuals[c]);
+                }
             }
-            let (cols, n) = self.part_columns(part);
-            for &c in &cols[..n] {
-                self.residual_enc(rc, raw, c, residuals[c]);
-            }
+            start = usize::from(end);
         }
         self.h2 = self.h1;
         self.h1 = Some(*actual);
@@ -369,23 +401,27 @@ impl FrameCodec {
     }
 
     fn decode_lossless(&mut self, rc: &mut RangeDecoder, raw: &mut BitReader) -> Frame {
+        let plan = self.plan();
         let mask = self.mask_dec(rc);
         let mut actual = [0u32; COLUMNS];
-        for part in 0..PARTS {
-            let (cols, n) = self.part_columns(part);
-            for &c in &cols[..n] {
-                let z = if mask & (1 << part) != 0 {
+        let mut start = 0;
+        for (part, &end) in plan.ends.iter().enumerate() {
+            let included = mask & (1 << part) != 0;
+            for &c in &plan.order[start..usize::from(end)] {
+                let c = usize::from(c);
+                let z = if included {
                     self.residual_dec(rc, raw, c)
                 } else {
                     0
                 };
-                let pred = self.lossless_prediction(c, &actual);
+                let pred = Self::predict(&plan, c, &actual);
                 actual[c] = if c == 1 {
                     (pred as i32).wrapping_add(unzigzag(z)) as u32
                 } else {
                     unordered(ordered(pred).wrapping_add(unzigzag(z) as u32))
                 };
             }
+            start = usize::from(end);
         }
         self.h2 = self.h1;
         self.h1 = Some(actual);
@@ -529,9 +565,10 @@ impl FrameCodec {
         let poses = [frame.head, frame.left_hand, frame.right_hand];
         // Decide every part first: the mask comes before the parts.
         let mut mask = 0u8;
+        let plan = self.plan();
         let mut plain = [0u32; 2];
         for (i, slot) in plain.iter_mut().enumerate() {
-            *slot = self.residual_of(i, actual);
+            *slot = Self::residual_of(&plan, i, actual);
             if *slot != 0 {
                 mask |= 1 << i;
             }

@@ -18,7 +18,8 @@ const PROB_INIT: u16 = 1 << (PROB_BITS - 1);
 const MAX_SHIFT: u8 = 4;
 const TOP: u32 = 1 << 24;
 
-/// An adaptive probability of a 0 bit, with the number of bits it has seen (capped).
+/// An adaptive probability of a 0 bit, with the number of bits it has seen (capped at 15,
+/// from where the shift stays at its maximum).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Prob {
     p: u16,
@@ -34,18 +35,30 @@ impl Default for Prob {
     }
 }
 
+/// The shift after `seen` bits: `1 + floor(log2(seen + 1))`, at most `MAX_SHIFT`.
+const SHIFT: [u8; 16] = {
+    let mut t = [0u8; 16];
+    let mut i = 0;
+    while i < 16 {
+        let s = 1 + (31 - (i as u32 + 1).leading_zeros()) as u8;
+        t[i] = if s < MAX_SHIFT { s } else { MAX_SHIFT };
+        i += 1;
+    }
+    t
+};
+
 impl Prob {
+    /// Moves the probability toward the bit seen. `p` stays within 1..=4095, so both
+    /// outcomes always keep a nonzero share of the range.
+    #[inline(always)]
     fn update(&mut self, bit: bool) {
-        // shift = 1 + floor(log2(seen + 1)), at most MAX_SHIFT.
-        let shift = (16 - (u16::from(self.seen) + 1).leading_zeros() as u8).min(MAX_SHIFT);
-        self.seen = self.seen.saturating_add(1);
-        if bit {
-            self.p -= self.p >> shift;
-        } else {
-            self.p += ((1 << PROB_BITS) - self.p) >> shift;
-        }
-        // Keep both outcomes codable.
-        self.p = self.p.clamp(31, (1 << PROB_BITS) - 31);
+        let shift = SHIFT[usize::from(self.seen & 15)];
+        self.seen = (self.seen + 1).min(15);
+        // Branch-free: a coded bit is as unpredictable as its probability says.
+        let mask = u16::from(bit).wrapping_neg();
+        let down = self.p >> shift;
+        let up = ((1 << PROB_BITS) - self.p) >> shift;
+        self.p = self.p - (down & mask) + (up & !mask);
     }
 }
 
@@ -98,15 +111,12 @@ impl RangeEncoder {
     }
 
     /// Codes one bit with an adaptive probability.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn bit(&mut self, p: &mut Prob, bit: bool) {
         let bound = (self.range >> PROB_BITS) * u32::from(p.p);
-        if bit {
-            self.low += u64::from(bound);
-            self.range -= bound;
-        } else {
-            self.range = bound;
-        }
+        let m = u32::from(bit).wrapping_neg();
+        self.low += u64::from(bound & m);
+        self.range = (bound & !m) | (self.range.wrapping_sub(bound) & m);
         p.update(bit);
         while self.range < TOP {
             self.range <<= 8;
@@ -193,16 +203,13 @@ impl<'a> RangeDecoder<'a> {
         self.pos.saturating_sub(self.input.len())
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn bit(&mut self, p: &mut Prob) -> bool {
         let bound = (self.range >> PROB_BITS) * u32::from(p.p);
         let bit = self.code >= bound;
-        if bit {
-            self.code -= bound;
-            self.range -= bound;
-        } else {
-            self.range = bound;
-        }
+        let m = u32::from(bit).wrapping_neg();
+        self.code -= bound & m;
+        self.range = (bound & !m) | (self.range.wrapping_sub(bound) & m);
         p.update(bit);
         while self.range < TOP {
             self.range <<= 8;
