@@ -151,3 +151,187 @@ fn errors_are_one_line_on_stderr_with_a_nonzero_exit() {
         "{err}"
     );
 }
+
+#[test]
+fn encode_and_decode_through_pipes_and_files() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let r = bsor_stream::synth::replay(bsor_stream::synth::Settings {
+        seed: 12,
+        seconds: 20.0,
+        fps: 90,
+    });
+    let bytes = bsor_stream::bsor::to_vec(&r).unwrap();
+    // stdin → encode → stdout
+    let mut enc = bin()
+        .args(["encode", "-", "-o", "-", "--profile", "lossless"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = enc.stdin.take().unwrap();
+    let input = bytes.clone();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let out = enc.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(out.status.success());
+    let stream = out.stdout;
+    assert!(stream.starts_with(b"BSRS"));
+    // file → decode → file, and the info of the stream
+    let s_path = tmp("pipe.bsors");
+    std::fs::write(&s_path, &stream).unwrap();
+    let b_path = tmp("pipe.decoded.bsor");
+    let out = bin()
+        .arg("decode")
+        .arg(&s_path)
+        .arg("-o")
+        .arg(&b_path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(std::fs::read(&b_path).unwrap() == bytes);
+    let info = bin()
+        .arg("info")
+        .arg(&s_path)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert_eq!(v["frames"], r.frames.len());
+    assert_eq!(v["profile"], "lossless");
+    assert_eq!(v["streamBytes"], stream.len());
+    assert!(v["chunks"].as_u64().unwrap() > 10 && v["keyframes"].as_u64().unwrap() >= 19);
+    // events without pose data
+    let ev = bin()
+        .arg("events")
+        .arg(&s_path)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&ev.stdout).unwrap();
+    assert_eq!(v["notes"].as_array().unwrap().len(), r.notes.len());
+    // a damaged stream: partial recovery, exit status 2
+    let mut bad = stream.clone();
+    let mid = bad.len() / 2;
+    bad[mid] ^= 0x55;
+    let bad_path = tmp("damaged.bsors");
+    std::fs::write(&bad_path, &bad).unwrap();
+    let out = bin()
+        .arg("decode")
+        .arg(&bad_path)
+        .arg("-o")
+        .arg("-")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        msg.contains("INCOMPLETE") && msg.contains("damage at byte"),
+        "{msg}"
+    );
+    let part = bsor_stream::bsor::parse(&out.stdout).unwrap();
+    assert!(part.frames.len() < r.frames.len() && part.frames.len() > r.frames.len() / 2);
+    // a span
+    let out = bin()
+        .arg("decode")
+        .arg(&s_path)
+        .args(["--from", "5", "--to", "6", "-o", "-"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let span = bsor_stream::bsor::parse(&out.stdout).unwrap();
+    assert!(span.frames.iter().all(|f| f.time >= 5.0 && f.time <= 6.0));
+    assert!(
+        (80..=100).contains(&span.frames.len()),
+        "{}",
+        span.frames.len()
+    );
+}
+
+#[test]
+fn decode_follow_reads_a_file_while_it_is_written() {
+    use std::io::Write;
+    let r = bsor_stream::synth::replay(bsor_stream::synth::Settings {
+        seed: 13,
+        seconds: 10.0,
+        fps: 60,
+    });
+    let bytes = bsor_stream::bsor::to_vec(&r).unwrap();
+    let stream = bsor_stream::transcode::encode_replay(
+        &r,
+        bsor_stream::stream::Settings::live(bsor_stream::stream::Profile::Lossless),
+    );
+    let path = tmp("growing.bsors");
+    let out_path = tmp("growing.bsor");
+    let mut f = std::fs::File::create(&path).unwrap();
+    f.write_all(&stream[..stream.len() / 3]).unwrap();
+    f.flush().unwrap();
+    let child = bin()
+        .arg("decode")
+        .arg(&path)
+        .arg("-o")
+        .arg(&out_path)
+        .arg("--follow")
+        .spawn()
+        .unwrap();
+    for piece in stream[stream.len() / 3..].chunks(stream.len() / 5) {
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        f.write_all(piece).unwrap();
+        f.flush().unwrap();
+    }
+    let status = child.wait_with_output().unwrap().status;
+    assert!(status.success());
+    assert!(std::fs::read(&out_path).unwrap() == bytes);
+}
+
+#[test]
+fn verify_reports_every_profile_as_json() {
+    let r = bsor_stream::synth::replay(bsor_stream::synth::Settings {
+        seed: 14,
+        seconds: 10.0,
+        fps: 90,
+    });
+    let path = tmp("verify.bsor");
+    std::fs::write(&path, bsor_stream::bsor::to_vec(&r).unwrap()).unwrap();
+    let out = bin()
+        .arg("verify")
+        .arg(&path)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    for row in rows {
+        for key in [
+            "file",
+            "profile",
+            "bsorBytes",
+            "streamBytes",
+            "ratio",
+            "exact",
+            "maxPositionErrorMm",
+            "meanPositionErrorMm",
+            "maxRotationErrorDeg",
+            "meanRotationErrorDeg",
+            "eventsExact",
+        ] {
+            assert!(row.get(key).is_some(), "{key}");
+        }
+        assert_eq!(row["eventsExact"], true);
+    }
+    assert_eq!(rows[0]["profile"], "lossless");
+    assert_eq!(rows[0]["exact"], true);
+    assert!(rows[1]["maxPositionErrorMm"].as_f64().unwrap() <= 0.1);
+    assert!(rows[2]["maxRotationErrorDeg"].as_f64().unwrap() <= 0.2);
+}
