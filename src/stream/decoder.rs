@@ -10,7 +10,7 @@ use super::chunk::{
     parse_footer, ChunkHeader, ChunkType, Reader, Short, StreamHeader, FOOTER_SIZE,
     MAX_CHUNK_FRAMES, SYNC,
 };
-use super::events::{EventBatch, EventsDecoder};
+use super::events::{EventBatch, EventCodec};
 use super::frames::FrameCodec;
 use super::range::{BitReader, RangeDecoder};
 use super::trailer::{decode_index, IndexEntry, Trailer};
@@ -114,7 +114,7 @@ pub struct StreamDecoder {
     eof: bool,
     state: State,
     codec: Option<FrameCodec>,
-    events: EventsDecoder,
+    events: EventCodec,
     /// Frames of the current group can be decoded (its keyframe was, and nothing since was
     /// lost).
     frames_ok: bool,
@@ -142,7 +142,7 @@ impl StreamDecoder {
             eof: false,
             state: State::Header,
             codec: None,
-            events: EventsDecoder::new(),
+            events: EventCodec::default(),
             frames_ok: false,
             events_ok: true,
             next_seq: None,

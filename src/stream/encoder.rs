@@ -7,7 +7,7 @@ use crate::bsor::{ControllerOffsets, Frame, Height, Info, NoteEvent, Pause, Wall
 use super::chunk::{
     footer, put_varint, ChunkHeader, ChunkType, Settings, StreamHeader, MAX_CHUNK_FRAMES,
 };
-use super::events::{EventBatch, EventsEncoder};
+use super::events::{EventBatch, EventCodec};
 use super::frames::FrameCodec;
 use super::range::{BitWriter, RangeEncoder};
 use super::trailer::{encode_index, IndexEntry, SectionCounts, Trailer};
@@ -40,7 +40,7 @@ pub struct StreamEncoder {
     raw: BitWriter,
     group: Option<Group>,
     chunk: Option<OpenChunk>,
-    events: EventsEncoder,
+    events: EventCodec,
     pending: EventBatch,
     counts: SectionCounts,
     index: Vec<IndexEntry>,
@@ -62,7 +62,7 @@ impl StreamEncoder {
             raw: BitWriter::default(),
             group: None,
             chunk: None,
-            events: EventsEncoder::new(settings.zstd_level),
+            events: EventCodec::default(),
             pending: EventBatch::default(),
             counts: SectionCounts::default(),
             index: Vec::new(),
@@ -237,9 +237,7 @@ impl StreamEncoder {
             return;
         }
         let batch = std::mem::take(&mut self.pending);
-        // zstd fails only when it cannot allocate; an empty payload is then caught by the
-        // reader as damage rather than aborting the game.
-        let payload = self.events.encode(&batch).unwrap_or_default();
+        let payload = self.events.encode(&batch);
         let span = batch.span();
         self.emit(
             ChunkType::Events,

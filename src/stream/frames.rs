@@ -9,7 +9,7 @@
 use crate::bsor::{Frame, Pose, Quat, Vec3};
 
 use super::header::Quantization;
-use super::range::{BitReader, BitWriter, Prob, RangeDecoder, RangeEncoder};
+use super::range::{BitReader, BitWriter, LengthModel, Prob, RangeDecoder, RangeEncoder};
 
 /// Values per frame: time, fps, then per device position x y z and rotation x y z w.
 const COLUMNS: usize = 23;
@@ -55,7 +55,7 @@ struct Models {
     /// Bit length (0 to 32) of a residual, per column, as a 6-bit tree. (A context of the
     /// column's previous bit length was tried: with one-second groups it learns too slowly
     /// and made live streams 0.2 to 1% larger.)
-    length: [[Prob; 64]; COLUMNS],
+    length: [LengthModel; COLUMNS],
     /// Escape flag per device part (lossy profiles).
     escape: [Prob; 6],
     /// "Largest component changed" per rotation (lossy profiles).
@@ -66,7 +66,7 @@ impl Default for Models {
     fn default() -> Self {
         Models {
             mask: [[Prob::default(); 2]; PARTS],
-            length: [[Prob::default(); 64]; COLUMNS],
+            length: [LengthModel::default(); COLUMNS],
             escape: [Prob::default(); 6],
             index_changed: [Prob::default(); 3],
         }
@@ -230,20 +230,11 @@ impl FrameCodec {
     }
 
     fn residual_enc(&mut self, rc: &mut RangeEncoder, raw: &mut BitWriter, col: usize, z: u32) {
-        let len = 32 - z.leading_zeros();
-        rc.tree(&mut self.models.length[col], 6, len);
-        if len >= 2 {
-            raw.put(z, len - 1);
-        }
+        self.models.length[col].encode(rc, raw, z);
     }
 
     fn residual_dec(&mut self, rc: &mut RangeDecoder, raw: &mut BitReader, col: usize) -> u32 {
-        let len = rc.tree(&mut self.models.length[col], 6).min(32);
-        match len {
-            0 => 0,
-            1 => 1,
-            n => (1u32 << (n - 1)) | raw.get(n - 1),
-        }
+        self.models.length[col].decode(rc, raw)
     }
 
     fn mask_enc(&mut self, rc: &mut RangeEncoder, mask: u8) {

@@ -233,6 +233,39 @@ impl<'a> RangeDecoder<'a> {
     }
 }
 
+/// The adaptive model of one column of residuals: the bit length of each residual (0 to
+/// 32) through a 6-bit tree, then the bits below its leading one raw.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LengthModel([Prob; 64]);
+
+impl Default for LengthModel {
+    fn default() -> Self {
+        LengthModel([Prob::default(); 64])
+    }
+}
+
+impl LengthModel {
+    /// Codes the residual `z`.
+    #[inline]
+    pub(crate) fn encode(&mut self, rc: &mut RangeEncoder, raw: &mut BitWriter, z: u32) {
+        let len = 32 - z.leading_zeros();
+        rc.tree(&mut self.0, 6, len);
+        if len >= 2 {
+            raw.put(z, len - 1);
+        }
+    }
+
+    /// Decodes a residual.
+    #[inline]
+    pub(crate) fn decode(&mut self, rc: &mut RangeDecoder, raw: &mut BitReader) -> u32 {
+        match rc.tree(&mut self.0, 6).min(32) {
+            0 => 0,
+            1 => 1,
+            n => (1u32 << (n - 1)) | raw.get(n - 1),
+        }
+    }
+}
+
 /// Packs raw bits, least significant first, into bytes.
 #[derive(Debug, Default)]
 pub(crate) struct BitWriter {
