@@ -28,8 +28,15 @@ fn corpus() -> Vec<Vec<u8>> {
     files.sort();
     let mut out: Vec<Vec<u8>> = files.iter().filter_map(|p| std::fs::read(p).ok()).collect();
     if out.is_empty() {
-        eprintln!("NOTICE: no corpus at {}; benchmarking a synthetic replay", dir.display());
-        let r = synth::replay(synth::Settings { seed: 1, seconds: 300.0, fps: 90 });
+        eprintln!(
+            "NOTICE: no corpus at {}; benchmarking a synthetic replay",
+            dir.display()
+        );
+        let r = synth::replay(synth::Settings {
+            seed: 1,
+            seconds: 300.0,
+            fps: 90,
+        });
         out.push(bsor::to_vec(&r).expect("synthetic replay"));
     }
     out
