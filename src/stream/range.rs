@@ -124,20 +124,6 @@ impl RangeEncoder {
         }
     }
 
-    /// Codes the low `n` bits of `v` (at most 8) through a binary tree of `1 << n`
-    /// probabilities: symbol-wise adaptive coding.
-    #[inline]
-    pub(crate) fn tree(&mut self, probs: &mut [Prob], n: u32, v: u32) {
-        let mut m = 1usize;
-        for i in (0..n).rev() {
-            let b = (v >> i) & 1 == 1;
-            if let Some(p) = probs.get_mut(m) {
-                self.bit(p, b);
-            }
-            m = (m << 1) | usize::from(b);
-        }
-    }
-
     /// Ends the stream and returns its bytes; the encoder is reset for the next chunk.
     ///
     /// The decoder reads zeros past the end of its input, so the stream ends with the value
@@ -217,20 +203,6 @@ impl<'a> RangeDecoder<'a> {
         }
         bit
     }
-
-    /// Decodes an `n`-bit symbol coded with [`RangeEncoder::tree`].
-    #[inline]
-    pub(crate) fn tree(&mut self, probs: &mut [Prob], n: u32) -> u32 {
-        let mut m = 1usize;
-        for _ in 0..n {
-            let b = match probs.get_mut(m) {
-                Some(p) => self.bit(p),
-                None => false,
-            };
-            m = (m << 1) | usize::from(b);
-        }
-        (m as u32) & ((1 << n) - 1)
-    }
 }
 
 /// The adaptive model of one column of residuals: the bit length of each residual (0 to
@@ -249,7 +221,13 @@ impl LengthModel {
     #[inline]
     pub(crate) fn encode(&mut self, rc: &mut RangeEncoder, raw: &mut BitWriter, z: u32) {
         let len = 32 - z.leading_zeros();
-        rc.tree(&mut self.0, 6, len);
+        // The 6-bit tree, unrolled over a fixed array (`m` stays below 64).
+        let mut m = 1usize;
+        for i in (0..6).rev() {
+            let b = (len >> i) & 1;
+            rc.bit(&mut self.0[m & 63], b == 1);
+            m = (m << 1) | b as usize;
+        }
         if len >= 2 {
             raw.put(z, len - 1);
         }
@@ -258,7 +236,11 @@ impl LengthModel {
     /// Decodes a residual.
     #[inline]
     pub(crate) fn decode(&mut self, rc: &mut RangeDecoder, raw: &mut BitReader) -> u32 {
-        match rc.tree(&mut self.0, 6).min(32) {
+        let mut m = 1usize;
+        for _ in 0..6 {
+            m = (m << 1) | usize::from(rc.bit(&mut self.0[m & 63]));
+        }
+        match ((m & 63) as u32).min(32) {
             0 => 0,
             1 => 1,
             n => (1u32 << (n - 1)) | raw.get(n - 1),
@@ -358,44 +340,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bits_trees_and_raw_bits_round_trip() {
+    fn bits_lengths_and_raw_bits_round_trip() {
         let mut enc = RangeEncoder::default();
         let mut raw = BitWriter::default();
         let mut p = [Prob::default(); 3];
-        let mut t = [Prob::default(); 64];
+        let mut model = LengthModel::default();
         let mut state = 12345u32;
         let mut sent = Vec::new();
         for i in 0..10_000u32 {
             state = state.wrapping_mul(1_103_515_245).wrapping_add(12345);
             let bit = (state >> 16) % 7 == 0;
-            let sym = (state >> 8) % 33;
-            let bits = state >> 3;
-            let n = i % 33;
+            // Residuals of every bit length, uniformly: about log2(33) + 15 bits each.
+            let z = (state >> 3) >> (state % 33).min(31);
+            let z = if state % 33 == 32 { 0 } else { z };
             enc.bit(&mut p[(i % 3) as usize], bit);
-            enc.tree(&mut t, 6, sym);
-            raw.put(bits, n);
-            sent.push((
-                bit,
-                sym,
-                bits & ((u32::MAX >> (32 - n.max(1))) * u32::from(n > 0)),
-                n,
-            ));
+            model.encode(&mut enc, &mut raw, z);
+            sent.push((bit, z));
         }
         let bytes = enc.finish();
         let raw_bytes = raw.finish();
         let mut dec = RangeDecoder::new(&bytes);
         let mut rr = BitReader::new(&raw_bytes);
         let mut p = [Prob::default(); 3];
-        let mut t = [Prob::default(); 64];
-        for (i, &(bit, sym, bits, n)) in sent.iter().enumerate() {
+        let mut model = LengthModel::default();
+        for (i, &(bit, z)) in sent.iter().enumerate() {
             assert_eq!(dec.bit(&mut p[i % 3]), bit, "bit {i}");
-            assert_eq!(dec.tree(&mut t, 6), sym, "sym {i}");
-            assert_eq!(rr.get(n), bits, "raw {i}");
+            assert_eq!(model.decode(&mut dec, &mut rr), z, "residual {i}");
         }
         assert!(dec.overrun() <= 8);
         assert!(rr.overrun() <= 8);
-        // Uniform 33-value symbols cost log2(33) = 5.04 bits and the 1-in-7 bits 0.59: the
-        // coder stays within 5% of that.
+        // The 1-in-7 bits cost about 0.59 bits each and the lengths at most log2(33):
+        // the coder stays within 5% of that.
         let ideal = 10_000.0 * (33f64.log2() + 0.592) / 8.0;
         assert!(
             (bytes.len() as f64) < ideal * 1.05,
@@ -407,9 +382,10 @@ mod tests {
     #[test]
     fn decoding_garbage_or_nothing_is_bounded() {
         let mut dec = RangeDecoder::new(&[]);
-        let mut t = [Prob::default(); 64];
+        let mut model = LengthModel::default();
+        let mut rr = BitReader::new(&[]);
         for _ in 0..1000 {
-            assert!(dec.tree(&mut t, 6) < 64);
+            model.decode(&mut dec, &mut rr);
         }
         assert!(dec.overrun() > 0, "reads past the end are counted");
         let mut rr = BitReader::new(&[0xff]);
