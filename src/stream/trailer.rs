@@ -38,8 +38,20 @@ pub struct Trailer {
 /// The most bytes a trailer or index may decompress to.
 const MAX_DECOMPRESSED: usize = 256 << 20;
 
+/// Decompresses a zstd frame, growing the output as the data really comes (a forged size
+/// in the frame header allocates nothing) and stopping at [`MAX_DECOMPRESSED`].
 fn decompress(payload: &[u8]) -> Result<Vec<u8>, &'static str> {
-    zstd::bulk::decompress(payload, MAX_DECOMPRESSED).map_err(|_| "corrupt zstd data")
+    use std::io::Read;
+    let decoder = zstd::stream::read::Decoder::new(payload).map_err(|_| "zstd unavailable")?;
+    let mut out = Vec::new();
+    decoder
+        .take(MAX_DECOMPRESSED as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|_| "corrupt zstd data")?;
+    if out.len() > MAX_DECOMPRESSED {
+        return Err("decompresses to more than 256 MiB");
+    }
+    Ok(out)
 }
 
 fn short(s: Short) -> &'static str {
