@@ -335,19 +335,15 @@ impl ChunkHeader {
         }
     }
 
-    /// Appends this header, completed for `payload`, and the payload: a whole chunk.
-    pub fn write_to(self, payload: &[u8], out: &mut Vec<u8>) {
-        self.write(payload, out);
-    }
-
     /// The chunk header at the start of `buf`, with its length, if one is there whole and
     /// its CRC holds (the payload is not checked).
     pub fn parse_at(buf: &[u8]) -> Option<(ChunkHeader, usize)> {
         Self::parse(buf).ok()
     }
 
-    /// Appends the header for `payload` (whose length and CRC it fills in) and the payload.
-    pub(crate) fn write(mut self, payload: &[u8], out: &mut Vec<u8>) {
+    /// Appends this header, completed for `payload` (its length and CRC), and the payload:
+    /// a whole chunk.
+    pub fn write_to(mut self, payload: &[u8], out: &mut Vec<u8>) {
         self.len = payload.len() as u32;
         self.payload_crc = crc32fast::hash(payload);
         let start = out.len();

@@ -269,16 +269,7 @@ impl StreamEncoder {
             });
         }
         let before = self.out.len();
-        ChunkHeader {
-            kind,
-            seq: self.seq,
-            first,
-            count,
-            t0,
-            len: 0,
-            payload_crc: 0,
-        }
-        .write(payload, &mut self.out);
+        ChunkHeader::new(kind, self.seq, first, count, t0).write_to(payload, &mut self.out);
         self.offset += (self.out.len() - before) as u64;
         self.seq = self.seq.wrapping_add(1);
     }

@@ -11,7 +11,10 @@
 use crate::bsor::{self, Height, NoteEvent, Pause, Wall};
 
 use super::chunk::{put_varint, Reader, Short};
-use super::range::{BitReader, BitWriter, LengthModel, RangeDecoder, RangeEncoder};
+use super::range::{
+    ordered, unordered, unzigzag, zigzag, BitReader, BitWriter, LengthModel, RangeDecoder,
+    RangeEncoder,
+};
 
 use crate::bsor::{
     CUT_SIZE as CUT, HEIGHT_SIZE as HEIGHT, NOTE_HEAD_SIZE as NOTE_HEAD, PAUSE_SIZE as PAUSE,
@@ -96,30 +99,6 @@ const COL_WALL: usize = 25;
 const COL_HEIGHT: usize = 29;
 const COL_PAUSE: usize = 31;
 const COLUMNS: usize = 34;
-
-fn ordered(bits: u32) -> u32 {
-    if bits >> 31 == 1 {
-        !bits
-    } else {
-        bits | 0x8000_0000
-    }
-}
-
-fn unordered(o: u32) -> u32 {
-    if o >> 31 == 1 {
-        o & 0x7fff_ffff
-    } else {
-        !o
-    }
-}
-
-fn zigzag(d: i32) -> u32 {
-    ((d << 1) ^ (d >> 31)) as u32
-}
-
-fn unzigzag(z: u32) -> i32 {
-    ((z >> 1) as i32) ^ -((z & 1) as i32)
-}
 
 /// One side of the coder: the same record walk encodes or decodes.
 enum Coder<'a, 'b> {

@@ -9,38 +9,15 @@
 use crate::bsor::{Frame, Pose, Quat, Vec3};
 
 use super::header::Quantization;
-use super::range::{BitReader, BitWriter, LengthModel, Prob, RangeDecoder, RangeEncoder};
+use super::range::{
+    ordered, unordered, unzigzag, zigzag, BitReader, BitWriter, LengthModel, Prob, RangeDecoder,
+    RangeEncoder,
+};
 
 /// Values per frame: time, fps, then per device position x y z and rotation x y z w.
 const COLUMNS: usize = 23;
 /// Parts of the inclusion mask: time, fps, then per device position and rotation.
 const PARTS: usize = 8;
-
-/// Maps float bits to an unsigned integer whose order is the floats' order, so that close
-/// floats have close integers (negative floats are reflected below positive ones).
-fn ordered(bits: u32) -> u32 {
-    if bits >> 31 == 1 {
-        !bits
-    } else {
-        bits | 0x8000_0000
-    }
-}
-
-fn unordered(o: u32) -> u32 {
-    if o >> 31 == 1 {
-        o & 0x7fff_ffff
-    } else {
-        !o
-    }
-}
-
-fn zigzag(d: i32) -> u32 {
-    ((d << 1) ^ (d >> 31)) as u32
-}
-
-fn unzigzag(z: u32) -> i32 {
-    ((z >> 1) as i32) ^ -((z & 1) as i32)
-}
 
 /// Linear extrapolation `2·a − b` in `f32`, the same bits everywhere.
 fn extrapolate(a: f32, b: f32) -> f32 {

@@ -205,6 +205,34 @@ impl<'a> RangeDecoder<'a> {
     }
 }
 
+// Residuals: integers made small and unsigned before their bit length is coded.
+
+/// Maps float bits to an unsigned integer whose order is the floats' order, so that close
+/// floats have close integers (negative floats are reflected below positive ones).
+pub(crate) fn ordered(bits: u32) -> u32 {
+    if bits >> 31 == 1 {
+        !bits
+    } else {
+        bits | 0x8000_0000
+    }
+}
+
+pub(crate) fn unordered(o: u32) -> u32 {
+    if o >> 31 == 1 {
+        o & 0x7fff_ffff
+    } else {
+        !o
+    }
+}
+
+pub(crate) fn zigzag(d: i32) -> u32 {
+    ((d << 1) ^ (d >> 31)) as u32
+}
+
+pub(crate) fn unzigzag(z: u32) -> i32 {
+    ((z >> 1) as i32) ^ -((z & 1) as i32)
+}
+
 /// The adaptive model of one column of residuals: the bit length of each residual (0 to
 /// 32) through a 6-bit tree, then the bits below its leading one raw.
 #[derive(Clone, Copy, Debug)]
