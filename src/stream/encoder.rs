@@ -7,7 +7,7 @@ use crate::bsor::{ControllerOffsets, Frame, Height, Info, NoteEvent, Pause, Wall
 use super::chunk::{
     footer, put_varint, ChunkHeader, ChunkType, Settings, StreamHeader, MAX_CHUNK_FRAMES,
 };
-use super::events::{EventBatch, EventCodec};
+use super::events::{EventBatch, EventCodec, MAX_RECORDS};
 use super::frames::FrameCodec;
 use super::range::{BitWriter, RangeEncoder};
 use super::trailer::{encode_index, IndexEntry, SectionCounts, Trailer};
@@ -120,6 +120,15 @@ impl StreamEncoder {
         decoded
     }
 
+    /// Sends the pending events early when one kind fills a chunk's limit.
+    fn events_full(&self) -> bool {
+        let full = MAX_RECORDS as usize;
+        self.pending.notes.1.len() >= full
+            || self.pending.walls.1.len() >= full
+            || self.pending.heights.1.len() >= full
+            || self.pending.pauses.1.len() >= full
+    }
+
     /// Adds a note event; it goes out with the next chunk.
     pub fn push_note(&mut self, n: NoteEvent) {
         if self.pending.notes.1.is_empty() {
@@ -127,6 +136,9 @@ impl StreamEncoder {
         }
         self.pending.notes.1.push(n);
         self.counts.notes += 1;
+        if self.events_full() {
+            self.emit_events();
+        }
     }
 
     /// Adds a wall event.
@@ -136,6 +148,9 @@ impl StreamEncoder {
         }
         self.pending.walls.1.push(w);
         self.counts.walls += 1;
+        if self.events_full() {
+            self.emit_events();
+        }
     }
 
     /// Adds a height change.
@@ -145,6 +160,9 @@ impl StreamEncoder {
         }
         self.pending.heights.1.push(h);
         self.counts.heights += 1;
+        if self.events_full() {
+            self.emit_events();
+        }
     }
 
     /// Adds a pause.
@@ -154,6 +172,9 @@ impl StreamEncoder {
         }
         self.pending.pauses.1.push(p);
         self.counts.pauses += 1;
+        if self.events_full() {
+            self.emit_events();
+        }
     }
 
     /// Emits everything pushed so far: the open frame chunk and the pending events. The

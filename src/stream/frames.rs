@@ -19,9 +19,16 @@ const COLUMNS: usize = 23;
 /// Parts of the inclusion mask: time, fps, then per device position and rotation.
 const PARTS: usize = 8;
 
-/// Linear extrapolation `2·a − b` in `f32`, the same bits everywhere.
+/// Linear extrapolation `2·a − b` in `f32`, the same bits everywhere: when the arithmetic
+/// gives NaN (whose bits differ between platforms: x86 and ARM make different default
+/// NaNs), the prediction is `a` itself.
 fn extrapolate(a: f32, b: f32) -> f32 {
-    2.0 * a - b
+    let p = 2.0 * a - b;
+    if p.is_nan() {
+        a
+    } else {
+        p
+    }
 }
 
 /// The adaptive models of one keyframe group.
@@ -143,8 +150,9 @@ fn frame_from(c: &[u32; COLUMNS]) -> Frame {
     }
 }
 
-/// The component of the previous rotation with the largest magnitude (the first on ties,
-/// NaN never wins; 3 when there is no previous rotation).
+/// The component of the previous rotation with the largest magnitude (the first on ties; a
+/// NaN compares as smaller than anything, except that a NaN first component is kept as the
+/// start; 3 when there is no previous rotation).
 fn largest(prev: Option<&[u32]>) -> usize {
     let Some(q) = prev else { return 3 };
     let mut best = 0;

@@ -48,8 +48,8 @@ const SHIFT: [u8; 16] = {
 };
 
 impl Prob {
-    /// Moves the probability toward the bit seen. `p` stays within 1..=4095, so both
-    /// outcomes always keep a nonzero share of the range.
+    /// Moves the probability toward the bit seen. `p` stays within 15..=4081 (from 2048 by
+    /// these shifts), so both outcomes always keep a nonzero share of the range.
     #[inline(always)]
     fn update(&mut self, bit: bool) {
         let shift = SHIFT[usize::from(self.seen & 15)];
@@ -185,6 +185,7 @@ impl<'a> RangeDecoder<'a> {
 
     /// Bytes read beyond the input. The encoder leaves out trailing zero bytes, so a few of
     /// these are normal; many mean a chunk that claims more than it holds.
+    #[cfg(test)]
     pub(crate) fn overrun(&self) -> usize {
         self.pos.saturating_sub(self.input.len())
     }
@@ -358,6 +359,7 @@ impl<'a> BitReader<'a> {
 
     /// Bytes read beyond the input (trailing zero bytes are left out by the writer, so a
     /// few of these are normal).
+    #[cfg(test)]
     pub(crate) fn overrun(&self) -> u64 {
         self.overrun_bits / 8
     }
