@@ -422,7 +422,13 @@ impl StreamDecoder {
             self.next_frame = h.first.saturating_add(h.count);
             return;
         }
-        if !self.frames_ok || h.count > MAX_CHUNK_FRAMES {
+        if h.count > MAX_CHUNK_FRAMES {
+            self.frames_ok = false;
+            self.count_lost(h);
+            self.damage_at(offset, "frame chunk claims more than 4096 frames");
+            return;
+        }
+        if !self.frames_ok {
             self.count_lost(h);
             self.damage_at(offset, "frames of a group whose keyframe was lost");
             return;
