@@ -6,13 +6,12 @@ use std::collections::VecDeque;
 
 use crate::bsor::Frame;
 
+use super::bits::BitReader;
 use super::chunk::{
-    parse_footer, ChunkHeader, ChunkType, Reader, Short, StreamHeader, FOOTER_SIZE,
-    MAX_CHUNK_FRAMES, SYNC,
+    parse_footer, ChunkHeader, ChunkType, Short, StreamHeader, FOOTER_SIZE, MAX_CHUNK_FRAMES, SYNC,
 };
 use super::events::{EventBatch, EventCodec};
 use super::frames::FrameCodec;
-use super::range::{BitReader, RangeDecoder};
 use super::trailer::{decode_index, IndexEntry, Trailer};
 
 /// A fault that stops decoding altogether.
@@ -434,26 +433,8 @@ impl StreamDecoder {
             return;
         }
         let Some(codec) = &mut self.codec else { return };
-        let mut r = Reader::new(payload);
-        let Ok(rc_len) = r.varint() else {
-            self.frames_ok = false;
-            self.count_lost(h);
-            self.damage_at(offset, "frame chunk without its coder length");
-            return;
-        };
-        let rc_bytes = payload.get(r.pos..r.pos.saturating_add(rc_len as usize));
-        let Some(rc_bytes) = rc_bytes else {
-            self.frames_ok = false;
-            self.count_lost(h);
-            self.damage_at(offset, "frame chunk coder length beyond its payload");
-            return;
-        };
-        let raw_bytes = &payload[r.pos + rc_bytes.len()..];
-        let mut rc = RangeDecoder::new(rc_bytes);
-        let mut raw = BitReader::new(raw_bytes);
-        let frames: Vec<Frame> = (0..h.count)
-            .map(|_| codec.decode(&mut rc, &mut raw))
-            .collect();
+        let mut raw = BitReader::new(payload);
+        let frames: Vec<Frame> = (0..h.count).map(|_| codec.decode(&mut raw)).collect();
         // No overrun check: the encoder leaves out trailing zero bytes, and a well
         // compressed chunk (a device at rest) legitimately reads many of them. The count is
         // capped, so a chunk that claims more than it holds costs bounded work, and its

@@ -4,12 +4,10 @@
 
 use crate::bsor::{ControllerOffsets, Frame, Height, Info, NoteEvent, Pause, Wall};
 
-use super::chunk::{
-    footer, put_varint, ChunkHeader, ChunkType, Settings, StreamHeader, MAX_CHUNK_FRAMES,
-};
+use super::bits::BitWriter;
+use super::chunk::{footer, ChunkHeader, ChunkType, Settings, StreamHeader, MAX_CHUNK_FRAMES};
 use super::events::{EventBatch, EventCodec, MAX_RECORDS};
 use super::frames::FrameCodec;
-use super::range::{BitWriter, RangeEncoder};
 use super::trailer::{encode_index, IndexEntry, SectionCounts, Trailer};
 
 #[derive(Clone, Copy, Debug)]
@@ -36,7 +34,6 @@ pub struct StreamEncoder {
     offset: u64,
     seq: u32,
     codec: FrameCodec,
-    rc: RangeEncoder,
     raw: BitWriter,
     group: Option<Group>,
     chunk: Option<OpenChunk>,
@@ -58,7 +55,6 @@ impl StreamEncoder {
             out,
             seq: 0,
             codec: FrameCodec::new(header.quantization()),
-            rc: RangeEncoder::default(),
             raw: BitWriter::default(),
             group: None,
             chunk: None,
@@ -108,7 +104,7 @@ impl StreamEncoder {
             (Some(_), None) => self.open_chunk(ChunkType::Frames, t),
             (Some(_), Some(_)) => {}
         }
-        let decoded = self.codec.encode(f, &mut self.rc, &mut self.raw);
+        let decoded = self.codec.encode(f, &mut self.raw);
         if let Some(c) = &mut self.chunk {
             c.count += 1;
             c.t1 = t;
@@ -242,12 +238,7 @@ impl StreamEncoder {
 
     fn close_chunk(&mut self) {
         let Some(c) = self.chunk.take() else { return };
-        let rc = self.rc.finish();
-        let raw = self.raw.finish();
-        let mut payload = Vec::with_capacity(rc.len() + raw.len() + 4);
-        put_varint(&mut payload, rc.len() as u64);
-        payload.extend_from_slice(&rc);
-        payload.extend_from_slice(&raw);
+        let payload = self.raw.finish();
         let indexed = c.kind == ChunkType::Keyframes;
         self.emit(c.kind, c.first, c.count, (c.t0, c.t1), &payload, indexed);
         self.emit_events();

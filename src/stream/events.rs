@@ -10,11 +10,8 @@
 
 use crate::bsor::{self, Height, NoteEvent, Pause, Wall};
 
+use super::bits::{ordered, unordered, unzigzag, zigzag, BitReader, BitWriter, LengthModel};
 use super::chunk::{put_varint, Reader, Short};
-use super::range::{
-    ordered, unordered, unzigzag, zigzag, BitReader, BitWriter, LengthModel, RangeDecoder,
-    RangeEncoder,
-};
 
 use crate::bsor::{
     CUT_SIZE as CUT, HEIGHT_SIZE as HEIGHT, NOTE_HEAD_SIZE as NOTE_HEAD, PAUSE_SIZE as PAUSE,
@@ -103,8 +100,8 @@ const COLUMNS: usize = 34;
 
 /// One side of the coder: the same record walk encodes or decodes.
 enum Coder<'a, 'b> {
-    Enc(&'a mut RangeEncoder, &'a mut BitWriter),
-    Dec(&'a mut RangeDecoder<'b>, &'a mut BitReader<'b>),
+    Enc(&'a mut BitWriter),
+    Dec(&'a mut BitReader<'b>),
 }
 
 /// The models and the previous record of every kind, for one keyframe group.
@@ -137,17 +134,17 @@ impl EventCodec {
     /// Codes (or decodes) one value of column `col` against `pred`; returns the value.
     fn code(&mut self, c: &mut Coder, col: usize, int: bool, pred: u32, v: u32) -> u32 {
         match c {
-            Coder::Enc(rc, raw) => {
+            Coder::Enc(raw) => {
                 let z = if int {
                     zigzag((v as i32).wrapping_sub(pred as i32))
                 } else {
                     zigzag(ordered(v).wrapping_sub(ordered(pred)) as i32)
                 };
-                self.models[col].encode(rc, raw, z);
+                self.models[col].encode(raw, z);
                 v
             }
-            Coder::Dec(rc, raw) => {
-                let z = self.models[col].decode(rc, raw);
+            Coder::Dec(raw) => {
+                let z = self.models[col].decode(raw);
                 if int {
                     (pred as i32).wrapping_add(unzigzag(z)) as u32
                 } else {
@@ -204,8 +201,8 @@ impl EventCodec {
         out
     }
 
-    fn encode_into(&mut self, b: &EventBatch, rc: &mut RangeEncoder, raw: &mut BitWriter) {
-        let mut c = Coder::Enc(rc, raw);
+    fn encode_into(&mut self, b: &EventBatch, raw: &mut BitWriter) {
+        let mut c = Coder::Enc(raw);
         for n in &b.notes.1 {
             let mut rec = Vec::with_capacity(NOTE_HEAD + CUT);
             bsor::encode_note(n, &mut rec);
@@ -226,14 +223,13 @@ impl EventCodec {
         }
     }
 
-    fn decode_from<'b>(
+    fn decode_from(
         &mut self,
         counts: [usize; 4],
-        rc: &mut RangeDecoder<'b>,
-        raw: &mut BitReader<'b>,
+        raw: &mut BitReader,
         batch: &mut EventBatch,
     ) -> Result<(), &'static str> {
-        let mut c = Coder::Dec(rc, raw);
+        let mut c = Coder::Dec(raw);
         for _ in 0..counts[0] {
             let mut rec = self.record(&mut c, &NOTE_HEAD_WORDS, COL_NOTE, &[]);
             let kind = i32::from_le_bytes([rec[12], rec[13], rec[14], rec[15]]);
@@ -277,12 +273,8 @@ impl EventCodec {
                 put_varint(&mut payload, u64::from(first));
             }
         }
-        let mut rc = RangeEncoder::default();
         let mut raw = BitWriter::default();
-        self.encode_into(batch, &mut rc, &mut raw);
-        let rc = rc.finish();
-        put_varint(&mut payload, rc.len() as u64);
-        payload.extend_from_slice(&rc);
+        self.encode_into(batch, &mut raw);
         payload.extend_from_slice(&raw.finish());
         payload
     }
@@ -307,20 +299,15 @@ impl EventCodec {
             };
             *k = (first, n as usize);
         }
-        let rc_len = r.varint().map_err(bad)? as usize;
-        let rc_bytes = payload
-            .get(r.pos..r.pos.saturating_add(rc_len))
-            .ok_or("event coder length beyond the payload")?;
-        let raw_bytes = &payload[r.pos + rc_bytes.len()..];
+        let raw_bytes = &payload[r.pos..];
         let mut batch = EventBatch {
             notes: (kinds[0].0, Vec::new()),
             walls: (kinds[1].0, Vec::new()),
             heights: (kinds[2].0, Vec::new()),
             pauses: (kinds[3].0, Vec::new()),
         };
-        let mut rc = RangeDecoder::new(rc_bytes);
         let mut raw = BitReader::new(raw_bytes);
-        self.decode_from(kinds.map(|(_, n)| n), &mut rc, &mut raw, &mut batch)?;
+        self.decode_from(kinds.map(|(_, n)| n), &mut raw, &mut batch)?;
         Ok(batch)
     }
 }

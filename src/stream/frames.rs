@@ -8,11 +8,8 @@
 
 use crate::bsor::{Frame, Pose, Quat, Vec3};
 
+use super::bits::{ordered, unordered, unzigzag, zigzag, BitReader, BitWriter, LengthModel};
 use super::header::Quantization;
-use super::range::{
-    ordered, unordered, unzigzag, zigzag, BitReader, BitWriter, LengthModel, Prob, RangeDecoder,
-    RangeEncoder,
-};
 
 /// Values per frame: time, fps, then per device position x y z and rotation x y z w.
 const COLUMNS: usize = 23;
@@ -34,25 +31,14 @@ fn extrapolate(a: f32, b: f32) -> f32 {
 /// The adaptive models of one keyframe group.
 #[derive(Clone, Debug)]
 struct Models {
-    /// Mask bit `i`, given the same bit of the previous frame.
-    mask: [[Prob; 2]; PARTS],
-    /// Bit length (0 to 32) of a residual, per column, as a 6-bit tree. (A context of the
-    /// column's previous bit length was tried: with one-second groups it learns too slowly
-    /// and made live streams 0.2 to 1% larger.)
+    /// Residual lengths, per column.
     length: [LengthModel; COLUMNS],
-    /// Escape flag per device part (lossy profiles).
-    escape: [Prob; 6],
-    /// "Largest component changed" per rotation (lossy profiles).
-    index_changed: [Prob; 3],
 }
 
 impl Default for Models {
     fn default() -> Self {
         Models {
-            mask: [[Prob::default(); 2]; PARTS],
             length: [LengthModel::default(); COLUMNS],
-            escape: [Prob::default(); 6],
-            index_changed: [Prob::default(); 3],
         }
     }
 }
@@ -214,54 +200,63 @@ impl FrameCodec {
         }
     }
 
-    fn residual_enc(&mut self, rc: &mut RangeEncoder, raw: &mut BitWriter, col: usize, z: u32) {
-        self.models.length[col].encode(rc, raw, z);
+    fn residual_enc(&mut self, raw: &mut BitWriter, col: usize, z: u32) {
+        self.models.length[col].encode(raw, z);
     }
 
-    fn residual_dec(&mut self, rc: &mut RangeDecoder, raw: &mut BitReader, col: usize) -> u32 {
-        self.models.length[col].decode(rc, raw)
+    fn residual_dec(&mut self, raw: &mut BitReader, col: usize) -> u32 {
+        self.models.length[col].decode(raw)
     }
 
-    fn mask_enc(&mut self, rc: &mut RangeEncoder, mask: u8) {
-        for i in 0..PARTS {
-            let prev = usize::from((self.prev_mask >> i) & 1);
-            rc.bit(&mut self.models.mask[i][prev], (mask >> i) & 1 == 1);
+    /// The inclusion mask: one bit "same as the previous frame's", or a zero bit and the
+    /// eight mask bits.
+    fn mask_enc(&mut self, raw: &mut BitWriter, mask: u8) {
+        if mask == self.prev_mask {
+            raw.put(1, 1);
+        } else {
+            raw.put(0, 1);
+            raw.put(u32::from(mask), 8);
         }
         self.prev_mask = mask;
     }
 
-    fn mask_dec(&mut self, rc: &mut RangeDecoder) -> u8 {
-        let mut mask = 0u8;
-        for i in 0..PARTS {
-            let prev = usize::from((self.prev_mask >> i) & 1);
-            if rc.bit(&mut self.models.mask[i][prev]) {
-                mask |= 1 << i;
-            }
-        }
+    fn mask_dec(&mut self, raw: &mut BitReader) -> u8 {
+        let mask = if raw.get(1) == 1 {
+            self.prev_mask
+        } else {
+            raw.get(8) as u8
+        };
         self.prev_mask = mask;
         mask
     }
 
+    /// A lossy part's flag (escape, largest component changed): a raw bit, present only in
+    /// frames whose "special" bit is set (most frames have no flag set at all).
+    fn flag_enc(&self, raw: &mut BitWriter, special: bool, bit: bool) {
+        if special {
+            raw.put(u32::from(bit), 1);
+        }
+    }
+
+    fn flag_dec(&self, raw: &mut BitReader, special: bool) -> bool {
+        special && raw.get(1) == 1
+    }
+
     /// Codes `frame` and returns the frame the decoder will reconstruct (the same one, in
     /// the lossless profile).
-    pub(crate) fn encode(
-        &mut self,
-        frame: &Frame,
-        rc: &mut RangeEncoder,
-        raw: &mut BitWriter,
-    ) -> Frame {
+    pub(crate) fn encode(&mut self, frame: &Frame, raw: &mut BitWriter) -> Frame {
         let actual = columns(frame);
         match self.quant {
-            Quantization::Lossless => self.encode_lossless(&actual, rc, raw),
-            Quantization::Lossy { .. } => self.encode_lossy(&actual, rc, raw),
+            Quantization::Lossless => self.encode_lossless(&actual, raw),
+            Quantization::Lossy { .. } => self.encode_lossy(&actual, raw),
         }
     }
 
     /// Decodes the next frame.
-    pub(crate) fn decode(&mut self, rc: &mut RangeDecoder, raw: &mut BitReader) -> Frame {
+    pub(crate) fn decode(&mut self, raw: &mut BitReader) -> Frame {
         match self.quant {
-            Quantization::Lossless => self.decode_lossless(rc, raw),
-            Quantization::Lossy { .. } => self.decode_lossy(rc, raw),
+            Quantization::Lossless => self.decode_lossless(raw),
+            Quantization::Lossy { .. } => self.decode_lossy(raw),
         }
     }
 
@@ -340,12 +335,7 @@ impl FrameCodec {
         }
     }
 
-    fn encode_lossless(
-        &mut self,
-        actual: &[u32; COLUMNS],
-        rc: &mut RangeEncoder,
-        raw: &mut BitWriter,
-    ) -> Frame {
+    fn encode_lossless(&mut self, actual: &[u32; COLUMNS], raw: &mut BitWriter) -> Frame {
         let plan = self.plan();
         let mut residuals = [0u32; COLUMNS];
         let mut mask = 0u8;
@@ -360,13 +350,13 @@ impl FrameCodec {
             }
             start = usize::from(end);
         }
-        self.mask_enc(rc, mask);
+        self.mask_enc(raw, mask);
         let mut start = 0;
         for (part, &end) in plan.ends.iter().enumerate() {
             if mask & (1 << part) != 0 {
                 for &c in &plan.order[start..usize::from(end)] {
                     let c = usize::from(c);
-                    self.residual_enc(rc, raw, c, residuals[c]);
+                    self.residual_enc(raw, c, residuals[c]);
                 }
             }
             start = usize::from(end);
@@ -376,9 +366,9 @@ impl FrameCodec {
         frame_from(actual)
     }
 
-    fn decode_lossless(&mut self, rc: &mut RangeDecoder, raw: &mut BitReader) -> Frame {
+    fn decode_lossless(&mut self, raw: &mut BitReader) -> Frame {
         let plan = self.plan();
-        let mask = self.mask_dec(rc);
+        let mask = self.mask_dec(raw);
         let mut actual = [0u32; COLUMNS];
         let mut start = 0;
         for (part, &end) in plan.ends.iter().enumerate() {
@@ -386,7 +376,7 @@ impl FrameCodec {
             for &c in &plan.order[start..usize::from(end)] {
                 let c = usize::from(c);
                 let z = if included {
-                    self.residual_dec(rc, raw, c)
+                    self.residual_dec(raw, c)
                 } else {
                     0
                 };
@@ -531,12 +521,7 @@ impl FrameCodec {
         }
     }
 
-    fn encode_lossy(
-        &mut self,
-        actual: &[u32; COLUMNS],
-        rc: &mut RangeEncoder,
-        raw: &mut BitWriter,
-    ) -> Frame {
+    fn encode_lossy(&mut self, actual: &[u32; COLUMNS], raw: &mut BitWriter) -> Frame {
         let frame = frame_from(actual);
         let poses = [frame.head, frame.left_hand, frame.right_hand];
         // Decide every part first: the mask comes before the parts.
@@ -569,10 +554,17 @@ impl FrameCodec {
                 mask |= 1 << (3 + 2 * d);
             }
         }
-        self.mask_enc(rc, mask);
+        // One bit: does any included part escape or change its largest component?
+        let special = (0..3).any(|d| {
+            (mask & (1 << (2 + 2 * d)) != 0 && pos_code[d].is_none())
+                || (mask & (1 << (3 + 2 * d)) != 0
+                    && rot_code[d].is_none_or(|r| r.index != self.predict_rot(d).index))
+        });
+        self.mask_enc(raw, mask);
+        raw.put(u32::from(special), 1);
         for (i, &z) in plain.iter().enumerate() {
             if mask & (1 << i) != 0 {
-                self.residual_enc(rc, raw, i, z);
+                self.residual_enc(raw, i, z);
             }
         }
         let mut out = frame;
@@ -586,14 +578,14 @@ impl FrameCodec {
             let q = match (pos_bit, pos_code[d]) {
                 (false, _) => Some(pred.map(|v| v as i32)),
                 (true, Some(z)) => {
-                    rc.bit(&mut self.models.escape[2 * d], false);
+                    self.flag_enc(raw, special, false);
                     for (i, &zi) in z.iter().enumerate() {
-                        self.residual_enc(rc, raw, col + i, zi);
+                        self.residual_enc(raw, col + i, zi);
                     }
                     Some([0, 1, 2].map(|i| (pred[i] + i64::from(unzigzag(z[i]))) as i32))
                 }
                 (true, None) => {
-                    rc.bit(&mut self.models.escape[2 * d], true);
+                    self.flag_enc(raw, special, true);
                     let p = pose.position;
                     Self::raw_floats_enc(raw, &[p.x, p.y, p.z]);
                     None
@@ -610,20 +602,20 @@ impl FrameCodec {
             let r = match (rot_bit, rot_code[d]) {
                 (false, _) => Some(pred),
                 (true, Some(r)) => {
-                    rc.bit(&mut self.models.escape[2 * d + 1], false);
+                    self.flag_enc(raw, special, false);
                     let changed = r.index != pred.index;
-                    rc.bit(&mut self.models.index_changed[d], changed);
+                    self.flag_enc(raw, special, changed);
                     let base = if changed { [0; 3] } else { pred.v };
                     if changed {
                         raw.put(u32::from(r.index), 2);
                     }
                     for (i, (v, b)) in r.v.iter().zip(base).enumerate() {
-                        self.residual_enc(rc, raw, col + 3 + i, zigzag(v - b));
+                        self.residual_enc(raw, col + 3 + i, zigzag(v - b));
                     }
                     Some(r)
                 }
                 (true, None) => {
-                    rc.bit(&mut self.models.escape[2 * d + 1], true);
+                    self.flag_enc(raw, special, true);
                     let q = pose.rotation;
                     Self::raw_floats_enc(raw, &[q.x, q.y, q.z, q.w]);
                     None
@@ -643,12 +635,13 @@ impl FrameCodec {
         out
     }
 
-    fn decode_lossy(&mut self, rc: &mut RangeDecoder, raw: &mut BitReader) -> Frame {
-        let mask = self.mask_dec(rc);
+    fn decode_lossy(&mut self, raw: &mut BitReader) -> Frame {
+        let mask = self.mask_dec(raw);
+        let special = raw.get(1) == 1;
         let mut actual = [0u32; COLUMNS];
         for (i, slot) in actual.iter_mut().enumerate().take(2) {
             let z = if mask & (1 << i) != 0 {
-                self.residual_dec(rc, raw, i)
+                self.residual_dec(raw, i)
             } else {
                 0
             };
@@ -665,12 +658,12 @@ impl FrameCodec {
             let pred = self.predict_pos(d);
             let q = if mask & (1 << (2 + 2 * d)) == 0 {
                 Some(pred.map(|v| v as i32))
-            } else if rc.bit(&mut self.models.escape[2 * d]) {
+            } else if self.flag_dec(raw, special) {
                 None
             } else {
                 let mut q = [0i32; 3];
                 for (i, slot) in q.iter_mut().enumerate() {
-                    let z = self.residual_dec(rc, raw, col + i);
+                    let z = self.residual_dec(raw, col + i);
                     *slot = pred[i].wrapping_add(i64::from(unzigzag(z))) as i32;
                 }
                 Some(q)
@@ -688,10 +681,10 @@ impl FrameCodec {
             let pred = self.predict_rot(d);
             let r = if mask & (1 << (3 + 2 * d)) == 0 {
                 Some(pred)
-            } else if rc.bit(&mut self.models.escape[2 * d + 1]) {
+            } else if self.flag_dec(raw, special) {
                 None
             } else {
-                let changed = rc.bit(&mut self.models.index_changed[d]);
+                let changed = self.flag_dec(raw, special);
                 let (index, base) = if changed {
                     (raw.get(2) as u8, [0; 3])
                 } else {
@@ -700,7 +693,7 @@ impl FrameCodec {
                 let (_, _, m) = self.lossy_params();
                 let mut v = [0i32; 3];
                 for (i, slot) in v.iter_mut().enumerate() {
-                    let z = self.residual_dec(rc, raw, col + 3 + i);
+                    let z = self.residual_dec(raw, col + 3 + i);
                     // A valid stream stays within ±M; clamping keeps forged input bounded.
                     *slot = base[i].wrapping_add(unzigzag(z)).clamp(-m, m);
                 }

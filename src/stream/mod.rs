@@ -2,13 +2,14 @@
 //! as they arrive. Specified in `proto-spec/format.md`.
 
 pub mod accuracy;
+mod bits;
 mod chunk;
 mod decoder;
 mod encoder;
 mod events;
 mod frames;
 mod header;
-mod range;
+
 mod trailer;
 
 pub(crate) use chunk::parse_footer;

@@ -1,0 +1,138 @@
+//! Regenerates the stream test vectors in `proto-spec/vectors/` (see its README) after a
+//! deliberate change of the format:
+//!
+//! ```sh
+//! cargo run --release --example make_vectors
+//! ```
+//!
+//! `synthetic.bsor` is made again from the synthetic generator (and must come out the same);
+//! `edge.bsor` is the input of record and is only read. Every stream, lossy decode and the
+//! damaged stream with its expected recovery are written anew. Check the result with an
+//! independent decoder before committing it: the vectors pin the format down.
+
+use std::path::PathBuf;
+
+use bsor_stream::bsor;
+use bsor_stream::stream::{ChunkHeader, Profile, Settings, StreamHeader};
+use bsor_stream::{synth, transcode};
+
+fn dir() -> PathBuf {
+    [env!("CARGO_MANIFEST_DIR"), "proto-spec", "vectors"]
+        .iter()
+        .collect()
+}
+
+fn write(name: &str, bytes: &[u8]) {
+    std::fs::write(dir().join(name), bytes).expect("write vector");
+    println!("{name}: {} bytes", bytes.len());
+}
+
+/// (offset, header length, header) of every chunk of a stream.
+fn chunks(s: &[u8]) -> Vec<(usize, usize, ChunkHeader)> {
+    let mut at = (1..s.len())
+        .find(|&n| StreamHeader::parse_prefix(&s[..n]).ok().flatten().is_some())
+        .expect("stream header");
+    let mut out = Vec::new();
+    while let Some((h, hlen)) = ChunkHeader::parse_at(&s[at..]) {
+        out.push((at, hlen, h));
+        at += hlen + h.len as usize;
+    }
+    out
+}
+
+fn main() {
+    let synthetic = synth::replay(synth::Settings {
+        seed: 7,
+        seconds: 3.0,
+        fps: 30,
+    });
+    let synthetic_bytes = bsor::to_vec(&synthetic).expect("synthetic");
+    let on_disk = std::fs::read(dir().join("synthetic.bsor")).unwrap_or_default();
+    assert!(
+        on_disk.is_empty() || on_disk == synthetic_bytes,
+        "the synthetic generator changed: synthetic.bsor would differ"
+    );
+    write("synthetic.bsor", &synthetic_bytes);
+    let edge = bsor::parse(&std::fs::read(dir().join("edge.bsor")).expect("edge.bsor"))
+        .expect("edge.bsor parses");
+
+    let mut lossless_synthetic = Vec::new();
+    for (source, replay) in [("synthetic", &synthetic), ("edge", &edge)] {
+        for (profile, name) in [
+            (Profile::Lossless, "lossless"),
+            (Profile::Fine, "fine"),
+            (Profile::Compact, "compact"),
+        ] {
+            let s = transcode::encode_replay(replay, Settings::live(profile));
+            write(&format!("{source}.{name}.bsors"), &s);
+            if profile != Profile::Lossless {
+                let (back, rec) = transcode::decode_replay(&s).expect("decodes");
+                assert!(rec.complete);
+                write(
+                    &format!("{source}.{name}.decoded.bsor"),
+                    &bsor::to_vec(&back).expect("writes"),
+                );
+            } else if source == "synthetic" {
+                lossless_synthetic = s;
+            }
+        }
+    }
+    for (profile, name) in [
+        (Profile::Lossless, "lossless"),
+        (Profile::Compact, "compact"),
+    ] {
+        let s = transcode::encode_replay(&synthetic, Settings::archive(profile));
+        write(&format!("synthetic.archive.{name}.bsors"), &s);
+    }
+
+    // The damaged stream: the middle payload byte of the second frame chunk, inverted.
+    let s = lossless_synthetic;
+    let list = chunks(&s);
+    let frame_chunks: Vec<_> = list
+        .iter()
+        .filter(|c| matches!(c.2.kind.byte(), 1 | 2))
+        .collect();
+    let (offset, hlen, h) = *frame_chunks[1];
+    let at = offset + hlen + h.len as usize / 2;
+    let mut damaged = s.clone();
+    damaged[at] = !damaged[at];
+    write("damaged.bsors", &damaged);
+    // What is lost follows from the format: the damaged chunk and the rest of its group.
+    let group_end = frame_chunks
+        .iter()
+        .skip(2)
+        .find(|c| c.2.kind.byte() == 1)
+        .map_or(synthetic.frames.len() as u32, |c| c.2.first);
+    let lost = group_end - h.first;
+    let (_, rec) = transcode::decode_replay(&damaged).expect("decodes");
+    let damage: Vec<serde_json::Value> = rec
+        .damage
+        .iter()
+        .map(|d| serde_json::json!({ "offset": d.offset, "skipped_bytes": d.skipped_bytes, "what": d.what }))
+        .collect();
+    let json = serde_json::json!({
+        "file": "damaged.bsors",
+        "made_from": "synthetic.lossless.bsors",
+        "flipped_offset": at,
+        "original_byte": s[at],
+        "damaged_byte": damaged[at],
+        "damaged_chunk": {
+            "offset": offset, "type": h.kind.byte(), "seq": h.seq, "first": h.first,
+            "count": h.count, "payload_len": h.len,
+        },
+        "frames_recovered": synthetic.frames.len() as u32 - lost,
+        "frame_ranges_recovered": [[0, h.first], [group_end, synthetic.frames.len()]],
+        "events_recovered": synthetic.notes.len() + synthetic.walls.len()
+            + synthetic.heights.len() + synthetic.pauses.len(),
+        "events_are_all_of_synthetic_bsor": true,
+        "complete": false,
+        "reference_decoder": {
+            "frames_lost": rec.stats.frames_lost,
+            "events_lost": rec.stats.events_lost,
+            "bytes_skipped": rec.stats.bytes_skipped,
+            "damage": damage,
+        },
+    });
+    let text = serde_json::to_string_pretty(&json).expect("json") + "\n";
+    write("damaged.expected.json", text.as_bytes());
+}
