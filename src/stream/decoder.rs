@@ -120,6 +120,9 @@ pub struct StreamDecoder {
     queue: VecDeque<StreamEvent>,
     stats: DecodeStats,
     skip_frames: bool,
+    /// Bytes skipped as not a chunk since the last chunk: (offset, count), reported as one
+    /// stretch when something readable (or the end) comes.
+    junk: Option<(u64, u64)>,
 }
 
 impl Default for StreamDecoder {
@@ -146,6 +149,7 @@ impl StreamDecoder {
             queue: VecDeque::new(),
             stats: DecodeStats::default(),
             skip_frames: false,
+            junk: None,
         }
     }
 
@@ -242,6 +246,31 @@ impl StreamDecoder {
         self.consume(skipped);
     }
 
+    /// Skips `n` bytes that are not a chunk, adding them to the current stretch; `done`
+    /// when what follows them is known.
+    fn junk(&mut self, n: usize, done: bool) {
+        let start = self.junk.map_or(self.offset, |(at, _)| at);
+        let count = self.junk.map_or(0, |(_, c)| c) + n as u64;
+        self.junk = Some((start, count));
+        self.consume(n);
+        if done {
+            self.flush_junk();
+        }
+    }
+
+    /// Reports the stretch of skipped bytes, if any.
+    fn flush_junk(&mut self) {
+        if let Some((offset, count)) = self.junk.take() {
+            self.stats.damaged += 1;
+            self.stats.bytes_skipped += count;
+            self.queue.push_back(StreamEvent::Damage(Damage {
+                offset,
+                skipped_bytes: count,
+                what: "bytes that are not a chunk",
+            }));
+        }
+    }
+
     /// Makes progress; false when nothing more can be done until more input arrives.
     fn step(&mut self) -> Result<bool, StreamError> {
         let pending = &self.buf[self.start..];
@@ -264,6 +293,7 @@ impl StreamDecoder {
     }
 
     fn end(&mut self) -> Result<bool, StreamError> {
+        self.flush_junk();
         self.state = State::Done;
         self.queue.push_back(StreamEvent::End);
         Ok(true)
@@ -280,6 +310,7 @@ impl StreamDecoder {
         // The footer first: its offset may begin with the sync marker's bytes, while its
         // magic and CRC make it unmistakable.
         if pending.len() >= FOOTER_SIZE && parse_footer(&pending[..FOOTER_SIZE]).is_some() {
+            self.flush_junk();
             self.consume(FOOTER_SIZE);
             return self.end();
         }
@@ -287,17 +318,34 @@ impl StreamDecoder {
             if pending.len() < FOOTER_SIZE && !self.eof {
                 return Ok(false); // perhaps a footer still arriving
             }
-            // Not a chunk: skip to the next sync marker (or what may be the start of one).
-            let skip = find_sync(&pending[1..]).map_or(pending.len(), |i| i + 1);
-            let keep_last = !self.eof && skip == pending.len() && pending.last() == Some(&SYNC[0]);
-            let skip = if keep_last { skip - 1 } else { skip };
+            // Not a chunk: skip to where a chunk or the footer may start. Where the input
+            // has not ended, the last 15 bytes cannot be judged yet (a footer or a sync
+            // marker may be arriving): wait for them. The skipped bytes are reported as one
+            // stretch, however the input was split.
+            let judge = |i: usize| {
+                pending[i..].starts_with(&SYNC)
+                    || pending
+                        .get(i..i + FOOTER_SIZE)
+                        .is_some_and(|f| parse_footer(f).is_some())
+            };
+            let last = if self.eof {
+                pending.len()
+            } else {
+                pending.len().saturating_sub(FOOTER_SIZE - 1)
+            };
+            let skip = (1..last).find(|&i| judge(i)).unwrap_or(last);
             if skip == 0 {
                 return Ok(false);
             }
-            self.lose_group();
-            self.damage("bytes that are not a chunk", skip);
+            let found = skip < pending.len() && (self.eof || skip < last);
+            // Nothing is assumed lost: if a chunk went with these bytes, the next chunk's
+            // sequence number says so.
+            self.junk(skip, found);
             return Ok(true);
         }
+        // A chunk may start here: what was skipped before it is one stretch.
+        self.flush_junk();
+        let pending = &self.buf[self.start..];
         let (h, hlen) = match ChunkHeader::parse(pending) {
             Ok(x) => x,
             Err(Short::More) if !self.eof => return Ok(false),
@@ -308,8 +356,8 @@ impl StreamDecoder {
                 return Ok(true);
             }
             Err(Short::Bad(m)) => {
-                // A false sync marker or a damaged header: resync one byte on.
-                self.lose_group();
+                // A false sync marker or a damaged header: resync one byte on (a chunk lost
+                // with it shows as a gap in the sequence numbers).
                 self.damage(m, 1);
                 return Ok(true);
             }
@@ -463,8 +511,4 @@ impl StreamDecoder {
             }
         }
     }
-}
-
-fn find_sync(b: &[u8]) -> Option<usize> {
-    b.windows(2).position(|w| w == SYNC)
 }

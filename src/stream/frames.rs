@@ -425,8 +425,10 @@ impl FrameCodec {
         match (part.h1, part.h2) {
             (Some(a), Some(b)) if a.index == b.index => SmallestThree {
                 index: a.index,
-                // |v| <= M < 2^23, so 2a - b cannot overflow.
-                v: [0, 1, 2].map(|i| 2 * a.v[i] - b.v[i]),
+                // Coded components stay within ±M < 2^23, where this cannot overflow; a
+                // forged stream can leave a part uncoded frame after frame and let the
+                // prediction grow, so the arithmetic wraps rather than panics.
+                v: [0, 1, 2].map(|i| a.v[i].wrapping_mul(2).wrapping_sub(b.v[i])),
             },
             (Some(a), _) => a,
             _ => SmallestThree {
