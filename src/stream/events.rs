@@ -1,6 +1,6 @@
 //! Event chunks: notes, walls, heights and pauses, field by field in BSOR's own record
 //! layout, each field predicted from the same field of the previous record of its kind and
-//! coded with the frames' adaptive range coder. The models live for a keyframe group, so a
+//! coded with the residual code of the frames (`bits.rs`). The models live for a keyframe group, so a
 //! live chunk of one or two notes costs little more than their information.
 //!
 //! (zstd over the byte-transposed records was the first design: it cost 8.5% of BSOR on the
