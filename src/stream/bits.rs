@@ -70,9 +70,10 @@ impl LengthModel {
         // bits of zz + 2 below its leading one.
         let v = zz + 2;
         let q = 30 - v.leading_zeros();
-        raw.put(0, q);
-        raw.put(1, 1);
-        raw.put(v, q + 1);
+        // As one value: bit q is the one, the bits of v below its leading one above it
+        // (2q + 2 bits; q is at most 5 for lengths within 0..=32).
+        let low = v & ((1 << (q + 1)) - 1);
+        raw.put((1 << q) | (low << (q + 1)), 2 * q + 2);
         if len >= 2 {
             raw.put(z, len as u32 - 1);
         }
@@ -82,10 +83,11 @@ impl LengthModel {
     /// Decodes a residual.
     #[inline]
     pub(crate) fn decode(&mut self, raw: &mut BitReader) -> u32 {
-        // A valid stream has q <= 5; forged input is held to something bounded.
-        let q = raw.zeros().min(16);
-        raw.skip(q + 1);
-        let v = (1u32 << (q + 1)) | raw.get(q + 1);
+        // A valid stream has q <= 5; forged input is held to something bounded. The zeros,
+        // the one and the q + 1 bits of v are taken in one read.
+        let q = raw.zeros().min(15);
+        let bits = raw.get(2 * q + 2);
+        let v = (1u32 << (q + 1)) | (bits >> (q + 1));
         let zz = v - 2;
         let d = ((zz >> 1) as i32) ^ -((zz & 1) as i32);
         let len = (self.center() + d).clamp(0, 32);
@@ -115,18 +117,20 @@ impl BitWriter {
         }
         self.acc |= u64::from(v & (u32::MAX >> (32 - n))) << self.n;
         self.n += n;
-        while self.n >= 8 {
-            self.out.push(self.acc as u8);
-            self.acc >>= 8;
-            self.n -= 8;
+        if self.n >= 32 {
+            self.out.extend_from_slice(&(self.acc as u32).to_le_bytes());
+            self.acc >>= 32;
+            self.n -= 32;
         }
     }
 
     /// The packed bytes, without trailing zero bytes (the reader reads zeros past the end);
     /// the writer is reset.
     pub(crate) fn finish(&mut self) -> Vec<u8> {
-        if self.n > 0 {
+        while self.n > 0 {
             self.out.push(self.acc as u8);
+            self.acc >>= 8;
+            self.n = self.n.saturating_sub(8);
         }
         while self.out.last() == Some(&0) {
             self.out.pop();
@@ -158,7 +162,7 @@ impl<'a> BitReader<'a> {
         }
     }
 
-    /// Makes at least 57 bits available (zeros past the end of the input).
+    /// Makes at least 56 bits available (zeros past the end of the input).
     #[inline]
     fn refill(&mut self) {
         if let Some(w) = self.input.get(self.pos..self.pos + 8) {
@@ -194,24 +198,13 @@ impl<'a> BitReader<'a> {
         v
     }
 
-    /// How many zero bits come next (at most 57), without consuming them.
+    /// How many zero bits come next (at most 56 are looked at), without consuming them.
     #[inline]
     pub(crate) fn zeros(&mut self) -> u32 {
-        if self.n < 57 {
+        if self.n < 56 {
             self.refill();
         }
         self.acc.trailing_zeros().min(self.n)
-    }
-
-    /// Skips `n` bits (`n` at most 57).
-    #[inline]
-    pub(crate) fn skip(&mut self, n: u32) {
-        if self.n < n {
-            self.refill();
-        }
-        let n = n.min(self.n);
-        self.acc = if n >= 64 { 0 } else { self.acc >> n };
-        self.n -= n;
     }
 
     /// Bytes read beyond the input (trailing zero bytes are left out by the writer, so a
