@@ -83,20 +83,42 @@ impl LengthModel {
     /// Decodes a residual.
     #[inline]
     pub(crate) fn decode(&mut self, raw: &mut BitReader) -> u32 {
-        // A valid stream has q <= 5; forged input is held to something bounded. The zeros,
-        // the one and the q + 1 bits of v are taken in one read.
-        let q = raw.zeros().min(15);
+        // One look at the next 56 bits serves the whole residual when q <= 5 (every valid
+        // stream): 12 bits of length code and at most 31 raw bits.
+        let window = raw.peek56();
+        let q = window.trailing_zeros().min(15);
+        if q <= 5 {
+            let code = 2 * q + 2;
+            let v = (1u32 << (q + 1)) | ((window >> (q + 1)) as u32 & ((1 << (q + 1)) - 1));
+            let len = self.length_of(v);
+            let extra = if len >= 2 { len as u32 - 1 } else { 0 };
+            raw.consume(code + extra);
+            let low = ((window >> code) & ((1u64 << extra) - 1)) as u32;
+            return match len {
+                0 => 0,
+                1 => 1,
+                n => (1u32 << (n - 1)) | low,
+            };
+        }
+        // Forged input only: held to something bounded.
         let bits = raw.get(2 * q + 2);
         let v = (1u32 << (q + 1)) | (bits >> (q + 1));
-        let zz = v - 2;
-        let d = ((zz >> 1) as i32) ^ -((zz & 1) as i32);
-        let len = (self.center() + d).clamp(0, 32);
-        self.learn(len);
+        let len = self.length_of(v);
         match len {
             0 => 0,
             1 => 1,
             n => (1u32 << (n - 1)) | raw.get(n as u32 - 1),
         }
+    }
+
+    /// The length a code value `v = zz + 2` stands for, learned.
+    #[inline]
+    fn length_of(&mut self, v: u32) -> i32 {
+        let zz = v - 2;
+        let d = ((zz >> 1) as i32) ^ -((zz & 1) as i32);
+        let len = (self.center() + d).clamp(0, 32);
+        self.learn(len);
+        len
     }
 }
 
@@ -198,13 +220,21 @@ impl<'a> BitReader<'a> {
         v
     }
 
-    /// How many zero bits come next (at most 56 are looked at), without consuming them.
+    /// The next 56 bits (zeros past the end of the input), without consuming them.
     #[inline]
-    pub(crate) fn zeros(&mut self) -> u32 {
+    pub(crate) fn peek56(&mut self) -> u64 {
         if self.n < 56 {
             self.refill();
         }
-        self.acc.trailing_zeros().min(self.n)
+        self.acc & ((1 << 56) - 1)
+    }
+
+    /// Consumes `n` bits (at most 56) after [`peek56`](Self::peek56).
+    #[inline]
+    pub(crate) fn consume(&mut self, n: u32) {
+        let n = n.min(self.n);
+        self.acc >>= n;
+        self.n -= n;
     }
 
     /// Bytes read beyond the input (trailing zero bytes are left out by the writer, so a
