@@ -542,30 +542,16 @@ pub fn decode_span(bytes: &[u8], from: f32, to: f32) -> Result<(Replay, Recovery
             (r, rec, events)
         }
     };
-    r.notes = events
-        .notes
-        .1
-        .into_iter()
-        .filter(|n| in_span(n.event_time))
-        .collect();
-    r.walls = events
-        .walls
-        .1
-        .into_iter()
-        .filter(|w| in_span(w.time))
-        .collect();
-    r.heights = events
-        .heights
-        .1
-        .into_iter()
-        .filter(|h| in_span(h.time))
-        .collect();
-    r.pauses = events
-        .pauses
-        .1
-        .into_iter()
-        .filter(|p| in_span(p.time))
-        .collect();
+    fn keep<T>(items: Vec<T>, time: fn(&T) -> f32, from: f32, to: f32) -> Vec<T> {
+        items
+            .into_iter()
+            .filter(|x| (from..=to).contains(&time(x)))
+            .collect()
+    }
+    r.notes = keep(events.notes.1, |n| n.event_time, from, to);
+    r.walls = keep(events.walls.1, |w| w.time, from, to);
+    r.heights = keep(events.heights.1, |h| h.time, from, to);
+    r.pauses = keep(events.pauses.1, |p| p.time, from, to);
     rec.frames = r.frames.len() as u64;
     rec.events = (r.notes.len() + r.walls.len() + r.heights.len() + r.pauses.len()) as u64;
     // A span is whole when nothing was lost on the way to it.

@@ -116,61 +116,38 @@ impl StreamEncoder {
         decoded
     }
 
-    /// Sends the pending events early when one kind fills a chunk's limit.
-    fn events_full(&self) -> bool {
-        let full = MAX_RECORDS as usize;
-        self.pending.notes.1.len() >= full
-            || self.pending.walls.1.len() >= full
-            || self.pending.heights.1.len() >= full
-            || self.pending.pauses.1.len() >= full
+    /// Adds an event of one kind to the pending batch (numbering it in its section), and
+    /// sends the batch early when that kind fills a chunk's limit.
+    fn pend<T>(&mut self, pick: fn(&mut Self) -> (&mut (u32, Vec<T>), &mut u64), item: T) {
+        let (pending, count) = pick(self);
+        if pending.1.is_empty() {
+            pending.0 = *count as u32;
+        }
+        pending.1.push(item);
+        *count += 1;
+        if pending.1.len() >= MAX_RECORDS as usize {
+            self.emit_events();
+        }
     }
 
     /// Adds a note event; it goes out with the next chunk.
     pub fn push_note(&mut self, n: NoteEvent) {
-        if self.pending.notes.1.is_empty() {
-            self.pending.notes.0 = self.counts.notes as u32;
-        }
-        self.pending.notes.1.push(n);
-        self.counts.notes += 1;
-        if self.events_full() {
-            self.emit_events();
-        }
+        self.pend(|e| (&mut e.pending.notes, &mut e.counts.notes), n);
     }
 
     /// Adds a wall event.
     pub fn push_wall(&mut self, w: Wall) {
-        if self.pending.walls.1.is_empty() {
-            self.pending.walls.0 = self.counts.walls as u32;
-        }
-        self.pending.walls.1.push(w);
-        self.counts.walls += 1;
-        if self.events_full() {
-            self.emit_events();
-        }
+        self.pend(|e| (&mut e.pending.walls, &mut e.counts.walls), w);
     }
 
     /// Adds a height change.
     pub fn push_height(&mut self, h: Height) {
-        if self.pending.heights.1.is_empty() {
-            self.pending.heights.0 = self.counts.heights as u32;
-        }
-        self.pending.heights.1.push(h);
-        self.counts.heights += 1;
-        if self.events_full() {
-            self.emit_events();
-        }
+        self.pend(|e| (&mut e.pending.heights, &mut e.counts.heights), h);
     }
 
     /// Adds a pause.
     pub fn push_pause(&mut self, p: Pause) {
-        if self.pending.pauses.1.is_empty() {
-            self.pending.pauses.0 = self.counts.pauses as u32;
-        }
-        self.pending.pauses.1.push(p);
-        self.counts.pauses += 1;
-        if self.events_full() {
-            self.emit_events();
-        }
+        self.pend(|e| (&mut e.pending.pauses, &mut e.counts.pauses), p);
     }
 
     /// Emits everything pushed so far: the open frame chunk and the pending events. The
