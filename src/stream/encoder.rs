@@ -25,6 +25,9 @@ struct Group {
     frames: u32,
 }
 
+/// One kind's pending events (index of the first, records) and its count so far.
+type Pending<'a, T> = (&'a mut (u32, Vec<T>), &'a mut u64);
+
 /// Encodes one replay into the stream format as it is played.
 #[derive(Debug)]
 pub struct StreamEncoder {
@@ -118,7 +121,7 @@ impl StreamEncoder {
 
     /// Adds an event of one kind to the pending batch (numbering it in its section), and
     /// sends the batch early when that kind fills a chunk's limit.
-    fn pend<T>(&mut self, pick: fn(&mut Self) -> (&mut (u32, Vec<T>), &mut u64), item: T) {
+    fn pend<T>(&mut self, pick: fn(&mut Self) -> Pending<'_, T>, item: T) {
         let (pending, count) = pick(self);
         if pending.1.is_empty() {
             pending.0 = *count as u32;
