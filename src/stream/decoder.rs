@@ -482,15 +482,15 @@ impl StreamDecoder {
         }
         let Some(codec) = &mut self.codec else { return };
         let mut raw = BitReader::new(payload);
-        let frames: Vec<Frame> = (0..h.count).map(|_| codec.decode(&mut raw)).collect();
         // No overrun check: the encoder leaves out trailing zero bytes, and a well
         // compressed chunk (a device at rest) legitimately reads many of them. The count is
         // capped, so a chunk that claims more than it holds costs bounded work, and its
         // CRC already said whether it is what was written.
-        for (i, frame) in frames.into_iter().enumerate() {
+        self.queue.reserve(h.count as usize);
+        for i in 0..h.count {
             self.queue.push_back(StreamEvent::Frame {
-                index: h.first.wrapping_add(i as u32),
-                frame,
+                index: h.first.wrapping_add(i),
+                frame: codec.decode(&mut raw),
             });
         }
         self.next_frame = h.first.wrapping_add(h.count);
