@@ -6,6 +6,10 @@
 //!
 //! - [`bsor`]: the classic BSOR v1 codec (BeatLeader's open replay format): a typed model,
 //!   a whole-buffer parser, a sans-IO push parser and a byte-exact writer.
+//! - [`stream`]: the `.bsors` stream format: keyframe groups, delta frames, lossless and lossy
+//!   profiles, event chunks, trailer, index; a sans-IO encoder and decoder.
+//! - [`transcode`]: classic BSOR to the stream format and back, whole or as bytes arrive.
+//! - [`net`]: the live protocol's framing and messages (the relay itself is not written yet).
 //! - [`synth`]: synthetic replays from a seed, for demos, tests and benchmarks.
 //!
 //! The command-line tool (`src/main.rs`) sits on top and is not part of the library.
@@ -14,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod bsor;
+pub mod net;
 pub mod stream;
 pub mod synth;
 pub mod transcode;

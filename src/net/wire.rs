@@ -1,0 +1,732 @@
+//! The live protocol's framing and messages (`proto-spec/wire.md`): one length-delimited frame
+//! format for TCP and WebSocket, and a [`tokio_util::codec`] codec over it.
+//!
+//! Sans-IO: [`Message::encode`] and [`Message::decode`] work on byte buffers; [`WireCodec`]
+//! only adapts them to `tokio_util`'s `Decoder`/`Encoder`, so the same bytes go to a TCP
+//! stream through `Framed` and into WebSocket binary messages.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tokio_util::codec::{Decoder, Encoder};
+
+use crate::stream::ChunkHeader;
+
+/// The protocol version this crate speaks.
+pub const VERSION: u16 = 1;
+/// The relay's default limit on a frame's length.
+pub const DEFAULT_MAX_FRAME: u32 = 8 << 20;
+
+/// Who is speaking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// The relay (in its answer to a client's `Hello`).
+    Relay,
+    /// A recorder sending a stream.
+    Publisher,
+    /// A spectator.
+    Viewer,
+}
+
+/// Why a stream ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EndReason {
+    /// The song ended: the stream is whole.
+    Finished,
+    /// The publisher went away and did not come back in time.
+    PublisherGone,
+}
+
+/// What a viewer asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ViewMode {
+    /// The live edge: a viewer that falls behind skips to the next keyframe group.
+    Live,
+    /// Every chunk, from the archive or a bounded backlog, or an error.
+    Complete,
+}
+
+/// The error codes of `Error` messages (`wire.md` §2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// A frame's length is over the receiver's limit.
+    FrameTooLarge,
+    /// A frame whose body does not parse.
+    Malformed,
+    /// A type this version does not define.
+    UnknownMessage,
+    /// A message out of order.
+    UnexpectedMessage,
+    /// No version in common.
+    UnsupportedVersion,
+    /// A missing or wrong token.
+    Unauthorized,
+    /// A session name that breaks its rule.
+    BadSessionName,
+    /// The session already has a publisher.
+    SessionBusy,
+    /// The session did not start in time.
+    NoSuchSession,
+    /// The handshake or the connection stayed idle too long.
+    Timeout,
+    /// Too many messages or bytes too fast.
+    Flood,
+    /// A chunk with a bad header, length or CRC.
+    MalformedChunk,
+    /// A complete-mode viewer fell further behind than the relay keeps.
+    BacklogExceeded,
+    /// The relay failed.
+    Internal,
+    /// A code this version does not define (kept as received).
+    Other(u16),
+}
+
+impl ErrorCode {
+    /// The code on the wire.
+    pub fn code(self) -> u16 {
+        match self {
+            ErrorCode::FrameTooLarge => 1,
+            ErrorCode::Malformed => 2,
+            ErrorCode::UnknownMessage => 3,
+            ErrorCode::UnexpectedMessage => 4,
+            ErrorCode::UnsupportedVersion => 5,
+            ErrorCode::Unauthorized => 6,
+            ErrorCode::BadSessionName => 7,
+            ErrorCode::SessionBusy => 8,
+            ErrorCode::NoSuchSession => 9,
+            ErrorCode::Timeout => 10,
+            ErrorCode::Flood => 11,
+            ErrorCode::MalformedChunk => 12,
+            ErrorCode::BacklogExceeded => 13,
+            ErrorCode::Internal => 14,
+            ErrorCode::Other(c) => c,
+        }
+    }
+
+    /// The code of a number on the wire.
+    pub fn from_code(c: u16) -> Self {
+        match c {
+            1 => ErrorCode::FrameTooLarge,
+            2 => ErrorCode::Malformed,
+            3 => ErrorCode::UnknownMessage,
+            4 => ErrorCode::UnexpectedMessage,
+            5 => ErrorCode::UnsupportedVersion,
+            6 => ErrorCode::Unauthorized,
+            7 => ErrorCode::BadSessionName,
+            8 => ErrorCode::SessionBusy,
+            9 => ErrorCode::NoSuchSession,
+            10 => ErrorCode::Timeout,
+            11 => ErrorCode::Flood,
+            12 => ErrorCode::MalformedChunk,
+            13 => ErrorCode::BacklogExceeded,
+            14 => ErrorCode::Internal,
+            c => ErrorCode::Other(c),
+        }
+    }
+}
+
+/// One message of the protocol. Stream headers and chunks are carried as [`Bytes`], so a
+/// relay fans a chunk out to every viewer without copying it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Message {
+    /// Version negotiation and role.
+    Hello {
+        /// Lowest version the sender speaks.
+        min_version: u16,
+        /// Highest version the sender speaks.
+        max_version: u16,
+        /// Who the sender is.
+        role: Role,
+        /// Free text naming the software (at most 64 bytes).
+        agent: String,
+    },
+    /// A publisher asks to publish a session.
+    Publish {
+        /// The session's name.
+        session: String,
+        /// A credential from the relay's token file.
+        token: String,
+        /// Whether this continues an earlier connection.
+        resume: bool,
+        /// The publisher's random key for this session.
+        publisher_key: [u8; 16],
+    },
+    /// A viewer asks to watch a session.
+    Subscribe {
+        /// The session's name.
+        session: String,
+        /// Live edge or every chunk.
+        mode: ViewMode,
+        /// How long to wait for a session that has not started, in milliseconds.
+        wait_ms: u32,
+    },
+    /// The stream header (`format.md` §3).
+    StreamHeader(Bytes),
+    /// One whole chunk (`format.md` §4).
+    Chunk(Bytes),
+    /// Every chunk up to this sequence number is stored.
+    Ack(u32),
+    /// The sequence number the relay expects next.
+    Resume(u32),
+    /// The stream ended.
+    End(EndReason),
+    /// An error; the sender closes the connection after it.
+    Error {
+        /// What went wrong.
+        code: ErrorCode,
+        /// Words for a person.
+        message: String,
+    },
+    /// Are you there?
+    Ping(u64),
+    /// Yes.
+    Pong(u64),
+    /// A live viewer was moved past this much to the next keyframe group.
+    Skipped {
+        /// Chunks skipped.
+        chunks: u32,
+        /// Bytes skipped.
+        bytes: u64,
+    },
+}
+
+/// Why bytes are not a message.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    /// A frame's length is over the limit (seen from its 4 length bytes).
+    #[error("frame of {length} bytes is over the limit of {limit}")]
+    FrameTooLarge {
+        /// The frame's length field.
+        length: u32,
+        /// The limit.
+        limit: u32,
+    },
+    /// A frame whose body does not parse.
+    #[error("malformed {message} message: {what}")]
+    Malformed {
+        /// The message type's name.
+        message: &'static str,
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// A type this version does not define.
+    #[error("unknown message type 0x{0:02x}")]
+    UnknownMessage(u8),
+    /// A session name that breaks `[A-Za-z0-9._-]{1,64}`.
+    #[error("bad session name")]
+    BadSessionName,
+    /// A chunk with a bad header, length or CRC.
+    #[error("malformed chunk: {0}")]
+    MalformedChunk(&'static str),
+    /// The transport failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+impl WireError {
+    /// The error code to send before closing the connection.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            WireError::FrameTooLarge { .. } => ErrorCode::FrameTooLarge,
+            WireError::Malformed { .. } => ErrorCode::Malformed,
+            WireError::UnknownMessage(_) => ErrorCode::UnknownMessage,
+            WireError::BadSessionName => ErrorCode::BadSessionName,
+            WireError::MalformedChunk(_) => ErrorCode::MalformedChunk,
+            WireError::Io(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+/// True for a session name the protocol accepts: `[A-Za-z0-9._-]{1,64}`.
+pub fn valid_session_name(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// Checks that `chunk` is exactly one whole chunk whose header and payload CRCs hold.
+pub fn check_chunk(chunk: &[u8]) -> Result<(), WireError> {
+    let (h, hlen) =
+        ChunkHeader::parse_at(chunk).ok_or(WireError::MalformedChunk("no valid chunk header"))?;
+    if hlen + h.len as usize != chunk.len() {
+        return Err(WireError::MalformedChunk("length differs from the frame's"));
+    }
+    if crc32fast::hash(&chunk[hlen..]) != h.payload_crc {
+        return Err(WireError::MalformedChunk("payload CRC mismatch"));
+    }
+    Ok(())
+}
+
+fn put_str(out: &mut BytesMut, s: &str) {
+    let b = s.as_bytes();
+    let n = b.len().min(u16::MAX as usize);
+    out.put_u16_le(n as u16);
+    out.put_slice(&b[..n]);
+}
+
+/// A reader of one message body, that fails with the message's name.
+struct Body {
+    b: Bytes,
+    name: &'static str,
+}
+
+impl Body {
+    fn bad(&self, what: &'static str) -> WireError {
+        WireError::Malformed {
+            message: self.name,
+            what,
+        }
+    }
+
+    fn need(&self, n: usize) -> Result<(), WireError> {
+        if self.b.remaining() < n {
+            Err(self.bad("ends early"))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn u8(&mut self) -> Result<u8, WireError> {
+        self.need(1)?;
+        Ok(self.b.get_u8())
+    }
+
+    fn u16(&mut self) -> Result<u16, WireError> {
+        self.need(2)?;
+        Ok(self.b.get_u16_le())
+    }
+
+    fn u32(&mut self) -> Result<u32, WireError> {
+        self.need(4)?;
+        Ok(self.b.get_u32_le())
+    }
+
+    fn u64(&mut self) -> Result<u64, WireError> {
+        self.need(8)?;
+        Ok(self.b.get_u64_le())
+    }
+
+    fn str(&mut self, max: usize) -> Result<String, WireError> {
+        let n = usize::from(self.u16()?);
+        if n > max {
+            return Err(self.bad("string over its limit"));
+        }
+        self.need(n)?;
+        let s = self.b.split_to(n);
+        String::from_utf8(s.to_vec()).map_err(|_| self.bad("string is not UTF-8"))
+    }
+
+    fn done(self) -> Result<(), WireError> {
+        if self.b.has_remaining() {
+            Err(self.bad("bytes after the last field"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Message {
+    /// The message's type byte.
+    pub fn type_byte(&self) -> u8 {
+        match self {
+            Message::Hello { .. } => 0x01,
+            Message::Publish { .. } => 0x02,
+            Message::Subscribe { .. } => 0x03,
+            Message::StreamHeader(_) => 0x04,
+            Message::Chunk(_) => 0x05,
+            Message::Ack(_) => 0x06,
+            Message::Resume(_) => 0x07,
+            Message::End(_) => 0x08,
+            Message::Error { .. } => 0x09,
+            Message::Ping(_) => 0x0A,
+            Message::Pong(_) => 0x0B,
+            Message::Skipped { .. } => 0x0C,
+        }
+    }
+
+    /// Appends the message as one frame (length, type, body).
+    pub fn encode(&self, out: &mut BytesMut) {
+        let start = out.len();
+        out.put_u32_le(0);
+        out.put_u8(self.type_byte());
+        match self {
+            Message::Hello {
+                min_version,
+                max_version,
+                role,
+                agent,
+            } => {
+                out.put_u16_le(*min_version);
+                out.put_u16_le(*max_version);
+                out.put_u8(match role {
+                    Role::Relay => 0,
+                    Role::Publisher => 1,
+                    Role::Viewer => 2,
+                });
+                put_str(out, agent);
+            }
+            Message::Publish {
+                session,
+                token,
+                resume,
+                publisher_key,
+            } => {
+                put_str(out, session);
+                put_str(out, token);
+                out.put_u8(u8::from(*resume));
+                out.put_slice(publisher_key);
+            }
+            Message::Subscribe {
+                session,
+                mode,
+                wait_ms,
+            } => {
+                put_str(out, session);
+                out.put_u8(match mode {
+                    ViewMode::Live => 0,
+                    ViewMode::Complete => 1,
+                });
+                out.put_u32_le(*wait_ms);
+            }
+            Message::StreamHeader(b) | Message::Chunk(b) => out.put_slice(b),
+            Message::Ack(seq) | Message::Resume(seq) => out.put_u32_le(*seq),
+            Message::End(reason) => out.put_u8(match reason {
+                EndReason::Finished => 0,
+                EndReason::PublisherGone => 1,
+            }),
+            Message::Error { code, message } => {
+                out.put_u16_le(code.code());
+                put_str(out, message);
+            }
+            Message::Ping(n) | Message::Pong(n) => out.put_u64_le(*n),
+            Message::Skipped { chunks, bytes } => {
+                out.put_u32_le(*chunks);
+                out.put_u64_le(*bytes);
+            }
+        }
+        let len = (out.len() - start - 4) as u32;
+        out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    }
+
+    /// Decodes a frame's type and body (the bytes after the length field).
+    pub fn decode(kind: u8, body: Bytes) -> Result<Message, WireError> {
+        let name = match kind {
+            0x01 => "Hello",
+            0x02 => "Publish",
+            0x03 => "Subscribe",
+            0x04 => "StreamHeader",
+            0x05 => "Chunk",
+            0x06 => "Ack",
+            0x07 => "Resume",
+            0x08 => "End",
+            0x09 => "Error",
+            0x0A => "Ping",
+            0x0B => "Pong",
+            0x0C => "Skipped",
+            k => return Err(WireError::UnknownMessage(k)),
+        };
+        let mut r = Body { b: body, name };
+        let m = match kind {
+            0x01 => {
+                let min_version = r.u16()?;
+                let max_version = r.u16()?;
+                let role = match r.u8()? {
+                    0 => Role::Relay,
+                    1 => Role::Publisher,
+                    2 => Role::Viewer,
+                    _ => return Err(r.bad("unknown role")),
+                };
+                if min_version > max_version {
+                    return Err(r.bad("min_version above max_version"));
+                }
+                let agent = r.str(64)?;
+                Message::Hello {
+                    min_version,
+                    max_version,
+                    role,
+                    agent,
+                }
+            }
+            0x02 => {
+                let session = r.str(64)?;
+                if !valid_session_name(&session) {
+                    return Err(WireError::BadSessionName);
+                }
+                let token = r.str(256)?;
+                let resume = match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(r.bad("resume is neither 0 nor 1")),
+                };
+                r.need(16)?;
+                let mut publisher_key = [0u8; 16];
+                r.b.copy_to_slice(&mut publisher_key);
+                Message::Publish {
+                    session,
+                    token,
+                    resume,
+                    publisher_key,
+                }
+            }
+            0x03 => {
+                let session = r.str(64)?;
+                if !valid_session_name(&session) {
+                    return Err(WireError::BadSessionName);
+                }
+                let mode = match r.u8()? {
+                    0 => ViewMode::Live,
+                    1 => ViewMode::Complete,
+                    _ => return Err(r.bad("unknown mode")),
+                };
+                let wait_ms = r.u32()?;
+                Message::Subscribe {
+                    session,
+                    mode,
+                    wait_ms,
+                }
+            }
+            0x04 => Message::StreamHeader(std::mem::take(&mut r.b)),
+            0x05 => {
+                let chunk = std::mem::take(&mut r.b);
+                check_chunk(&chunk)?;
+                Message::Chunk(chunk)
+            }
+            0x06 => Message::Ack(r.u32()?),
+            0x07 => Message::Resume(r.u32()?),
+            0x08 => Message::End(match r.u8()? {
+                0 => EndReason::Finished,
+                1 => EndReason::PublisherGone,
+                _ => return Err(r.bad("unknown end reason")),
+            }),
+            0x09 => {
+                let code = ErrorCode::from_code(r.u16()?);
+                let message = r.str(1024)?;
+                Message::Error { code, message }
+            }
+            0x0A => Message::Ping(r.u64()?),
+            0x0B => Message::Pong(r.u64()?),
+            _ => {
+                let chunks = r.u32()?;
+                let bytes = r.u64()?;
+                Message::Skipped { chunks, bytes }
+            }
+        };
+        r.done()?;
+        Ok(m)
+    }
+}
+
+/// The framing codec: whole frames out of a byte stream, and messages into one. A frame's
+/// length is checked against the limit as soon as its 4 length bytes are in, so an
+/// oversized frame is refused before its body is buffered.
+#[derive(Clone, Copy, Debug)]
+pub struct WireCodec {
+    max_frame: u32,
+}
+
+impl Default for WireCodec {
+    fn default() -> Self {
+        WireCodec {
+            max_frame: DEFAULT_MAX_FRAME,
+        }
+    }
+}
+
+impl WireCodec {
+    /// A codec refusing frames longer than `max_frame` bytes.
+    pub fn new(max_frame: u32) -> Self {
+        WireCodec { max_frame }
+    }
+}
+
+impl Decoder for WireCodec {
+    type Item = Message;
+    type Error = WireError;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Message>, WireError> {
+        let Some(len) = src.get(..4) else {
+            return Ok(None);
+        };
+        let length = u32::from_le_bytes([len[0], len[1], len[2], len[3]]);
+        if length > self.max_frame {
+            return Err(WireError::FrameTooLarge {
+                length,
+                limit: self.max_frame,
+            });
+        }
+        if length == 0 {
+            return Err(WireError::Malformed {
+                message: "frame",
+                what: "length 0 (no type byte)",
+            });
+        }
+        let total = 4 + length as usize;
+        if src.len() < total {
+            src.reserve(total - src.len());
+            return Ok(None);
+        }
+        let mut frame = src.split_to(total).freeze();
+        frame.advance(4);
+        let kind = frame.get_u8();
+        Message::decode(kind, frame).map(Some)
+    }
+}
+
+impl Encoder<Message> for WireCodec {
+    type Error = WireError;
+
+    fn encode(&mut self, m: Message, dst: &mut BytesMut) -> Result<(), WireError> {
+        m.encode(dst);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::{ChunkHeader, ChunkType};
+
+    fn chunk() -> Bytes {
+        let mut c = Vec::new();
+        ChunkHeader::new(ChunkType::Frames, 7, 100, 3, 1.5).write_to(b"payload bytes", &mut c);
+        Bytes::from(c)
+    }
+
+    fn all() -> Vec<Message> {
+        vec![
+            Message::Hello {
+                min_version: 1,
+                max_version: 3,
+                role: Role::Publisher,
+                agent: "bsor-stream 0.1".into(),
+            },
+            Message::Publish {
+                session: "player-1.song_2".into(),
+                token: "s3cret".into(),
+                resume: true,
+                publisher_key: [7; 16],
+            },
+            Message::Subscribe {
+                session: "x".into(),
+                mode: ViewMode::Complete,
+                wait_ms: 30_000,
+            },
+            Message::StreamHeader(Bytes::from_static(b"BSRS....")),
+            Message::Chunk(chunk()),
+            Message::Ack(41),
+            Message::Resume(42),
+            Message::End(EndReason::PublisherGone),
+            Message::Error {
+                code: ErrorCode::SessionBusy,
+                message: "taken".into(),
+            },
+            Message::Ping(u64::MAX),
+            Message::Pong(0),
+            Message::Skipped {
+                chunks: 12,
+                bytes: 3456,
+            },
+        ]
+    }
+
+    #[test]
+    fn every_message_round_trips_in_any_pieces() {
+        let mut wire = BytesMut::new();
+        for m in all() {
+            m.encode(&mut wire);
+        }
+        for piece in [1usize, 3, 7, 1000] {
+            let mut codec = WireCodec::default();
+            let mut buf = BytesMut::new();
+            let mut got = Vec::new();
+            for p in wire.chunks(piece) {
+                buf.extend_from_slice(p);
+                while let Some(m) = codec.decode(&mut buf).unwrap() {
+                    got.push(m);
+                }
+            }
+            assert_eq!(got, all(), "pieces of {piece}");
+            assert!(buf.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_frame_over_the_limit_is_refused_from_its_length_alone() {
+        let mut codec = WireCodec::new(1000);
+        let mut buf = BytesMut::from(&1001u32.to_le_bytes()[..]);
+        assert!(matches!(
+            codec.decode(&mut buf),
+            Err(WireError::FrameTooLarge {
+                length: 1001,
+                limit: 1000
+            })
+        ));
+    }
+
+    #[test]
+    fn malformed_bodies_and_unknown_types_are_errors_with_codes() {
+        let frame = |kind: u8, body: &[u8]| {
+            let mut b = BytesMut::new();
+            b.put_u32_le(1 + body.len() as u32);
+            b.put_u8(kind);
+            b.put_slice(body);
+            WireCodec::default().decode(&mut b)
+        };
+        assert_eq!(
+            frame(0x77, &[]).unwrap_err().code(),
+            ErrorCode::UnknownMessage
+        );
+        assert_eq!(
+            frame(0x06, &[1, 2]).unwrap_err().code(),
+            ErrorCode::Malformed
+        );
+        assert_eq!(
+            frame(0x06, &[1, 2, 3, 4, 5]).unwrap_err().code(),
+            ErrorCode::Malformed
+        );
+        // Session names: [A-Za-z0-9._-]{1,64}.
+        let mut sub = BytesMut::new();
+        put_str(&mut sub, "bad name!");
+        sub.put_u8(0);
+        sub.put_u32_le(0);
+        assert_eq!(
+            frame(0x03, &sub).unwrap_err().code(),
+            ErrorCode::BadSessionName
+        );
+        assert!(valid_session_name("a.B-9_z"));
+        assert!(!valid_session_name(""));
+        assert!(!valid_session_name(&"x".repeat(65)));
+        // A chunk whose payload was changed.
+        let mut c = chunk().to_vec();
+        let last = c.len() - 1;
+        c[last] ^= 1;
+        assert_eq!(
+            frame(0x05, &c).unwrap_err().code(),
+            ErrorCode::MalformedChunk
+        );
+        // A zero length has no type byte.
+        let mut zero = BytesMut::from(&0u32.to_le_bytes()[..]);
+        assert!(WireCodec::default().decode(&mut zero).is_err());
+        // Unknown error codes survive a round trip.
+        let m = Message::Error {
+            code: ErrorCode::from_code(999),
+            message: String::new(),
+        };
+        let mut b = BytesMut::new();
+        m.encode(&mut b);
+        assert_eq!(WireCodec::default().decode(&mut b).unwrap(), Some(m));
+    }
+
+    #[test]
+    fn a_chunk_is_carried_without_a_copy() {
+        let c = chunk();
+        let mut b = BytesMut::new();
+        Message::Chunk(c.clone()).encode(&mut b);
+        let Some(Message::Chunk(got)) = WireCodec::default().decode(&mut b).unwrap() else {
+            panic!("not a chunk");
+        };
+        assert_eq!(got, c);
+        // Cloning for many viewers shares the one buffer.
+        let views: Vec<Bytes> = (0..1000).map(|_| got.clone()).collect();
+        assert!(views.iter().all(|v| v.as_ptr() == got.as_ptr()));
+    }
+}
