@@ -9,7 +9,7 @@
 //! - [`stream`]: the `.bsors` stream format: keyframe groups, delta frames, lossless and lossy
 //!   profiles, event chunks, trailer, index; a sans-IO encoder and decoder.
 //! - [`transcode`]: classic BSOR to the stream format and back, whole or as bytes arrive.
-//! - [`net`]: the live protocol's framing and messages (the relay itself is not written yet).
+//! - [`net`]: the live protocol: framing, messages and the relay's session logic (sans-IO).
 //! - [`synth`]: synthetic replays from a seed, for demos, tests and benchmarks.
 //!
 //! The command-line tool (`src/main.rs`) sits on top and is not part of the library.

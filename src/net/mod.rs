@@ -1,5 +1,6 @@
-//! The live spectating protocol (`proto-spec/wire.md`). So far: its framing and messages,
-//! sans-IO, with a `tokio_util` codec for the transports. The relay's session logic, the
-//! TCP and WebSocket shells and the publisher and viewer are not written yet.
+//! The live spectating protocol (`proto-spec/wire.md`): its framing and messages (`wire`)
+//! and the relay's session logic (`relay`), both sans-IO. The TCP and WebSocket shells, the
+//! archive, the publisher and the viewer are not written yet.
 
+pub mod relay;
 pub mod wire;

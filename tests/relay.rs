@@ -1,0 +1,393 @@
+//! The relay's session logic, driven without sockets.
+
+use std::collections::HashMap;
+
+use bsor_stream::net::relay::{ConnId, Relay, RelayConfig, RelayEvent, Tokens};
+use bsor_stream::net::wire::{EndReason, ErrorCode, Message, Role, ViewMode};
+use bsor_stream::stream::{ChunkHeader, ChunkType, Profile, Settings, StreamHeader};
+use bsor_stream::{bsor, synth, transcode};
+use bytes::Bytes;
+
+/// A 20-second live stream, cut into its header and chunks (the footer left out).
+fn stream() -> (bsor::Replay, Bytes, Vec<Bytes>) {
+    let r = synth::replay(synth::Settings {
+        seed: 21,
+        seconds: 20.0,
+        fps: 60,
+    });
+    let s = transcode::encode_replay(&r, Settings::live(Profile::Lossless));
+    let header_len = (1..s.len())
+        .find(|&n| StreamHeader::parse_prefix(&s[..n]).ok().flatten().is_some())
+        .unwrap();
+    let mut chunks = Vec::new();
+    let mut at = header_len;
+    while let Some((h, hlen)) = ChunkHeader::parse_at(&s[at..]) {
+        let end = at + hlen + h.len as usize;
+        chunks.push(Bytes::copy_from_slice(&s[at..end]));
+        at = end;
+    }
+    (r, Bytes::copy_from_slice(&s[..header_len]), chunks)
+}
+
+fn kind(c: &[u8]) -> ChunkType {
+    ChunkHeader::parse_at(c).unwrap().0.kind
+}
+
+/// A relay and what each connection has received; `slow` connections are not drained.
+struct Net {
+    relay: Relay,
+    inbox: HashMap<ConnId, Vec<Message>>,
+    closed: Vec<ConnId>,
+    slow: Vec<ConnId>,
+    now: u64,
+}
+
+impl Net {
+    fn new(config: RelayConfig) -> Net {
+        Net {
+            relay: Relay::new(config, Tokens::parse("sekrit\nduel:only-duel\n")),
+            inbox: HashMap::new(),
+            closed: Vec::new(),
+            slow: Vec::new(),
+            now: 0,
+        }
+    }
+
+    fn pump(&mut self) {
+        while let Some(ev) = self.relay.poll_event() {
+            match ev {
+                RelayEvent::Ready(c) => self.drain(c),
+                RelayEvent::Close(c) => {
+                    self.drain(c);
+                    self.closed.push(c);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn drain(&mut self, c: ConnId) {
+        if self.slow.contains(&c) {
+            return;
+        }
+        while let Some(m) = self.relay.poll_outgoing(c) {
+            self.inbox.entry(c).or_default().push(m);
+        }
+    }
+
+    fn send(&mut self, c: ConnId, m: Message) {
+        self.now += 1;
+        self.relay.receive(c, m, self.now);
+        self.pump();
+    }
+
+    fn client(&mut self, role: Role) -> ConnId {
+        let c = self.relay.connect(self.now);
+        self.send(
+            c,
+            Message::Hello {
+                min_version: 1,
+                max_version: 1,
+                role,
+                agent: "test".into(),
+            },
+        );
+        c
+    }
+
+    fn publisher(&mut self, session: &str, token: &str, resume: bool, key: u8) -> ConnId {
+        let c = self.client(Role::Publisher);
+        self.send(
+            c,
+            Message::Publish {
+                session: session.into(),
+                token: token.into(),
+                resume,
+                publisher_key: [key; 16],
+            },
+        );
+        c
+    }
+
+    fn viewer(&mut self, session: &str, mode: ViewMode) -> ConnId {
+        let c = self.client(Role::Viewer);
+        self.send(
+            c,
+            Message::Subscribe {
+                session: session.into(),
+                mode,
+                wait_ms: 5_000,
+            },
+        );
+        c
+    }
+
+    /// What a connection received, as stream bytes (header and chunks), and the rest.
+    fn received(&self, c: ConnId) -> (Vec<u8>, Vec<Message>) {
+        let mut bytes = Vec::new();
+        let mut other = Vec::new();
+        for m in self.inbox.get(&c).into_iter().flatten() {
+            match m {
+                Message::StreamHeader(b) | Message::Chunk(b) => bytes.extend_from_slice(b),
+                m => other.push(m.clone()),
+            }
+        }
+        (bytes, other)
+    }
+
+    fn error_of(&self, c: ConnId) -> Option<ErrorCode> {
+        self.inbox.get(&c)?.iter().find_map(|m| match m {
+            Message::Error { code, .. } => Some(*code),
+            _ => None,
+        })
+    }
+}
+
+fn decode(bytes: &[u8]) -> (bsor::Replay, transcode::Recovery) {
+    transcode::decode_replay(bytes).unwrap()
+}
+
+#[test]
+fn viewers_receive_identical_bytes_and_a_late_joiner_decodes_from_its_first_chunk() {
+    let (r, header, chunks) = stream();
+    let mut net = Net::new(RelayConfig::default());
+    let p = net.publisher("song", "sekrit", false, 1);
+    assert_eq!(net.inbox[&p].last(), Some(&Message::Resume(0)));
+    let early: Vec<ConnId> = (0..5).map(|_| net.viewer("song", ViewMode::Live)).collect();
+    net.send(p, Message::StreamHeader(header.clone()));
+    let half = chunks.len() / 2;
+    for c in &chunks[..half] {
+        net.send(p, Message::Chunk(c.clone()));
+    }
+    let late = net.viewer("song", ViewMode::Live);
+    for c in &chunks[half..] {
+        net.send(p, Message::Chunk(c.clone()));
+    }
+    net.send(p, Message::End(EndReason::Finished));
+    let (first, rest) = net.received(early[0]);
+    for v in &early[1..] {
+        assert!(net.received(*v).0 == first, "identical bytes");
+    }
+    assert_eq!(rest.last(), Some(&Message::End(EndReason::Finished)));
+    let (back, rec) = decode(&first);
+    assert!(rec.complete, "{rec:?}");
+    assert!(bsor::to_vec(&back).unwrap() == bsor::to_vec(&r).unwrap());
+    // The late joiner's first chunk is a keyframe chunk, and everything from it decodes.
+    let first_chunk = net.inbox[&late].iter().find_map(|m| match m {
+        Message::Chunk(c) => Some(c.clone()),
+        _ => None,
+    });
+    assert_eq!(first_chunk.map(|c| kind(&c)), Some(ChunkType::Keyframes));
+    let (back, rec) = decode(&net.received(late).0);
+    assert!(
+        rec.damage.iter().all(|d| d.what.contains("sequence")),
+        "{:?}",
+        rec.damage
+    );
+    assert!(back.frames.len() > r.frames.len() / 3 && back.frames.len() < r.frames.len());
+    // Acks for every chunk.
+    let acks = net.inbox[&p]
+        .iter()
+        .filter(|m| matches!(m, Message::Ack(_)))
+        .count();
+    assert_eq!(acks, chunks.len());
+}
+
+#[test]
+fn a_slow_live_viewer_skips_to_a_keyframe_and_the_others_lose_nothing() {
+    let (_, header, chunks) = stream();
+    let config = RelayConfig {
+        viewer_queue_messages: 8,
+        ..RelayConfig::default()
+    };
+    let mut net = Net::new(config);
+    let p = net.publisher("song", "sekrit", false, 1);
+    let fast = net.viewer("song", ViewMode::Live);
+    let slow = net.viewer("song", ViewMode::Live);
+    net.slow.push(slow);
+    net.send(p, Message::StreamHeader(header));
+    for c in &chunks[..60] {
+        net.send(p, Message::Chunk(c.clone()));
+    }
+    assert!(
+        net.relay.queued(slow) <= 8,
+        "bounded: {}",
+        net.relay.queued(slow)
+    );
+    net.slow.clear();
+    net.drain(slow);
+    for c in &chunks[60..] {
+        net.send(p, Message::Chunk(c.clone()));
+    }
+    let skipped = net.inbox[&slow].iter().find_map(|m| match m {
+        Message::Skipped { chunks, .. } => Some(*chunks),
+        _ => None,
+    });
+    assert!(skipped.is_some_and(|n| n > 0), "told how much it skipped");
+    // After the notice comes a keyframe chunk.
+    let at = net.inbox[&slow]
+        .iter()
+        .position(|m| matches!(m, Message::Skipped { .. }))
+        .unwrap();
+    let Message::Chunk(next) = &net.inbox[&slow][at + 1] else {
+        panic!()
+    };
+    assert_eq!(kind(next), ChunkType::Keyframes);
+    let got = net.inbox[&fast]
+        .iter()
+        .filter(|m| matches!(m, Message::Chunk(_)))
+        .count();
+    assert_eq!(got, chunks.len(), "the fast viewer lost nothing");
+}
+
+#[test]
+fn a_stalled_complete_viewer_still_gets_every_chunk() {
+    let (r, header, chunks) = stream();
+    let mut net = Net::new(RelayConfig::default());
+    let p = net.publisher("song", "sekrit", false, 1);
+    let v = net.viewer("song", ViewMode::Complete);
+    net.slow.push(v);
+    net.send(p, Message::StreamHeader(header));
+    for c in &chunks {
+        net.send(p, Message::Chunk(c.clone()));
+    }
+    net.send(p, Message::End(EndReason::Finished));
+    net.slow.clear();
+    net.drain(v);
+    let (bytes, rest) = net.received(v);
+    assert_eq!(rest.last(), Some(&Message::End(EndReason::Finished)));
+    let (back, rec) = decode(&bytes);
+    assert!(rec.complete);
+    assert!(bsor::to_vec(&back).unwrap() == bsor::to_vec(&r).unwrap());
+    // Beyond the backlog, it is told so instead of skipping in silence.
+    let mut net = Net::new(RelayConfig {
+        backlog_chunks: 10,
+        ..RelayConfig::default()
+    });
+    let p = net.publisher("song", "sekrit", false, 1);
+    let v = net.viewer("song", ViewMode::Complete);
+    net.slow.push(v);
+    let (_, header, chunks) = stream();
+    net.send(p, Message::StreamHeader(header));
+    for c in &chunks[..50] {
+        net.send(p, Message::Chunk(c.clone()));
+    }
+    net.slow.clear();
+    net.drain(v);
+    assert_eq!(net.error_of(v), Some(ErrorCode::BacklogExceeded));
+}
+
+#[test]
+fn a_publisher_that_reconnects_resumes_without_gap_or_duplicate() {
+    let (r, header, chunks) = stream();
+    let mut net = Net::new(RelayConfig::default());
+    let p = net.publisher("song", "sekrit", false, 7);
+    let v = net.viewer("song", ViewMode::Live);
+    net.send(p, Message::StreamHeader(header.clone()));
+    for c in &chunks[..30] {
+        net.send(p, Message::Chunk(c.clone()));
+    }
+    net.relay.disconnect(p, net.now);
+    // Another publisher may not take the session; the same one (same key) may.
+    let thief = net.publisher("song", "sekrit", true, 9);
+    assert_eq!(net.error_of(thief), Some(ErrorCode::SessionBusy));
+    let back = net.publisher("song", "sekrit", true, 7);
+    assert_eq!(net.inbox[&back].last(), Some(&Message::Resume(30)));
+    // It resends a little too much: duplicates are acknowledged and dropped.
+    net.send(back, Message::StreamHeader(header));
+    for c in &chunks[25..] {
+        net.send(back, Message::Chunk(c.clone()));
+    }
+    net.send(back, Message::End(EndReason::Finished));
+    let (bytes, _) = net.received(v);
+    let (got, rec) = decode(&bytes);
+    assert!(rec.complete, "{rec:?}");
+    assert!(bsor::to_vec(&got).unwrap() == bsor::to_vec(&r).unwrap());
+}
+
+#[test]
+fn a_publisher_that_never_returns_ends_the_session() {
+    let (_, header, chunks) = stream();
+    let mut net = Net::new(RelayConfig {
+        publisher_timeout_ms: 1000,
+        ..RelayConfig::default()
+    });
+    let p = net.publisher("song", "sekrit", false, 1);
+    let v = net.viewer("song", ViewMode::Live);
+    net.send(p, Message::StreamHeader(header));
+    net.send(p, Message::Chunk(chunks[0].clone()));
+    net.relay.disconnect(p, net.now);
+    net.relay.tick(net.now + 500);
+    net.pump();
+    assert!(!net.closed.contains(&v));
+    net.relay.tick(net.now + 1500);
+    net.pump();
+    assert_eq!(
+        net.received(v).1.last(),
+        Some(&Message::End(EndReason::PublisherGone))
+    );
+    assert!(net.closed.contains(&v));
+}
+
+#[test]
+fn bad_requests_close_only_the_offender() {
+    let (_, header, chunks) = stream();
+    let mut net = Net::new(RelayConfig::default());
+    let p = net.publisher("song", "sekrit", false, 1);
+    let v = net.viewer("song", ViewMode::Live);
+    net.send(p, Message::StreamHeader(header));
+    // A wrong token; a token for another session; a good per-session token.
+    let wrong = net.publisher("other", "nope", false, 2);
+    assert_eq!(net.error_of(wrong), Some(ErrorCode::Unauthorized));
+    let elsewhere = net.publisher("other", "only-duel", false, 2);
+    assert_eq!(net.error_of(elsewhere), Some(ErrorCode::Unauthorized));
+    let duel = net.publisher("duel", "only-duel", false, 3);
+    assert_eq!(net.inbox[&duel].last(), Some(&Message::Resume(0)));
+    // A viewer may not publish; a message out of order closes it.
+    let bold = net.client(Role::Viewer);
+    net.send(
+        bold,
+        Message::Publish {
+            session: "song".into(),
+            token: "sekrit".into(),
+            resume: false,
+            publisher_key: [0; 16],
+        },
+    );
+    assert_eq!(net.error_of(bold), Some(ErrorCode::UnexpectedMessage));
+    // A chunk out of sequence closes the publisher but not the session or its viewers.
+    net.send(p, Message::Chunk(chunks[3].clone()));
+    assert_eq!(net.error_of(p), Some(ErrorCode::UnexpectedMessage));
+    for c in [wrong, elsewhere, bold, p] {
+        assert!(net.closed.contains(&c));
+    }
+    assert!(!net.closed.contains(&v) && !net.closed.contains(&duel));
+    // Ping works for anyone still connected.
+    net.send(v, Message::Ping(42));
+    assert_eq!(net.inbox[&v].last(), Some(&Message::Pong(42)));
+}
+
+#[test]
+fn handshakes_and_waits_time_out() {
+    let mut net = Net::new(RelayConfig {
+        handshake_timeout_ms: 100,
+        ..RelayConfig::default()
+    });
+    let idle = net.relay.connect(0);
+    let waiting = net.viewer("later", ViewMode::Live);
+    net.relay.tick(200);
+    net.pump();
+    assert_eq!(net.error_of(idle), Some(ErrorCode::Timeout));
+    assert!(!net.closed.contains(&waiting));
+    net.relay.tick(10_000);
+    net.pump();
+    assert_eq!(net.error_of(waiting), Some(ErrorCode::NoSuchSession));
+    // A viewer that waits for a session that then starts gets it.
+    let (_, header, chunks) = stream();
+    let mut net = Net::new(RelayConfig::default());
+    let v = net.viewer("soon", ViewMode::Live);
+    let p = net.publisher("soon", "sekrit", false, 1);
+    net.send(p, Message::StreamHeader(header));
+    net.send(p, Message::Chunk(chunks[0].clone()));
+    assert!(matches!(net.inbox[&v].last(), Some(Message::Chunk(_))));
+}
