@@ -9,7 +9,7 @@
 //! - [`parse`] reads a whole buffer into a [`Replay`];
 //! - [`PushParser`] is a sans-IO parser: push bytes in pieces of any size, pull [`Event`]s
 //!   out as soon as each record is complete;
-//! - [`write`] / [`to_vec`] turn a [`Replay`] back into bytes, identical to the bytes it was
+//! - [`write()`] / [`to_vec`] turn a [`Replay`] back into bytes, identical to the bytes it was
 //!   parsed from (quirks included: see [`BsorString`] and [`RawBool`]).
 //!
 //! Nothing here panics on input: malformed input gives a [`ParseError`] naming the section,
