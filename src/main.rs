@@ -131,6 +131,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run the live relay over TCP (prints `listening tcp=ADDR` when ready; Ctrl-C stops it).
+    Serve {
+        /// Address to listen on, e.g. 127.0.0.1:0 for any free port.
+        #[arg(long)]
+        tcp: String,
+        /// Credentials: one a line, `TOKEN` for any session or `SESSION:TOKEN` for one.
+        #[arg(long)]
+        token_file: PathBuf,
+    },
     /// Sizes and speeds of every profile under both settings, against BSOR and zstd -19.
     Bench {
         /// BSOR files or folders of them.
@@ -171,6 +180,7 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             json,
         } => cli::verify::verify(&files, archive, json),
         Command::Bench { paths, json } => cli::verify::bench(&paths, json),
+        Command::Serve { tcp, token_file } => cli::serve::serve(&tcp, &token_file),
     }
 }
 

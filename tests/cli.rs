@@ -335,3 +335,60 @@ fn verify_reports_every_profile_as_json() {
     assert!(rows[1]["maxPositionErrorMm"].as_f64().unwrap() <= 0.1);
     assert!(rows[2]["maxRotationErrorDeg"].as_f64().unwrap() <= 0.2);
 }
+
+#[test]
+fn serve_prints_its_address_and_answers_hello() {
+    use bsor_stream::net::wire::{Message, Role, WireCodec};
+    use bytes::BytesMut;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use tokio_util::codec::Decoder;
+    let tokens = tmp("tokens.txt");
+    std::fs::write(&tokens, "tok\n").unwrap();
+    let mut child = bin()
+        .args(["serve", "--tcp", "127.0.0.1:0", "--token-file"])
+        .arg(&tokens)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening tcp=")
+        .expect(&line)
+        .to_string();
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut out = BytesMut::new();
+    Message::Hello {
+        min_version: 1,
+        max_version: 1,
+        role: Role::Viewer,
+        agent: "cli test".into(),
+    }
+    .encode(&mut out);
+    s.write_all(&out).unwrap();
+    let mut buf = BytesMut::new();
+    let mut codec = WireCodec::default();
+    let reply = loop {
+        if let Some(m) = codec.decode(&mut buf).unwrap() {
+            break m;
+        }
+        let mut piece = [0u8; 256];
+        let n = s.read(&mut piece).unwrap();
+        assert!(n > 0, "connection closed");
+        buf.extend_from_slice(&piece[..n]);
+    };
+    assert!(matches!(
+        reply,
+        Message::Hello {
+            role: Role::Relay,
+            ..
+        }
+    ));
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
