@@ -140,6 +140,45 @@ enum Command {
         #[arg(long)]
         token_file: PathBuf,
     },
+    /// Send a replay to a relay as a recorder would (a `.bsor` is encoded live with the
+    /// profile; a `.bsors` is sent as it is), resuming after a lost connection.
+    Publish {
+        /// A `.bsor` or `.bsors` file.
+        file: PathBuf,
+        /// The relay's TCP address.
+        #[arg(long)]
+        to: String,
+        /// The session's name.
+        #[arg(long)]
+        session: String,
+        /// A credential from the relay's token file.
+        #[arg(long)]
+        token: String,
+        /// Times the song's speed (0: as fast as possible).
+        #[arg(long, default_value_t = 1.0)]
+        speed: f32,
+        /// Frame coding profile for a `.bsor`.
+        #[arg(long, value_enum, default_value = "lossless")]
+        profile: ProfileArg,
+    },
+    /// Watch a session: progress on stderr; with -o, every chunk into a `.bsors` file.
+    /// Exits 0 when the stream ended (and, in complete mode, arrived whole).
+    Watch {
+        /// The relay's TCP address.
+        addr: String,
+        /// The session's name.
+        #[arg(long)]
+        session: String,
+        /// Ask for every chunk instead of the live edge (implied by -o).
+        #[arg(long)]
+        complete: bool,
+        /// Seconds to wait for a session that has not started.
+        #[arg(long, default_value_t = 30.0)]
+        wait: f32,
+        /// Write what arrives here.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
     /// Sizes and speeds of every profile under both settings, against BSOR and zstd -19.
     Bench {
         /// BSOR files or folders of them.
@@ -181,6 +220,30 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
         } => cli::verify::verify(&files, archive, json),
         Command::Bench { paths, json } => cli::verify::bench(&paths, json),
         Command::Serve { tcp, token_file } => cli::serve::serve(&tcp, &token_file),
+        Command::Publish {
+            file,
+            to,
+            session,
+            token,
+            speed,
+            profile,
+        } => {
+            let settings = StreamArgs {
+                profile,
+                keyframe_interval: None,
+                flush_interval: None,
+                archive: false,
+            }
+            .settings();
+            cli::live::publish(&file, &to, &session, &token, speed, settings)
+        }
+        Command::Watch {
+            addr,
+            session,
+            complete,
+            wait,
+            output,
+        } => cli::live::watch(&addr, &session, complete, wait, output.as_deref()),
     }
 }
 

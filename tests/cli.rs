@@ -392,3 +392,95 @@ fn serve_prints_its_address_and_answers_hello() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn publish_and_watch_through_a_relay_rebuild_the_replay() {
+    use std::io::{BufRead, BufReader};
+    let tokens = tmp("tokens2.txt");
+    std::fs::write(&tokens, "song-1:tok\n").unwrap();
+    let replay = tmp("published.bsor");
+    let out = bin()
+        .args(["synth", "--seconds", "8", "-o"])
+        .arg(&replay)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let mut relay = bin()
+        .args(["serve", "--tcp", "127.0.0.1:0", "--token-file"])
+        .arg(&tokens)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(relay.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening tcp=")
+        .unwrap()
+        .to_string();
+    let watched = tmp("watched.bsors");
+    let watcher = bin()
+        .args(["watch", &addr, "--session", "song-1", "--wait", "20", "-o"])
+        .arg(&watched)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // A wrong token is refused; the right one publishes (as fast as possible).
+    let refused = bin()
+        .arg("publish")
+        .arg(&replay)
+        .args([
+            "--to",
+            &addr,
+            "--session",
+            "song-1",
+            "--token",
+            "nope",
+            "--speed",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("Unauthorized"));
+    let published = bin()
+        .arg("publish")
+        .arg(&replay)
+        .args([
+            "--to",
+            &addr,
+            "--session",
+            "song-1",
+            "--token",
+            "tok",
+            "--speed",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        published.status.success(),
+        "{}",
+        String::from_utf8_lossy(&published.stderr)
+    );
+    let status = watcher.wait_with_output().unwrap().status;
+    relay.kill().unwrap();
+    relay.wait().unwrap();
+    assert!(status.success());
+    let decoded = tmp("watched.bsor");
+    let out = bin()
+        .arg("decode")
+        .arg(&watched)
+        .arg("-o")
+        .arg(&decoded)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(std::fs::read(&decoded).unwrap() == std::fs::read(&replay).unwrap());
+}
