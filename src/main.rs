@@ -179,6 +179,15 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    /// A relay, a publisher and three viewers on 127.0.0.1 in one process (a synthetic
+    /// 20-second replay when no file is given): what a viewer sees, and the sizes.
+    Demo {
+        /// A `.bsor` or `.bsors` file.
+        file: Option<PathBuf>,
+        /// Times the song's speed.
+        #[arg(long, default_value_t = 2.0)]
+        speed: f32,
+    },
     /// Sizes and speeds of every profile under both settings, against BSOR and zstd -19.
     Bench {
         /// BSOR files or folders of them.
@@ -220,6 +229,7 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
         } => cli::verify::verify(&files, archive, json),
         Command::Bench { paths, json } => cli::verify::bench(&paths, json),
         Command::Serve { tcp, token_file } => cli::serve::serve(&tcp, &token_file),
+        Command::Demo { file, speed } => cli::live::demo(file.as_deref(), speed),
         Command::Publish {
             file,
             to,

@@ -484,3 +484,18 @@ fn publish_and_watch_through_a_relay_rebuild_the_replay() {
     );
     assert!(std::fs::read(&decoded).unwrap() == std::fs::read(&replay).unwrap());
 }
+
+#[test]
+fn demo_streams_a_synthetic_song_to_three_viewers() {
+    let out = bin().args(["demo", "--speed", "20"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    for v in 1..=3 {
+        assert!(text.contains(&format!("viewer {v}: 1800 frames")), "{text}");
+    }
+    assert!(text.contains("sizes: BSOR"), "{text}");
+}

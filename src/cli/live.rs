@@ -203,7 +203,10 @@ async fn publish_once(
         sink.send(Message::StreamHeader(header.clone()))
             .await
             .map_err(|e| Failure(format!("sending: {e}")))?;
-        for (t, chunk) in chunks.iter().skip(from) {
+        // A recorder sends a chunk once its last frame is captured: when the next chunk's
+        // first frame is due (a chunk header carries only its first time).
+        for (i, (_, chunk)) in chunks.iter().enumerate().skip(from) {
+            let t = chunks.get(i + 1).map_or(chunks[i].0, |next| next.0);
             if speed > 0.0 && t.is_finite() {
                 let due = Duration::from_secs_f32(((t - first_t) / speed).max(0.0));
                 if let Some(wait) = due.checked_sub(start.elapsed()) {
@@ -286,5 +289,114 @@ pub fn watch(
         while let Ok(Some(_)) = d.next_event() {}
         eprintln!("received {frames} frames, {bytes} bytes, {skipped} chunks skipped; stream {}", if ended { "ended" } else { "cut off" });
         Ok(if ended && (!complete || skipped == 0) { Outcome::Done } else { Outcome::Partial })
+    })
+}
+
+/// `demo [FILE]`: a relay, a publisher and three viewers on 127.0.0.1 in one process, with a
+/// synthetic replay when no file is given; prints what a viewer sees and the final sizes.
+pub fn demo(file: Option<&Path>, speed: f32) -> Result<Outcome, Failure> {
+    use bsor_stream::net::relay::{Relay, RelayConfig, Tokens};
+    use bsor_stream::net::tcp;
+    use bsor_stream::stream::Profile;
+
+    let path = match file {
+        Some(f) => f.to_path_buf(),
+        None => {
+            let p =
+                std::env::temp_dir().join(format!("bsor-stream-demo-{}.bsor", std::process::id()));
+            let r = bsor_stream::synth::replay(bsor_stream::synth::Settings {
+                seed: 1,
+                seconds: 20.0,
+                fps: 90,
+            });
+            std::fs::write(&p, bsor::to_vec(&r).map_err(|e| Failure(e.to_string()))?)
+                .map_err(|e| (p.as_path(), e))?;
+            p
+        }
+    };
+    let bsor_bytes = std::fs::metadata(&path)
+        .map_err(|e| (path.as_path(), e))?
+        .len();
+    let settings = Settings::live(Profile::Lossless);
+    let (header, chunks) = stream_parts(&path, settings)?;
+    let stream_bytes = header.len() + chunks.iter().map(|c| c.1.len()).sum::<usize>();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure(format!("starting the runtime: {e}")))?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| Failure(format!("127.0.0.1:0: {e}")))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Failure(e.to_string()))?
+            .to_string();
+        println!("relay listening on {addr}; publishing {} at {speed}x to 3 viewers", path.display());
+        let relay = Relay::new(RelayConfig::default(), Tokens::parse("demo-token"));
+        let server = tokio::spawn(tcp::serve(listener, relay, 8 << 20, Duration::from_millis(100)));
+        // The viewers connect first; the song starts a moment later.
+        let start = Instant::now() + Duration::from_millis(200);
+        let first_t = chunks.iter().map(|c| c.0).find(|t| t.is_finite()).unwrap_or(0.0);
+        let mut viewers = Vec::new();
+        for n in 0..3 {
+            let addr = addr.clone();
+            viewers.push(tokio::spawn(async move {
+                let mut c = hello(&addr, Role::Viewer).await?;
+                let sub = Message::Subscribe { session: "demo".into(), mode: ViewMode::Live, wait_ms: 10_000 };
+                send(&mut c, sub).await?;
+                let mut d = StreamDecoder::new();
+                let (mut frames, mut bytes, mut worst_ms) = (0u64, 0u64, 0f64);
+                let mut last = Instant::now();
+                while let Some(Ok(m)) = c.next().await {
+                    match m {
+                        Message::StreamHeader(b) | Message::Chunk(b) => {
+                            bytes += b.len() as u64;
+                            d.push(&b);
+                            while let Ok(Some(ev)) = d.next_event() {
+                                if let StreamEvent::Frame { frame, .. } = ev {
+                                    frames += 1;
+                                    // Latency: arrival against when the publisher had the frame.
+                                    let due = ((frame.time - first_t) / speed.max(1e-3)).max(0.0);
+                                    let now = Instant::now().saturating_duration_since(start);
+                                    let late = now.as_secs_f64() - f64::from(due);
+                                    worst_ms = worst_ms.max(late * 1000.0);
+                                    if n == 0 && last.elapsed() > Duration::from_secs(1) {
+                                        let secs = Instant::now()
+                                            .saturating_duration_since(start)
+                                            .as_secs_f64()
+                                            .max(1e-3);
+                                        println!(
+                                            "viewer 1: song time {:6.2} s, {frames} frames ({:.0} fps), {:.1} kB/s on the wire, latency {:.0} ms",
+                                            frame.time,
+                                            frames as f64 / secs,
+                                            bytes as f64 / secs / 1000.0,
+                                            late * 1000.0
+                                        );
+                                        last = Instant::now();
+                                    }
+                                }
+                            }
+                        }
+                        Message::End(_) => break,
+                        _ => {}
+                    }
+                }
+                Ok::<_, Failure>((frames, bytes, worst_ms))
+            }));
+        }
+        tokio::time::sleep_until(start.into()).await;
+        publish_once(&addr, "demo", "demo-token", publisher_key(), false, &header, &chunks, speed, start, first_t).await?;
+        for (i, v) in viewers.into_iter().enumerate() {
+            let (frames, bytes, worst) = v.await.map_err(|e| Failure(e.to_string()))??;
+            println!("viewer {}: {frames} frames, {bytes} bytes, worst latency {worst:.0} ms", i + 1);
+        }
+        server.abort();
+        println!(
+            "sizes: BSOR {bsor_bytes} bytes, stream {stream_bytes} bytes ({:.1}%)",
+            100.0 * stream_bytes as f64 / bsor_bytes.max(1) as f64
+        );
+        Ok(Outcome::Done)
     })
 }
