@@ -91,8 +91,13 @@ pub async fn serve(listener: TcpListener, relay: Relay, max_frame: u32, tick: Du
         }
     });
     loop {
-        let Ok((socket, _)) = listener.accept().await else {
-            continue;
+        let socket = match listener.accept().await {
+            Ok((socket, _)) => socket,
+            Err(_) => {
+                // Out of file descriptors, say: wait instead of spinning.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
         };
         let shared = shared.clone();
         tokio::spawn(async move { connection(shared, socket).await });
