@@ -13,7 +13,7 @@
 use std::path::PathBuf;
 
 use bsor_stream::bsor;
-use bsor_stream::stream::{ChunkHeader, Profile, Settings, StreamHeader};
+use bsor_stream::stream::{split_stream, Profile, Settings};
 use bsor_stream::{synth, transcode};
 
 fn dir() -> PathBuf {
@@ -25,19 +25,6 @@ fn dir() -> PathBuf {
 fn write(name: &str, bytes: &[u8]) {
     std::fs::write(dir().join(name), bytes).expect("write vector");
     println!("{name}: {} bytes", bytes.len());
-}
-
-/// (offset, header length, header) of every chunk of a stream.
-fn chunks(s: &[u8]) -> Vec<(usize, usize, ChunkHeader)> {
-    let mut at = (1..s.len())
-        .find(|&n| StreamHeader::parse_prefix(&s[..n]).ok().flatten().is_some())
-        .expect("stream header");
-    let mut out = Vec::new();
-    while let Some((h, hlen)) = ChunkHeader::parse_at(&s[at..]) {
-        out.push((at, hlen, h));
-        at += hlen + h.len as usize;
-    }
-    out
 }
 
 fn main() {
@@ -87,12 +74,16 @@ fn main() {
 
     // The damaged stream: the middle payload byte of the second frame chunk, inverted.
     let s = lossless_synthetic;
-    let list = chunks(&s);
+    let (_, _, list) = split_stream(&s).expect("stream");
     let frame_chunks: Vec<_> = list
         .iter()
-        .filter(|c| matches!(c.2.kind.byte(), 1 | 2))
+        .filter(|c| matches!(c.header.kind.byte(), 1 | 2))
         .collect();
-    let (offset, hlen, h) = *frame_chunks[1];
+    let (offset, hlen, h) = (
+        frame_chunks[1].offset,
+        frame_chunks[1].header_len,
+        frame_chunks[1].header,
+    );
     let at = offset + hlen + h.len as usize / 2;
     let mut damaged = s.clone();
     damaged[at] = !damaged[at];
@@ -101,8 +92,8 @@ fn main() {
     let group_end = frame_chunks
         .iter()
         .skip(2)
-        .find(|c| c.2.kind.byte() == 1)
-        .map_or(synthetic.frames.len() as u32, |c| c.2.first);
+        .find(|c| c.header.kind.byte() == 1)
+        .map_or(synthetic.frames.len() as u32, |c| c.header.first);
     let lost = group_end - h.first;
     let (_, rec) = transcode::decode_replay(&damaged).expect("decodes");
     let damage: Vec<serde_json::Value> = rec

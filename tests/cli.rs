@@ -336,17 +336,14 @@ fn verify_reports_every_profile_as_json() {
     assert!(rows[2]["maxRotationErrorDeg"].as_f64().unwrap() <= 0.2);
 }
 
-#[test]
-fn serve_prints_its_address_and_answers_hello() {
-    use bsor_stream::net::wire::{Message, Role, WireCodec};
-    use bytes::BytesMut;
-    use std::io::{BufRead, BufReader, Read, Write};
-    use tokio_util::codec::Decoder;
-    let tokens = tmp("tokens.txt");
-    std::fs::write(&tokens, "tok\n").unwrap();
+/// Starts `serve` on a free loopback port with these tokens: the process and its address.
+fn relay(file: &str, tokens: &str) -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    let path = tmp(file);
+    std::fs::write(&path, tokens).unwrap();
     let mut child = bin()
         .args(["serve", "--tcp", "127.0.0.1:0", "--token-file"])
-        .arg(&tokens)
+        .arg(&path)
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -354,11 +351,17 @@ fn serve_prints_its_address_and_answers_hello() {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening tcp=")
-        .expect(&line)
-        .to_string();
+    let addr = line.trim().strip_prefix("listening tcp=").expect(&line);
+    (child, addr.to_string())
+}
+
+#[test]
+fn serve_prints_its_address_and_answers_hello() {
+    use bsor_stream::net::wire::{Message, Role, WireCodec};
+    use bytes::BytesMut;
+    use std::io::{Read, Write};
+    use tokio_util::codec::Decoder;
+    let (mut child, addr) = relay("tokens.txt", "tok\n");
     let mut s = std::net::TcpStream::connect(&addr).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();
@@ -395,9 +398,6 @@ fn serve_prints_its_address_and_answers_hello() {
 
 #[test]
 fn publish_and_watch_through_a_relay_rebuild_the_replay() {
-    use std::io::{BufRead, BufReader};
-    let tokens = tmp("tokens2.txt");
-    std::fs::write(&tokens, "song-1:tok\n").unwrap();
     let replay = tmp("published.bsor");
     let out = bin()
         .args(["synth", "--seconds", "8", "-o"])
@@ -405,21 +405,7 @@ fn publish_and_watch_through_a_relay_rebuild_the_replay() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let mut relay = bin()
-        .args(["serve", "--tcp", "127.0.0.1:0", "--token-file"])
-        .arg(&tokens)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(relay.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening tcp=")
-        .unwrap()
-        .to_string();
+    let (mut relay, addr) = relay("tokens2.txt", "song-1:tok\n");
     let watched = tmp("watched.bsors");
     let watcher = bin()
         .args(["watch", &addr, "--session", "song-1", "--wait", "20", "-o"])

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use bsor_stream::net::relay::{ConnId, Relay, RelayConfig, RelayEvent, Tokens};
 use bsor_stream::net::wire::{EndReason, ErrorCode, Message, Role, ViewMode};
-use bsor_stream::stream::{ChunkHeader, ChunkType, Profile, Settings, StreamHeader};
+use bsor_stream::stream::{split_stream, ChunkHeader, ChunkType, Profile, Settings};
 use bsor_stream::{bsor, synth, transcode};
 use bytes::Bytes;
 
@@ -16,16 +16,11 @@ fn stream() -> (bsor::Replay, Bytes, Vec<Bytes>) {
         fps: 60,
     });
     let s = transcode::encode_replay(&r, Settings::live(Profile::Lossless));
-    let header_len = (1..s.len())
-        .find(|&n| StreamHeader::parse_prefix(&s[..n]).ok().flatten().is_some())
-        .unwrap();
-    let mut chunks = Vec::new();
-    let mut at = header_len;
-    while let Some((h, hlen)) = ChunkHeader::parse_at(&s[at..]) {
-        let end = at + hlen + h.len as usize;
-        chunks.push(Bytes::copy_from_slice(&s[at..end]));
-        at = end;
-    }
+    let (_, header_len, spans) = split_stream(&s).unwrap();
+    let chunks = spans
+        .iter()
+        .map(|c| Bytes::copy_from_slice(c.bytes(&s)))
+        .collect();
     (r, Bytes::copy_from_slice(&s[..header_len]), chunks)
 }
 

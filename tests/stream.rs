@@ -109,24 +109,19 @@ fn small_stream(profile: Profile) -> (Replay, Vec<u8>) {
 
 /// The chunks of a stream: (offset, total length, type byte, first, count).
 fn chunks(s: &[u8]) -> Vec<(usize, usize, u8, u32, u32)> {
-    use bsor_stream::stream::{ChunkHeader, StreamHeader};
-    let _ = StreamHeader::parse_prefix(s).unwrap().unwrap();
-    let header_len = StreamHeader::parse_prefix(s).map(|_| ()).map_or(0, |_| {
-        // The header ends at the first sync marker whose chunk header parses.
-        (0..s.len())
-            .find(|&i| {
-                s[i..].starts_with(&[0xB5, 0x5C]) && ChunkHeader::parse_at(&s[i..]).is_some()
-            })
-            .unwrap()
-    });
-    let mut out = Vec::new();
-    let mut at = header_len;
-    while let Some((h, hlen)) = ChunkHeader::parse_at(&s[at..]) {
-        let total = hlen + h.len as usize;
-        out.push((at, total, h.kind.byte(), h.first, h.count));
-        at += total;
-    }
-    out
+    let (_, _, spans) = bsor_stream::stream::split_stream(s).unwrap();
+    spans
+        .iter()
+        .map(|c| {
+            (
+                c.offset,
+                c.len,
+                c.header.kind.byte(),
+                c.header.first,
+                c.header.count,
+            )
+        })
+        .collect()
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::time::Duration;
 use bsor_stream::net::relay::{Relay, RelayConfig, Tokens};
 use bsor_stream::net::tcp;
 use bsor_stream::net::wire::{EndReason, ErrorCode, Message, Role, ViewMode, WireCodec};
-use bsor_stream::stream::{ChunkHeader, Profile, Settings, StreamHeader};
+use bsor_stream::stream::{split_stream, Profile, Settings};
 use bsor_stream::{bsor, synth, transcode};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
@@ -46,9 +46,7 @@ async fn a_song_goes_from_a_publisher_to_every_viewer_over_tcp() {
             fps: 90,
         });
         let s = transcode::encode_replay(&r, Settings::live(Profile::Lossless));
-        let header_len = (1..s.len())
-            .find(|&n| StreamHeader::parse_prefix(&s[..n]).ok().flatten().is_some())
-            .unwrap();
+        let (_, header_len, spans) = split_stream(&s).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let relay = Relay::new(RelayConfig::default(), Tokens::parse("tok"));
@@ -106,16 +104,12 @@ async fn a_song_goes_from_a_publisher_to_every_viewer_over_tcp() {
         )))
         .await
         .unwrap();
-        let mut at = header_len;
-        let mut sent = 0;
-        while let Some((h, hlen)) = ChunkHeader::parse_at(&s[at..]) {
-            let end = at + hlen + h.len as usize;
-            p.send(Message::Chunk(Bytes::copy_from_slice(&s[at..end])))
+        for c in &spans {
+            p.send(Message::Chunk(Bytes::copy_from_slice(c.bytes(&s))))
                 .await
                 .unwrap();
-            at = end;
-            sent += 1;
         }
+        let sent = spans.len();
         p.send(Message::End(EndReason::Finished)).await.unwrap();
 
         let want = bsor::to_vec(&r).unwrap();

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use bsor_stream::bsor;
 use bsor_stream::net::wire::{EndReason, Message, Role, ViewMode, WireCodec};
-use bsor_stream::stream::{ChunkHeader, Settings, StreamDecoder, StreamEvent, StreamHeader};
+use bsor_stream::stream::{split_stream, Settings, StreamDecoder, StreamEvent};
 use bsor_stream::transcode;
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
@@ -77,21 +77,12 @@ fn stream_parts(file: &Path, settings: Settings) -> Result<(Bytes, Vec<(f32, Byt
         let r = bsor::parse(&bytes).map_err(|e| Failure::from((file, e)))?;
         transcode::encode_replay(&r, settings)
     };
-    let header_len = (1..=stream.len())
-        .find(|&n| {
-            StreamHeader::parse_prefix(&stream[..n])
-                .ok()
-                .flatten()
-                .is_some()
-        })
+    let (_, header_len, spans) = split_stream(&stream)
         .ok_or_else(|| Failure(format!("{}: no stream header", file.display())))?;
-    let mut chunks = Vec::new();
-    let mut at = header_len;
-    while let Some((h, hlen)) = ChunkHeader::parse_at(&stream[at..]) {
-        let end = at + hlen + h.len as usize;
-        chunks.push((h.t0, Bytes::copy_from_slice(&stream[at..end])));
-        at = end;
-    }
+    let chunks = spans
+        .iter()
+        .map(|c| (c.header.t0, Bytes::copy_from_slice(c.bytes(&stream))))
+        .collect();
     Ok((Bytes::copy_from_slice(&stream[..header_len]), chunks))
 }
 

@@ -397,6 +397,50 @@ impl ChunkHeader {
     }
 }
 
+/// A whole chunk inside a stream: where it starts, how long its header and the whole chunk
+/// are, and its header.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ChunkSpan {
+    /// Offset of the chunk's sync marker.
+    pub offset: usize,
+    /// Bytes of the chunk header.
+    pub header_len: usize,
+    /// Bytes of the whole chunk (header and payload).
+    pub len: usize,
+    /// The chunk header.
+    pub header: ChunkHeader,
+}
+
+impl ChunkSpan {
+    /// The chunk's bytes in `stream`.
+    pub fn bytes<'a>(&self, stream: &'a [u8]) -> &'a [u8] {
+        &stream[self.offset..self.offset + self.len]
+    }
+}
+
+/// Splits a stream into its header and the whole chunks that follow it, up to the first
+/// bytes that are not a whole, valid-headed chunk (the footer, damage or a cut): the header,
+/// its length, and the chunks. `None` without a valid stream header.
+pub fn split_stream(stream: &[u8]) -> Option<(StreamHeader, usize, Vec<ChunkSpan>)> {
+    let (header, header_len) = StreamHeader::parse(stream).ok()?;
+    let mut chunks = Vec::new();
+    let mut at = header_len;
+    while let Some((h, hlen)) = stream.get(at..).and_then(ChunkHeader::parse_at) {
+        let len = hlen + h.len as usize;
+        if at + len > stream.len() {
+            break;
+        }
+        chunks.push(ChunkSpan {
+            offset: at,
+            header_len: hlen,
+            len,
+            header: h,
+        });
+        at += len;
+    }
+    Some((header, header_len, chunks))
+}
+
 /// The footer of a finished file: where the index chunk starts.
 pub(crate) fn footer(index_offset: u64) -> [u8; FOOTER_SIZE] {
     let mut f = [0u8; FOOTER_SIZE];

@@ -189,17 +189,6 @@ impl FrameCodec {
         *self = FrameCodec::new(self.quant);
     }
 
-    /// The prediction of the plain columns of the next frame (lossless columns; in lossy
-    /// profiles only time and fps use it).
-    fn predict_plain(&self, i: usize) -> u32 {
-        match (self.h1, self.h2) {
-            (None, _) => 0,
-            (Some(a), _) if i == 1 => a[1],
-            (Some(a), None) => a[i],
-            (Some(a), Some(b)) => extrapolate(f32::from_bits(a[i]), f32::from_bits(b[i])).to_bits(),
-        }
-    }
-
     fn residual_enc(&mut self, raw: &mut BitWriter, col: usize, z: u32) {
         self.models.length[col].encode(raw, z);
     }
@@ -260,11 +249,9 @@ impl FrameCodec {
         }
     }
 
-    /// What the next frame's coding needs from the history: the plain prediction of every
-    /// column, the order in which the columns are coded (each device's derived rotation
-    /// component last), where each part ends in that order, and for each device which
-    /// rotation component is derived and with which sign.
-    fn plan(&self) -> Plan {
+    /// The prediction of every column from the history alone: nothing (zeros), the previous
+    /// frame, or linear extrapolation (fps: always the previous value).
+    fn plain_predictions(&self) -> [u32; COLUMNS] {
         let mut plain = [0u32; COLUMNS];
         match (&self.h1, &self.h2) {
             (None, _) => {}
@@ -276,6 +263,15 @@ impl FrameCodec {
                 plain[1] = a[1];
             }
         }
+        plain
+    }
+
+    /// What the next frame's coding needs from the history: the plain prediction of every
+    /// column, the order in which the columns are coded (each device's derived rotation
+    /// component last), where each part ends in that order, and for each device which
+    /// rotation component is derived and with which sign.
+    fn plan(&self) -> Plan {
+        let plain = self.plain_predictions();
         let mut order = [0u8; COLUMNS];
         let mut ends = [0u8; PARTS];
         let mut derive = [(0usize, 0usize, false); 3];
@@ -641,13 +637,14 @@ impl FrameCodec {
         let mask = self.mask_dec(raw);
         let special = raw.get(1) == 1;
         let mut actual = [0u32; COLUMNS];
+        let plain = self.plain_predictions();
         for (i, slot) in actual.iter_mut().enumerate().take(2) {
             let z = if mask & (1 << i) != 0 {
                 self.residual_dec(raw, i)
             } else {
                 0
             };
-            let pred = self.predict_plain(i);
+            let pred = plain[i];
             *slot = if i == 1 {
                 (pred as i32).wrapping_add(unzigzag(z)) as u32
             } else {

@@ -13,7 +13,10 @@ mod header;
 mod trailer;
 
 pub(crate) use chunk::parse_footer;
-pub use chunk::{ChunkHeader, ChunkType, Settings, StreamHeader, FOOTER_SIZE, STREAM_MAGIC};
+pub use chunk::{
+    split_stream, ChunkHeader, ChunkSpan, ChunkType, Settings, StreamHeader, FOOTER_SIZE,
+    STREAM_MAGIC,
+};
 pub use decoder::{Damage, DecodeStats, StreamDecoder, StreamError, StreamEvent};
 pub use encoder::StreamEncoder;
 pub use events::EventBatch;
