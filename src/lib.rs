@@ -10,6 +10,8 @@
 //!   profiles, event chunks, trailer, index; a sans-IO encoder and decoder.
 //! - [`transcode`]: classic BSOR to the stream format and back, whole or as bytes arrive.
 //! - [`net`]: the live protocol: framing, messages and the relay's session logic (sans-IO).
+//! - [`recorder`]: the runtime a game mod embeds: pushes from the render thread into a
+//!   bounded ring, a background thread that encodes and feeds file, live and classic sinks.
 //! - [`synth`]: synthetic replays from a seed, for demos, tests and benchmarks.
 //!
 //! The command-line tool (`src/main.rs`) sits on top and is not part of the library.
@@ -19,6 +21,7 @@
 
 pub mod bsor;
 pub mod net;
+pub mod recorder;
 pub mod stream;
 pub mod synth;
 pub mod transcode;

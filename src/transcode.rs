@@ -390,19 +390,16 @@ pub struct BsorSink<W: Write + Seek> {
 impl<W: Write + Seek> BsorSink<W> {
     /// Starts the BSOR file with the info block of the stream header.
     pub fn new(mut w: W, header: &StreamHeader) -> io::Result<Self> {
-        w.write_all(&bsor::MAGIC.to_le_bytes())?;
-        w.write_all(&[1, 0])?;
+        let mut head = Vec::new();
+        bsor::write_head(&header.info, 0, &mut head).map_err(io::Error::from)?;
+        w.write_all(&head)?;
         let info_at = 6;
-        let mut info = Vec::new();
-        bsor::encode_info(&header.info, &mut info);
-        w.write_all(&info)?;
-        w.write_all(&[1])?;
-        let count_at = info_at + info.len() as u64 + 1;
-        w.write_all(&0i32.to_le_bytes())?;
+        let count_at = head.len() as u64 - 4;
+        let info_len = head.len() - 6 - 5;
         Ok(BsorSink {
             w,
             info_at,
-            info_len: info.len(),
+            info_len,
             count_at,
             frames: 0,
             notes: Vec::new(),
@@ -453,12 +450,9 @@ impl<W: Write + Seek> BsorSink<W> {
                 .unwrap_or_default(),
             ..Replay::default()
         };
-        // The tail of a BSOR without frames: everything after the (empty) frames section.
-        let bytes = bsor::to_vec(&tail).map_err(io::Error::from)?;
-        let mut empty_info = Vec::new();
-        bsor::encode_info(&tail.info, &mut empty_info);
-        let after_frames = 6 + empty_info.len() + 5;
-        self.w.write_all(&bytes[after_frames..])?;
+        let mut bytes = Vec::new();
+        bsor::write_tail(&tail, &mut bytes).map_err(io::Error::from)?;
+        self.w.write_all(&bytes)?;
         let end = self.w.stream_position()?;
         self.w.seek(SeekFrom::Start(self.count_at))?;
         self.w.write_all(&(self.frames as i32).to_le_bytes())?;

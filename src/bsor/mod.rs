@@ -44,5 +44,5 @@ pub use read::{parse, parse_with_limits, ReplayBuilder};
 pub use summary::{FpsStats, NoteCounts, Summary};
 pub use write::{
     encode_controller_offsets, encode_frame, encode_height, encode_info, encode_note, encode_pause,
-    encode_wall, to_vec, write, write_to, WriteError, FRAME_SIZE, MAGIC,
+    encode_wall, to_vec, write, write_head, write_tail, write_to, WriteError, FRAME_SIZE, MAGIC,
 };

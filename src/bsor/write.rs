@@ -248,25 +248,31 @@ fn encoded_len(r: &Replay) -> usize {
 
 /// Appends the replay's bytes to `out`.
 pub fn write(r: &Replay, out: &mut Vec<u8>) -> Result<(), WriteError> {
-    if let Some(&first) = r.trailing.first() {
-        let lowest_open = match (&r.controller_offsets, &r.user_data) {
-            (_, Some(_)) => 8,
-            (Some(_), None) => 7,
-            (None, None) => 6,
-        };
-        if (lowest_open..=7).contains(&first) {
-            return Err(WriteError::AmbiguousTrailing { first });
-        }
-    }
+    check_trailing(r)?;
     out.reserve(encoded_len(r));
-    out.extend_from_slice(&MAGIC.to_le_bytes());
-    out.push(1);
-    out.push(0);
-    encode_info(&r.info, out);
-    section_header(Section::Frames, r.frames.len(), out)?;
+    write_head(&r.info, r.frames.len(), out)?;
     for f in &r.frames {
         out.extend_from_slice(&encode_frame(f));
     }
+    write_tail(r, out)
+}
+
+/// Appends what comes before the frame records: the magic, the version, the info block and
+/// the frames section's header for `frames` frames. With [`encode_frame`] and
+/// [`write_tail`], a writer can put out a replay whose frames it never holds all at once.
+pub fn write_head(info: &Info, frames: usize, out: &mut Vec<u8>) -> Result<(), WriteError> {
+    out.extend_from_slice(&MAGIC.to_le_bytes());
+    out.push(1);
+    out.push(0);
+    encode_info(info, out);
+    section_header(Section::Frames, frames, out)
+}
+
+/// Appends everything after the frame records: the notes, walls, heights and pauses
+/// sections, the optional sections and the trailing bytes of `r` (its info and frames are
+/// not looked at).
+pub fn write_tail(r: &Replay, out: &mut Vec<u8>) -> Result<(), WriteError> {
+    check_trailing(r)?;
     section_header(Section::Notes, r.notes.len(), out)?;
     for n in &r.notes {
         encode_note(n, out);
@@ -292,6 +298,21 @@ pub fn write(r: &Replay, out: &mut Vec<u8>) -> Result<(), WriteError> {
         out.extend_from_slice(d);
     }
     out.extend_from_slice(&r.trailing);
+    Ok(())
+}
+
+/// Trailing bytes must not read back as an optional section's marker.
+fn check_trailing(r: &Replay) -> Result<(), WriteError> {
+    if let Some(&first) = r.trailing.first() {
+        let lowest_open = match (&r.controller_offsets, &r.user_data) {
+            (_, Some(_)) => 8,
+            (Some(_), None) => 7,
+            (None, None) => 6,
+        };
+        if (lowest_open..=7).contains(&first) {
+            return Err(WriteError::AmbiguousTrailing { first });
+        }
+    }
     Ok(())
 }
 

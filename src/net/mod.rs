@@ -3,6 +3,7 @@
 //! over TCP (`tcp`). The WebSocket shell, the archive, the publisher and the viewer are not
 //! written yet.
 
+pub mod publisher;
 pub mod relay;
 pub mod tcp;
 pub mod wire;

@@ -84,6 +84,12 @@ impl StreamEncoder {
         self.counts
     }
 
+    /// Frames and events pushed but not yet out in a chunk: what a [`flush`](Self::flush)
+    /// would emit now.
+    pub fn unflushed(&self) -> usize {
+        self.chunk.map_or(0, |c| c.count as usize) + self.pending.len()
+    }
+
     /// Adds a frame, and returns it as a decoder will see it (itself, when lossless).
     pub fn push_frame(&mut self, f: &Frame) -> Frame {
         let t = f.time;

@@ -1,0 +1,475 @@
+//! The recorder runtime that a game mod embeds: the game pushes frames and events on its
+//! render thread, a background thread encodes them into the stream format and feeds the
+//! sinks.
+//!
+//! The game thread's side ([`Recorder::push_frame`] and the other `push_*` calls) only
+//! moves a record into a bounded single-producer single-consumer ring (`rtrb`): no
+//! allocation, no lock, no I/O and no system call. When the ring is full the record is
+//! refused at once, as a counted drop or as back-pressure ([`OnFull`]), never a stall. The
+//! background thread polls the ring (it is not woken, so that a push stays free of system
+//! calls), encodes with [`StreamEncoder`], and hands the bytes to the sinks:
+//!
+//! - a `.bsors` file, written chunk by chunk as the encoder closes them, so a crash loses at
+//!   most the last flush interval ([`Settings::flush_seconds`] of song time, or as long in
+//!   wall time when the game stops sending frames, in a pause say);
+//! - a live publisher to a relay ([`LiveConfig`]), which reconnects and resumes without
+//!   loss, buffering up to a bound meanwhile;
+//! - a classic `.bsor` file, written at [`Recorder::finish`] (its frames are spooled to a
+//!   side file while the song plays, so memory holds only the events).
+//!
+//! A sink that fails is reported through [`Recorder::status`] and the log callback; the
+//! others go on. Nothing here panics into the caller.
+
+mod classic;
+mod live;
+mod worker;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rtrb::RingBuffer;
+
+use crate::bsor::{ControllerOffsets, Frame, Height, Info, NoteEvent, Pause, Wall};
+use crate::stream::{Profile, Settings};
+
+pub use live::LiveConfig;
+
+/// What a push does when the ring is full.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnFull {
+    /// Drop the record and count it ([`Status::dropped`]); the push returns
+    /// [`Push::Dropped`].
+    #[default]
+    Drop,
+    /// Refuse the record ([`Push::Full`]) so that the caller may try again later.
+    BackPressure,
+}
+
+/// The result of a push.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Push {
+    /// The record is queued and will be encoded.
+    Queued,
+    /// The ring was full and the record was dropped (counted).
+    Dropped,
+    /// The ring was full and the record was not taken ([`OnFull::BackPressure`]).
+    Full,
+    /// The recorder is finished or stopped and takes no more records.
+    Closed,
+}
+
+/// Severity of a log message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    /// Something failed.
+    Error = 1,
+    /// Something unusual that the recorder handled.
+    Warn = 2,
+    /// Progress.
+    Info = 3,
+}
+
+/// Receives the background thread's log messages. Called on the background thread.
+pub type LogFn = Arc<dyn Fn(LogLevel, &str) + Send + Sync>;
+
+/// How to record.
+#[derive(Clone)]
+pub struct Config {
+    /// Stream settings: profile, keyframe and flush intervals.
+    pub settings: Settings,
+    /// Capacity of the ring between the game thread and the background, in records (one
+    /// frame or one event each). The default, 8192, holds over a minute at 120 frames per
+    /// second.
+    pub queue_capacity: usize,
+    /// What a push does when the ring is full.
+    pub on_full: OnFull,
+    /// How often the background thread looks at the ring.
+    pub poll_interval: Duration,
+    /// Write the stream to this `.bsors` file, chunk by chunk.
+    pub stream_file: Option<PathBuf>,
+    /// Ask the OS to put each chunk of the stream file on disk (`fdatasync`), so that even
+    /// a power loss keeps all but the last flush interval. Without it, a crash of the game
+    /// keeps them, not a crash of the machine.
+    pub sync_each_chunk: bool,
+    /// At finish, write the replay as a classic `.bsor` file here.
+    pub classic_file: Option<PathBuf>,
+    /// Publish live to a relay.
+    pub live: Option<LiveConfig>,
+    /// Receives log messages.
+    pub log: Option<LogFn>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            settings: Settings::live(Profile::Lossless),
+            queue_capacity: 8192,
+            on_full: OnFull::Drop,
+            poll_interval: Duration::from_millis(4),
+            stream_file: None,
+            sync_each_chunk: false,
+            classic_file: None,
+            live: None,
+            log: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("settings", &self.settings)
+            .field("queue_capacity", &self.queue_capacity)
+            .field("on_full", &self.on_full)
+            .field("poll_interval", &self.poll_interval)
+            .field("stream_file", &self.stream_file)
+            .field("sync_each_chunk", &self.sync_each_chunk)
+            .field("classic_file", &self.classic_file)
+            .field("live", &self.live)
+            .field("log", &self.log.as_ref().map(|_| "callback"))
+            .finish()
+    }
+}
+
+/// A configuration the recorder cannot start with.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The ring must hold at least one record.
+    #[error("queue_capacity must be at least 1")]
+    ZeroCapacity,
+    /// Keyframe or flush intervals that are negative or not finite.
+    #[error("keyframe and flush intervals must be finite and not negative")]
+    BadSettings,
+    /// The background thread could not be started.
+    #[error("starting the background thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// The state of one sink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SinkState {
+    /// Not configured.
+    Off = 0,
+    /// Working.
+    Running = 1,
+    /// Failed; see [`Status::last_error`]. The other sinks go on.
+    Failed = 2,
+    /// Finished and complete.
+    Done = 3,
+}
+
+impl SinkState {
+    fn from_u8(v: u8) -> Self {
+        match v {
+            1 => SinkState::Running,
+            2 => SinkState::Failed,
+            3 => SinkState::Done,
+            _ => SinkState::Off,
+        }
+    }
+}
+
+/// Which sink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SinkKind {
+    /// The `.bsors` file.
+    StreamFile = 0,
+    /// The live publisher.
+    Live = 1,
+    /// The classic `.bsor` file.
+    Classic = 2,
+}
+
+/// A snapshot of the recorder's progress.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// Records the game pushed and the ring took.
+    pub accepted: u64,
+    /// Records dropped because the ring was full ([`OnFull::Drop`]).
+    pub dropped: u64,
+    /// Records refused because the ring was full ([`OnFull::BackPressure`]).
+    pub refused: u64,
+    /// Records the background has encoded.
+    pub encoded: u64,
+    /// Stream bytes produced.
+    pub stream_bytes: u64,
+    /// The `.bsors` file.
+    pub stream_file: SinkState,
+    /// The live publisher.
+    pub live: SinkState,
+    /// The classic `.bsor` file.
+    pub classic: SinkState,
+    /// Chunks the relay has acknowledged (live sink).
+    pub live_acked: u64,
+    /// The background thread has ended (after finish, or after a stop).
+    pub ended: bool,
+    /// The last error message of any sink.
+    pub last_error: Option<String>,
+}
+
+/// What the game thread and the background share. Counters are written by one side each.
+struct Shared {
+    accepted: AtomicU64,
+    dropped: AtomicU64,
+    refused: AtomicU64,
+    encoded: AtomicU64,
+    stream_bytes: AtomicU64,
+    live_acked: AtomicU64,
+    sinks: [AtomicU8; 3],
+    /// Set (with the final records) when the game calls finish.
+    finish: Mutex<Option<Ending>>,
+    finishing: AtomicBool,
+    /// Set when the recorder is dropped without finish: end the stream as it is.
+    stop: AtomicBool,
+    ended: AtomicBool,
+    last_error: Mutex<Option<String>>,
+    log: Option<LogFn>,
+}
+
+impl Shared {
+    fn set_sink(&self, k: SinkKind, s: SinkState) {
+        self.sinks[k as usize].store(s as u8, Ordering::Release);
+    }
+
+    fn sink(&self, k: SinkKind) -> SinkState {
+        SinkState::from_u8(self.sinks[k as usize].load(Ordering::Acquire))
+    }
+
+    fn log(&self, level: LogLevel, msg: &str) {
+        if let Some(f) = &self.log {
+            f(level, msg);
+        }
+    }
+
+    /// A sink failed: mark it, keep the message, log it.
+    fn fail(&self, k: SinkKind, msg: String) {
+        self.set_sink(k, SinkState::Failed);
+        self.log(LogLevel::Error, &msg);
+        if let Ok(mut e) = self.last_error.lock() {
+            *e = Some(msg);
+        }
+    }
+}
+
+/// What only the end of the song knows.
+struct Ending {
+    info: Info,
+    controller_offsets: Option<ControllerOffsets>,
+    user_data: Option<Vec<u8>>,
+}
+
+/// One record on its way from the game thread to the background.
+#[derive(Clone, Copy, Debug)]
+enum Record {
+    Frame(Frame),
+    Note(NoteEvent),
+    Wall(Wall),
+    Height(Height),
+    Pause(Pause),
+}
+
+/// Records a replay while the song plays. See the [module](self) documentation.
+///
+/// The push calls take `&mut self`: one thread (the game's render thread) pushes. The
+/// recorder may move between threads.
+pub struct Recorder {
+    ring: rtrb::Producer<Record>,
+    shared: Arc<Shared>,
+    on_full: OnFull,
+    controller_offsets: Option<ControllerOffsets>,
+    user_data: Option<Vec<u8>>,
+    closed: bool,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("status", &self.status())
+            .finish()
+    }
+}
+
+impl Recorder {
+    /// Starts recording a song whose info block, as known at its start, is `info`, and
+    /// starts the background thread. A sink that cannot start (a file that cannot be
+    /// created, say) is reported as failed in [`status`](Self::status), not here.
+    pub fn start(info: Info, config: Config) -> Result<Recorder, StartError> {
+        if config.queue_capacity == 0 {
+            return Err(StartError::ZeroCapacity);
+        }
+        let s = config.settings;
+        let ok = |v: f32| v.is_finite() && v >= 0.0;
+        if !ok(s.keyframe_seconds) || !ok(s.flush_seconds) {
+            return Err(StartError::BadSettings);
+        }
+        let (producer, consumer) = RingBuffer::new(config.queue_capacity);
+        let shared = Arc::new(Shared {
+            accepted: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            encoded: AtomicU64::new(0),
+            stream_bytes: AtomicU64::new(0),
+            live_acked: AtomicU64::new(0),
+            sinks: [AtomicU8::new(0), AtomicU8::new(0), AtomicU8::new(0)],
+            finish: Mutex::new(None),
+            finishing: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
+            last_error: Mutex::new(None),
+            log: config.log.clone(),
+        });
+        let on_full = config.on_full;
+        let worker_shared = Arc::clone(&shared);
+        let worker = std::thread::Builder::new()
+            .name("bsor-recorder".into())
+            .spawn(move || worker::run(info, config, consumer, worker_shared))
+            .map_err(StartError::Thread)?;
+        Ok(Recorder {
+            ring: producer,
+            shared,
+            on_full,
+            controller_offsets: None,
+            user_data: None,
+            closed: false,
+            worker: Some(worker),
+        })
+    }
+
+    fn push(&mut self, r: Record) -> Push {
+        if self.closed {
+            return Push::Closed;
+        }
+        match self.ring.push(r) {
+            Ok(()) => {
+                self.shared.accepted.fetch_add(1, Ordering::Relaxed);
+                Push::Queued
+            }
+            Err(_) => match self.on_full {
+                OnFull::Drop => {
+                    self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+                    Push::Dropped
+                }
+                OnFull::BackPressure => {
+                    self.shared.refused.fetch_add(1, Ordering::Relaxed);
+                    Push::Full
+                }
+            },
+        }
+    }
+
+    /// Queues a frame. Frames must come in song order.
+    pub fn push_frame(&mut self, f: &Frame) -> Push {
+        self.push(Record::Frame(*f))
+    }
+
+    /// Queues a note event (good or bad cut, miss, bomb).
+    pub fn push_note(&mut self, n: &NoteEvent) -> Push {
+        self.push(Record::Note(*n))
+    }
+
+    /// Queues a wall event.
+    pub fn push_wall(&mut self, w: &Wall) -> Push {
+        self.push(Record::Wall(*w))
+    }
+
+    /// Queues an automatic height change.
+    pub fn push_height(&mut self, h: &Height) -> Push {
+        self.push(Record::Height(*h))
+    }
+
+    /// Queues a pause.
+    pub fn push_pause(&mut self, p: &Pause) -> Push {
+        self.push(Record::Pause(*p))
+    }
+
+    /// Sets the controller offsets (written at the end of the stream and of the BSOR).
+    pub fn set_controller_offsets(&mut self, o: ControllerOffsets) {
+        self.controller_offsets = Some(o);
+    }
+
+    /// Sets the user data (written at the end). Copies the bytes: call it outside the
+    /// per-frame path.
+    pub fn set_user_data(&mut self, data: &[u8]) {
+        self.user_data = Some(data.to_vec());
+    }
+
+    /// Ends the song with the info known at its end (score, failTime...). Returns at once;
+    /// the background thread writes the last chunks, the trailer and the classic file, and
+    /// [`wait`](Self::wait) waits for it. Returns false if the recorder was already closed.
+    pub fn finish(&mut self, final_info: Info) -> bool {
+        if self.closed {
+            return false;
+        }
+        self.closed = true;
+        let ending = Ending {
+            info: final_info,
+            controller_offsets: self.controller_offsets.take(),
+            user_data: self.user_data.take(),
+        };
+        if let Ok(mut slot) = self.shared.finish.lock() {
+            *slot = Some(ending);
+        }
+        // Release: every record pushed before is in the ring when the background sees this.
+        self.shared.finishing.store(true, Ordering::Release);
+        true
+    }
+
+    /// A snapshot of the progress and of each sink. Cheap: a few atomic loads.
+    pub fn status(&self) -> Status {
+        let s = &self.shared;
+        Status {
+            accepted: s.accepted.load(Ordering::Relaxed),
+            dropped: s.dropped.load(Ordering::Relaxed),
+            refused: s.refused.load(Ordering::Relaxed),
+            encoded: s.encoded.load(Ordering::Relaxed),
+            stream_bytes: s.stream_bytes.load(Ordering::Relaxed),
+            stream_file: s.sink(SinkKind::StreamFile),
+            live: s.sink(SinkKind::Live),
+            classic: s.sink(SinkKind::Classic),
+            live_acked: s.live_acked.load(Ordering::Relaxed),
+            ended: s.ended.load(Ordering::Acquire),
+            last_error: s.last_error.lock().ok().and_then(|e| e.clone()),
+        }
+    }
+
+    /// Waits up to `timeout` for the background thread to end (after [`finish`] or a
+    /// stop), and returns the final status; `None` if it is still running.
+    ///
+    /// [`finish`]: Self::finish
+    pub fn wait(&mut self, timeout: Duration) -> Option<Status> {
+        let deadline = Instant::now() + timeout;
+        while !self.shared.ended.load(Ordering::Acquire) {
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if let Some(w) = self.worker.take() {
+            if w.join().is_err() {
+                self.shared.fail(
+                    SinkKind::StreamFile,
+                    "the background thread panicked".into(),
+                );
+            }
+        }
+        Some(self.status())
+    }
+}
+
+impl Drop for Recorder {
+    /// Dropping a recorder that was not finished ends the stream where it is: the chunks
+    /// so far are written out (a stream without trailer, which decodes as a cut-short
+    /// recording), the classic file is not written. Waits for the background thread.
+    fn drop(&mut self) {
+        self.closed = true;
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}

@@ -1,0 +1,399 @@
+//! The recorder runtime: what the game pushes comes out in every sink, a full ring refuses
+//! instead of stalling, a failed sink leaves the others going, a recorder dropped mid-song
+//! leaves a decodable stream, and the live sink survives a lost connection.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bsor_stream::bsor::{self, Replay};
+use bsor_stream::recorder::{Config, LiveConfig, OnFull, Push, Recorder, SinkState};
+use bsor_stream::stream::{Profile, Settings};
+use bsor_stream::{synth, transcode};
+
+fn song(seed: u64, seconds: f32) -> Replay {
+    let mut r = synth::replay(synth::Settings {
+        seed,
+        seconds,
+        fps: 90,
+    });
+    r.trailing.clear();
+    r
+}
+
+/// The info as a game knows it when the song starts: no score yet.
+fn start_info(r: &Replay) -> bsor::Info {
+    let mut i = r.info.clone();
+    i.score = 0;
+    i.fail_time = 0.0;
+    i
+}
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("bsor-recorder-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Pushes the song as a game would: events interleaved with frames at their song times.
+fn play(rec: &mut Recorder, r: &Replay) -> Vec<Push> {
+    let mut out = Vec::new();
+    let (mut n, mut w, mut h, mut p) = (0, 0, 0, 0);
+    for f in &r.frames {
+        while n < r.notes.len() && r.notes[n].event_time <= f.time {
+            out.push(rec.push_note(&r.notes[n]));
+            n += 1;
+        }
+        while w < r.walls.len() && r.walls[w].time <= f.time {
+            out.push(rec.push_wall(&r.walls[w]));
+            w += 1;
+        }
+        while h < r.heights.len() && r.heights[h].time <= f.time {
+            out.push(rec.push_height(&r.heights[h]));
+            h += 1;
+        }
+        while p < r.pauses.len() && r.pauses[p].time <= f.time {
+            out.push(rec.push_pause(&r.pauses[p]));
+            p += 1;
+        }
+        out.push(rec.push_frame(f));
+    }
+    out.extend(r.notes[n..].iter().map(|x| rec.push_note(x)));
+    out.extend(r.walls[w..].iter().map(|x| rec.push_wall(x)));
+    out.extend(r.heights[h..].iter().map(|x| rec.push_height(x)));
+    out.extend(r.pauses[p..].iter().map(|x| rec.push_pause(x)));
+    if let Some(o) = r.controller_offsets {
+        rec.set_controller_offsets(o);
+    }
+    if let Some(d) = &r.user_data {
+        rec.set_user_data(d);
+    }
+    out
+}
+
+fn decode(path: &Path) -> (Replay, transcode::Recovery) {
+    transcode::decode_replay(&std::fs::read(path).unwrap()).unwrap()
+}
+
+#[test]
+fn a_recorded_song_comes_out_whole_in_the_stream_and_the_classic_file() {
+    let r = song(5, 30.0);
+    let d = dir("whole");
+    let config = Config {
+        stream_file: Some(d.join("song.bsors")),
+        classic_file: Some(d.join("song.bsor")),
+        ..Config::default()
+    };
+    let mut rec = Recorder::start(start_info(&r), config).unwrap();
+    let pushes = play(&mut rec, &r);
+    assert!(pushes.iter().all(|p| *p == Push::Queued));
+    assert!(rec.finish(r.info.clone()));
+    assert_eq!(rec.push_frame(&r.frames[0]), Push::Closed);
+    let st = rec
+        .wait(Duration::from_secs(30))
+        .expect("the recorder ends");
+    assert_eq!(st.stream_file, SinkState::Done, "{st:?}");
+    assert_eq!(st.classic, SinkState::Done, "{st:?}");
+    assert_eq!(st.accepted, pushes.len() as u64);
+    assert_eq!(st.encoded, st.accepted);
+    assert_eq!((st.dropped, st.refused), (0, 0));
+
+    let want = bsor::to_vec(&r).unwrap();
+    assert_eq!(std::fs::read(d.join("song.bsor")).unwrap(), want);
+    let (back, rec) = decode(&d.join("song.bsors"));
+    assert!(rec.complete, "{rec:?}");
+    assert_eq!(bsor::to_vec(&back).unwrap(), want);
+    assert_eq!(
+        st.stream_bytes,
+        std::fs::metadata(d.join("song.bsors")).unwrap().len()
+    );
+    // Only the two replays are left: no spool, no part file.
+    assert_eq!(std::fs::read_dir(&d).unwrap().count(), 2);
+}
+
+#[test]
+fn a_lossy_recording_keeps_times_and_events_and_the_classic_file_keeps_every_bit() {
+    let r = song(6, 12.0);
+    let d = dir("lossy");
+    let config = Config {
+        settings: Settings::live(Profile::Compact),
+        stream_file: Some(d.join("song.bsors")),
+        classic_file: Some(d.join("song.bsor")),
+        ..Config::default()
+    };
+    let mut rec = Recorder::start(start_info(&r), config).unwrap();
+    let _ = play(&mut rec, &r);
+    rec.finish(r.info.clone());
+    rec.wait(Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        std::fs::read(d.join("song.bsor")).unwrap(),
+        bsor::to_vec(&r).unwrap()
+    );
+    let (back, _) = decode(&d.join("song.bsors"));
+    assert_eq!(back.notes, r.notes);
+    assert_eq!(back.frames.len(), r.frames.len());
+    assert!(back
+        .frames
+        .iter()
+        .zip(&r.frames)
+        .all(|(a, b)| a.time.to_bits() == b.time.to_bits()));
+}
+
+#[test]
+fn a_recorder_dropped_mid_song_leaves_a_stream_of_what_it_took_and_no_classic_file() {
+    let r = song(7, 20.0);
+    let d = dir("dropped");
+    let config = Config {
+        stream_file: Some(d.join("song.bsors")),
+        classic_file: Some(d.join("song.bsor")),
+        ..Config::default()
+    };
+    let mut rec = Recorder::start(start_info(&r), config).unwrap();
+    let half = r.frames.len() / 2;
+    for f in &r.frames[..half] {
+        assert_eq!(rec.push_frame(f), Push::Queued);
+    }
+    drop(rec);
+    let (back, recovery) = decode(&d.join("song.bsors"));
+    assert!(!recovery.complete);
+    assert_eq!(back.frames, r.frames[..half]);
+    assert!(!d.join("song.bsor").exists());
+    assert_eq!(
+        std::fs::read_dir(&d).unwrap().count(),
+        1,
+        "the spool is gone"
+    );
+}
+
+#[test]
+fn while_the_game_pauses_the_file_catches_up_within_the_flush_interval() {
+    let r = song(8, 10.0);
+    let d = dir("pause");
+    let path = d.join("song.bsors");
+    let config = Config {
+        stream_file: Some(path.clone()),
+        ..Config::default()
+    };
+    let mut rec = Recorder::start(start_info(&r), config).unwrap();
+    let part = r.frames.len() / 3;
+    for f in &r.frames[..part] {
+        assert_eq!(rec.push_frame(f), Push::Queued);
+    }
+    // No more frames come (a pause, a crash about to happen): every frame taken reaches
+    // the file without a later frame closing its chunk. Bounded wait.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut got = 0;
+    while Instant::now() < deadline {
+        got = transcode::decode_replay(&std::fs::read(&path).unwrap_or_default())
+            .map_or(0, |(x, _)| x.frames.len());
+        if got == part {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(got, part);
+    drop(rec);
+}
+
+#[test]
+fn a_full_ring_refuses_or_drops_and_counts_but_never_loses_what_it_took() {
+    let r = song(9, 5.0);
+    for on_full in [OnFull::Drop, OnFull::BackPressure] {
+        let d = dir(&format!("full-{on_full:?}"));
+        let config = Config {
+            queue_capacity: 8,
+            on_full,
+            // The background looks rarely: the ring fills.
+            poll_interval: Duration::from_millis(200),
+            stream_file: Some(d.join("song.bsors")),
+            ..Config::default()
+        };
+        let mut rec = Recorder::start(start_info(&r), config).unwrap();
+        let mut taken = Vec::new();
+        for f in &r.frames {
+            match rec.push_frame(f) {
+                Push::Queued => taken.push(*f),
+                Push::Dropped => assert_eq!(on_full, OnFull::Drop),
+                Push::Full => assert_eq!(on_full, OnFull::BackPressure),
+                Push::Closed => unreachable!(),
+            }
+        }
+        rec.finish(r.info.clone());
+        let st = rec.wait(Duration::from_secs(30)).unwrap();
+        let refused = r.frames.len() - taken.len();
+        assert!(refused > 0);
+        assert_eq!(st.accepted as usize, taken.len());
+        assert_eq!((st.dropped + st.refused) as usize, refused);
+        let (back, _) = decode(&d.join("song.bsors"));
+        assert_eq!(back.frames, taken);
+    }
+}
+
+#[test]
+fn a_failed_sink_is_reported_and_the_others_go_on() {
+    let r = song(10, 5.0);
+    let d = dir("failed");
+    let logged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = std::sync::Arc::clone(&logged);
+    let config = Config {
+        stream_file: Some(d.join("no-such-dir").join("song.bsors")),
+        classic_file: Some(d.join("song.bsor")),
+        log: Some(std::sync::Arc::new(move |_, m: &str| {
+            log.lock().unwrap().push(m.to_string())
+        })),
+        ..Config::default()
+    };
+    let mut rec = Recorder::start(start_info(&r), config).unwrap();
+    let _ = play(&mut rec, &r);
+    rec.finish(r.info.clone());
+    let st = rec.wait(Duration::from_secs(30)).unwrap();
+    assert_eq!(st.stream_file, SinkState::Failed);
+    assert_eq!(st.classic, SinkState::Done);
+    assert!(st.last_error.as_deref().unwrap().contains("no-such-dir"));
+    assert!(logged
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|m| m.contains("no-such-dir")));
+    assert_eq!(
+        std::fs::read(d.join("song.bsor")).unwrap(),
+        bsor::to_vec(&r).unwrap()
+    );
+}
+
+mod live {
+    use super::*;
+    use bsor_stream::net::relay::{Relay, RelayConfig, Tokens};
+    use bsor_stream::net::tcp;
+    use bsor_stream::net::wire::{Message, Role, ViewMode, WireCodec};
+    use futures_util::{SinkExt, StreamExt};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+    use tokio_util::codec::Framed;
+
+    /// A proxy that cuts the first connection after `cut` bytes from the client, and passes
+    /// later connections through.
+    async fn cutting_proxy(to: std::net::SocketAddr, cut: usize) -> std::net::SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let mut first = true;
+            while let Ok((mut client, _)) = l.accept().await {
+                let limit = if first { Some(cut) } else { None };
+                first = false;
+                tokio::spawn(async move {
+                    let Ok(mut server) = TcpStream::connect(to).await else {
+                        return;
+                    };
+                    let (mut cr, mut cw) = client.split();
+                    let (mut sr, mut sw) = server.split();
+                    let up = async {
+                        let mut buf = [0u8; 4096];
+                        let mut passed = 0;
+                        loop {
+                            let n = cr.read(&mut buf).await.unwrap_or(0);
+                            let n = limit.map_or(n, |l| n.min(l - passed));
+                            if n == 0 || sw.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                            passed += n;
+                        }
+                    };
+                    let down = tokio::io::copy(&mut sr, &mut cw);
+                    tokio::select! { () = up => {}, _ = down => {} }
+                });
+            }
+        });
+        addr
+    }
+
+    /// Subscribes in complete mode and collects the stream until `End`.
+    async fn viewer(addr: std::net::SocketAddr, session: &str) -> Vec<u8> {
+        let mut c = Framed::new(
+            TcpStream::connect(addr).await.unwrap(),
+            WireCodec::default(),
+        );
+        c.send(Message::Hello {
+            min_version: 1,
+            max_version: 1,
+            role: Role::Viewer,
+            agent: "test".into(),
+        })
+        .await
+        .unwrap();
+        c.send(Message::Subscribe {
+            session: session.into(),
+            mode: ViewMode::Complete,
+            wait_ms: 20_000,
+        })
+        .await
+        .unwrap();
+        let mut got = Vec::new();
+        while let Some(Ok(m)) = c.next().await {
+            match m {
+                Message::StreamHeader(h) | Message::Chunk(h) => got.extend_from_slice(&h),
+                Message::End(_) => break,
+                Message::Hello { .. } => {}
+                m => panic!("viewer got {m:?}"),
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn the_live_sink_publishes_the_song_and_resumes_after_a_cut_connection() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let r = song(11, 15.0);
+        let (relay_addr, watcher) = rt.block_on(async {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap();
+            let relay = Relay::new(RelayConfig::default(), Tokens::parse("tok"));
+            tokio::spawn(tcp::serve(l, relay, 8 << 20, Duration::from_millis(20)));
+            (addr, tokio::spawn(viewer(addr, "rec")))
+        });
+        // The publisher's first connection is cut after 20 kB: it must resume.
+        let proxy = rt.block_on(cutting_proxy(relay_addr, 20_000));
+        let mut live = LiveConfig::new(&proxy.to_string(), "rec", "tok");
+        live.retry_every = Duration::from_millis(50);
+        let logged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = std::sync::Arc::clone(&logged);
+        let config = Config {
+            live: Some(live),
+            log: Some(std::sync::Arc::new(move |_, m: &str| {
+                log.lock().unwrap().push(m.to_string())
+            })),
+            ..Config::default()
+        };
+        let mut rec = Recorder::start(start_info(&r), config).unwrap();
+        // Paced at 20x the song's speed, so the cut comes mid-song.
+        let start = Instant::now();
+        let t0 = r.frames[0].time;
+        for f in &r.frames {
+            let due = Duration::from_secs_f32(((f.time - t0) / 20.0).max(0.0));
+            if let Some(w) = due.checked_sub(start.elapsed()) {
+                std::thread::sleep(w);
+            }
+            assert_eq!(rec.push_frame(f), Push::Queued);
+        }
+        rec.finish(r.info.clone());
+        let st = rec.wait(Duration::from_secs(30)).unwrap();
+        assert_eq!(st.live, SinkState::Done, "{st:?}");
+        let logged = logged.lock().unwrap().clone();
+        assert!(
+            logged.iter().any(|m| m.contains("reconnecting")),
+            "the cut happened: {logged:?}"
+        );
+        let got = rt
+            .block_on(async { tokio::time::timeout(Duration::from_secs(30), watcher).await })
+            .expect("the viewer ends")
+            .unwrap();
+        let (back, recovery) = transcode::decode_replay(&got).unwrap();
+        assert!(recovery.complete, "{recovery:?}");
+        assert_eq!(back.frames, r.frames);
+        assert_eq!(back.info, r.info);
+    }
+}
