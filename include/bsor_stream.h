@@ -92,6 +92,10 @@ typedef struct BsrsConfig {
   uint32_t on_full;
   // Non-zero: fdatasync the stream file after each chunk.
   uint8_t sync_each_chunk;
+  // When no frame comes for this many seconds of wall time (a pause), the open chunk
+  // goes out anyway (0.1 by default). 0 turns this off: chunk boundaries then depend on
+  // song time alone, and the same pushes give the same bytes.
+  float idle_flush_seconds;
   // The `.bsors` file, written chunk by chunk.
   const char *stream_path;
   // The classic `.bsor` file, written at finish.

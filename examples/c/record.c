@@ -91,6 +91,10 @@ int main(int argc, char **argv) {
     cfg.stream_path = argv[1];
     cfg.classic_path = argv[2];
     cfg.log = log_cb;
+    /* Chunk boundaries by song time alone, so that the bytes do not depend on how the
+     * threads were scheduled (scripts/cross-test.sh compares them across architectures).
+     * A game keeps the default, so that a pause does not hold back the last chunk. */
+    cfg.idle_flush_seconds = 0.0f;
 
     BsrsInfo start;
     info(&start, 0, 0.0f);

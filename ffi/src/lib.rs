@@ -287,6 +287,10 @@ pub struct BsrsConfig {
     pub on_full: u32,
     /// Non-zero: fdatasync the stream file after each chunk.
     pub sync_each_chunk: u8,
+    /// When no frame comes for this many seconds of wall time (a pause), the open chunk
+    /// goes out anyway (0.1 by default). 0 turns this off: chunk boundaries then depend on
+    /// song time alone, and the same pushes give the same bytes.
+    pub idle_flush_seconds: f32,
     /// The `.bsors` file, written chunk by chunk.
     pub stream_path: *const c_char,
     /// The classic `.bsor` file, written at finish.
@@ -550,6 +554,7 @@ pub unsafe extern "C" fn bsrs_config_default(out: *mut BsrsConfig) -> i32 {
             queue_capacity: 8192,
             on_full: BSRS_ON_FULL_DROP,
             sync_each_chunk: 0,
+            idle_flush_seconds: 0.1,
             stream_path: std::ptr::null(),
             classic_path: std::ptr::null(),
             live_addr: std::ptr::null(),
@@ -598,6 +603,15 @@ unsafe fn config(c: &BsrsConfig) -> Result<Config, String> {
         BSRS_ON_FULL_BACK_PRESSURE => OnFull::BackPressure,
         p => return Err(format!("on_full {p} is not a BSRS_ON_FULL_*")),
     };
+    let idle_flush = match c.idle_flush_seconds {
+        s if s == 0.0 => None,
+        s if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f32(s)),
+        s => {
+            return Err(format!(
+                "idle_flush_seconds {s} is not a positive number or 0"
+            ))
+        }
+    };
     let mut settings = Settings::live(profile);
     settings.keyframe_seconds = c.keyframe_seconds;
     settings.flush_seconds = c.flush_seconds;
@@ -635,6 +649,7 @@ unsafe fn config(c: &BsrsConfig) -> Result<Config, String> {
         on_full,
         stream_file: stream.map(PathBuf::from),
         sync_each_chunk: c.sync_each_chunk != 0,
+        idle_flush,
         classic_file: classic.map(PathBuf::from),
         live,
         log,

@@ -89,6 +89,11 @@ pub struct Config {
     pub on_full: OnFull,
     /// How often the background thread looks at the ring.
     pub poll_interval: Duration,
+    /// When the game stops sending frames (a pause, a hitch) for this long in wall time,
+    /// the open chunk goes out anyway, so that the file and the viewers lose at most this
+    /// much on a crash. `None` leaves chunk boundaries to song time alone, which makes the
+    /// stream bytes depend only on what was pushed. Default: 100 ms, the live flush interval.
+    pub idle_flush: Option<Duration>,
     /// Write the stream to this `.bsors` file, chunk by chunk.
     pub stream_file: Option<PathBuf>,
     /// Ask the OS to put each chunk of the stream file on disk (`fdatasync`), so that even
@@ -110,6 +115,7 @@ impl Default for Config {
             queue_capacity: 8192,
             on_full: OnFull::Drop,
             poll_interval: Duration::from_millis(4),
+            idle_flush: Some(Duration::from_millis(100)),
             stream_file: None,
             sync_each_chunk: false,
             classic_file: None,
@@ -126,6 +132,7 @@ impl std::fmt::Debug for Config {
             .field("queue_capacity", &self.queue_capacity)
             .field("on_full", &self.on_full)
             .field("poll_interval", &self.poll_interval)
+            .field("idle_flush", &self.idle_flush)
             .field("stream_file", &self.stream_file)
             .field("sync_each_chunk", &self.sync_each_chunk)
             .field("classic_file", &self.classic_file)

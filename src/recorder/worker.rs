@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::bsor::Info;
 use crate::stream::StreamEncoder;
@@ -125,8 +125,8 @@ pub(super) fn run(
     let mut enc = StreamEncoder::new(info, config.settings);
     sinks.stream(&enc.take_output(), &shared);
     // A chunk closes when a frame past the flush interval arrives; when the game stops
-    // sending frames (a pause, a hitch), the open chunk goes out after as long in wall time.
-    let idle_flush = Duration::from_secs_f32(config.settings.flush_seconds.max(0.01));
+    // sending frames (a pause, a hitch), the open chunk goes out after `idle_flush`.
+    let idle_flush = config.idle_flush;
     let mut last_record = Instant::now();
     loop {
         // Acquire: the records pushed before finish are visible in the ring.
@@ -155,7 +155,7 @@ pub(super) fn run(
         let now = Instant::now();
         if n > 0 {
             last_record = now;
-        } else if enc.unflushed() > 0 && now.duration_since(last_record) >= idle_flush {
+        } else if idle_flush.is_some_and(|d| enc.unflushed() > 0 && now - last_record >= d) {
             enc.flush();
         }
         sinks.stream(&enc.take_output(), &shared);

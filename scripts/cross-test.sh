@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Cross-builds and tests the library for the targets game mods run on:
+#  - aarch64-unknown-linux-gnu (the Quest's CPU): the library's tests and the C example run
+#    under qemu-aarch64, and the C example's output must equal the x86_64 output byte for
+#    byte (same input, same stream bytes on both architectures);
+#  - x86_64-pc-windows-gnu (PC mods): the DLL builds and exports the C ABI;
+#  - the size of the aarch64 release library with LTO (profile `dist`).
+# Installs what it needs (Debian packages, Rust targets). Run from anywhere; CI calls it
+# from .ci/run with BSOR_CORPUS set.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+need=()
+command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
+command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
+command -v x86_64-w64-mingw32-gcc >/dev/null || need+=(gcc-mingw-w64-x86-64)
+if [ ${#need[@]} -gt 0 ]; then
+    echo "cross-test: installing ${need[*]}"
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+rustup target add aarch64-unknown-linux-gnu x86_64-pc-windows-gnu >/dev/null
+
+arm=aarch64-unknown-linux-gnu
+sysroot=/usr/aarch64-linux-gnu
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L $sysroot"
+export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
+export AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar
+export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc
+export CC_x86_64_pc_windows_gnu=x86_64-w64-mingw32-gcc
+export AR_x86_64_pc_windows_gnu=x86_64-w64-mingw32-ar
+
+# The library's tests under qemu, all but tests/cli.rs (it runs the command-line binary,
+# which the kernel cannot exec without binfmt_misc). The C example is built and run below.
+tests=()
+for t in tests/*.rs; do
+    name=$(basename "$t" .rs)
+    [ "$name" = cli ] || tests+=(--test "$name")
+done
+echo "cross-test: library tests on $arm under qemu"
+BSRS_SKIP_C_EXAMPLE=1 cargo test --release --target $arm -p bsor-stream --lib "${tests[@]}"
+BSRS_SKIP_C_EXAMPLE=1 cargo test --release --target $arm -p bsor-stream-ffi
+
+echo "cross-test: the C example on x86_64 and on $arm"
+cargo build --release -p bsor-stream-ffi
+cargo build --release -p bsor-stream-ffi --target $arm
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+libs=(-lpthread -ldl -lm -lrt -lc)
+cc -std=c99 -Wall -Werror -O2 examples/c/record.c -I include \
+    target/release/libbsor_stream_ffi.a "${libs[@]}" -lgcc_s -o "$out/record-x86_64"
+aarch64-linux-gnu-gcc -std=c99 -Wall -Werror -O2 examples/c/record.c -I include \
+    target/$arm/release/libbsor_stream_ffi.a "${libs[@]}" -lgcc_s -o "$out/record-aarch64"
+"$out/record-x86_64" "$out/x86_64.bsors" "$out/x86_64.bsor" 20
+qemu-aarch64 -L $sysroot "$out/record-aarch64" "$out/aarch64.bsors" "$out/aarch64.bsor" 20
+cmp "$out/x86_64.bsors" "$out/aarch64.bsors"
+cmp "$out/x86_64.bsor" "$out/aarch64.bsor"
+cargo run --release --quiet -- decode "$out/aarch64.bsors" -o "$out/decoded.bsor"
+cmp "$out/decoded.bsor" "$out/aarch64.bsor"
+echo "cross-test: identical stream ($(stat -c %s "$out/aarch64.bsors") bytes) and BSOR on both; the stream decodes to the BSOR"
+
+echo "cross-test: the Windows DLL"
+cargo build --release -p bsor-stream-ffi --target x86_64-pc-windows-gnu
+dll=target/x86_64-pc-windows-gnu/release/bsor_stream_ffi.dll
+# (Not `| grep -q`: with pipefail, objdump's SIGPIPE after an early match fails the line.)
+exports=$(x86_64-w64-mingw32-objdump -p "$dll")
+grep -q bsrs_push_frame <<<"$exports"
+echo "cross-test: $dll ($(stat -c %s "$dll") bytes) exports the C ABI"
+
+echo "cross-test: release size on $arm (profile dist: LTO, one codegen unit, stripped)"
+cargo build --profile dist -p bsor-stream-ffi --target $arm
+ls -l target/$arm/dist/libbsor_stream_ffi.so target/$arm/dist/libbsor_stream_ffi.a |
+    awk '{print "cross-test:", $5, $NF}'
