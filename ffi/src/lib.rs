@@ -604,7 +604,7 @@ unsafe fn config(c: &BsrsConfig) -> Result<Config, String> {
         p => return Err(format!("on_full {p} is not a BSRS_ON_FULL_*")),
     };
     let idle_flush = match c.idle_flush_seconds {
-        s if s == 0.0 => None,
+        0.0 => None,
         s if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f32(s)),
         s => {
             return Err(format!(
