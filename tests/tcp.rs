@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use bsor_stream::net::relay::{Relay, RelayConfig, Tokens};
+use bsor_stream::net::relay::{RelayConfig, Tokens};
+use bsor_stream::net::server::{Server, ServerConfig};
 use bsor_stream::net::tcp;
 use bsor_stream::net::wire::{EndReason, ErrorCode, Message, Role, ViewMode, WireCodec};
 use bsor_stream::stream::{split_stream, Profile, Settings};
@@ -49,13 +50,13 @@ async fn a_song_goes_from_a_publisher_to_every_viewer_over_tcp() {
         let (_, header_len, spans) = split_stream(&s).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let relay = Relay::new(RelayConfig::default(), Tokens::parse("tok"));
-        let server = tokio::spawn(tcp::serve(
-            listener,
-            relay,
-            8 << 20,
-            Duration::from_millis(50),
-        ));
+        let relay = Server::new(
+            RelayConfig::default(),
+            Tokens::parse("tok"),
+            ServerConfig::default(),
+        )
+        .unwrap();
+        let server = tokio::spawn(tcp::serve(listener, relay));
 
         let mut viewers = Vec::new();
         for _ in 0..3 {
