@@ -74,8 +74,20 @@ fn refused(m: Message) -> Failure {
     }
 }
 
-/// The stream header and chunks of a `.bsors`, or of a `.bsor` encoded live.
-fn stream_parts(file: &Path, settings: Settings) -> Result<(Bytes, Vec<(f32, Bytes)>), Failure> {
+/// What a publisher sends: the stream header, each chunk with the song time at which a
+/// recorder has it, and the song time of the first frame.
+struct Parts {
+    header: Bytes,
+    chunks: Vec<(f32, Bytes)>,
+    first_t: f32,
+}
+
+/// The stream header and chunks of a `.bsors`, or of a `.bsor` encoded live. A frame chunk
+/// is due when its last frame is captured: when the next frame chunk starts (a chunk header
+/// carries only its first time; the last one is taken to last as long as the one before).
+/// Event, trailer and index chunks go out with the frame chunk before them.
+fn stream_parts(file: &Path, settings: Settings) -> Result<Parts, Failure> {
+    use bsor_stream::stream::ChunkType;
     let bytes = read_all(file)?;
     let stream = if super::is_stream(&bytes) {
         bytes
@@ -85,11 +97,43 @@ fn stream_parts(file: &Path, settings: Settings) -> Result<(Bytes, Vec<(f32, Byt
     };
     let (_, header_len, spans) = split_stream(&stream)
         .ok_or_else(|| Failure(format!("{}: no stream header", file.display())))?;
+    let frames = |i: usize| {
+        matches!(
+            spans[i].header.kind,
+            ChunkType::Keyframes | ChunkType::Frames
+        ) && spans[i].header.t0.is_finite()
+    };
+    let starts: Vec<(usize, f32)> = (0..spans.len())
+        .filter(|&i| frames(i))
+        .map(|i| (i, spans[i].header.t0))
+        .collect();
+    let first_t = starts.first().map_or(0.0, |s| s.1);
+    let mut due = vec![first_t; spans.len()];
+    for (k, &(i, t0)) in starts.iter().enumerate() {
+        due[i] = match (starts.get(k + 1), k.checked_sub(1).map(|p| starts[p].1)) {
+            (Some(next), _) => next.1,
+            (None, Some(prev)) => t0 + (t0 - prev).max(0.0),
+            (None, None) => t0,
+        };
+    }
+    let mut last = first_t;
+    for (i, d) in due.iter_mut().enumerate() {
+        if frames(i) {
+            last = *d;
+        } else {
+            *d = last;
+        }
+    }
     let chunks = spans
         .iter()
-        .map(|c| (c.header.t0, Bytes::copy_from_slice(c.bytes(&stream))))
+        .zip(due)
+        .map(|(c, d)| (d, Bytes::copy_from_slice(c.bytes(&stream))))
         .collect();
-    Ok((Bytes::copy_from_slice(&stream[..header_len]), chunks))
+    Ok(Parts {
+        header: Bytes::copy_from_slice(&stream[..header_len]),
+        chunks,
+        first_t,
+    })
 }
 
 /// A key for this publishing run: it proves to the relay that a reconnection is this run.
@@ -121,15 +165,14 @@ pub fn publish(
     speed: f32,
     settings: Settings,
 ) -> Result<Outcome, Failure> {
-    let (header, chunks) = stream_parts(file, settings)?;
+    let Parts {
+        header,
+        chunks,
+        first_t,
+    } = stream_parts(file, settings)?;
     let key = publisher_key();
     runtime()?.block_on(async {
         let start = Instant::now();
-        let first_t = chunks
-            .iter()
-            .map(|c| c.0)
-            .find(|t| t.is_finite())
-            .unwrap_or(0.0);
         let mut attempts = 0;
         loop {
             match publish_once(
@@ -212,10 +255,8 @@ async fn publish_once(
         sink.send(Message::StreamHeader(header.clone()))
             .await
             .map_err(fail)?;
-        // A recorder sends a chunk once its last frame is captured: when the next chunk's
-        // first frame is due (a chunk header carries only its first time).
-        for (i, (_, chunk)) in chunks.iter().enumerate().skip(from) {
-            let t = chunks.get(i + 1).map_or(chunks[i].0, |next| next.0);
+        // A recorder sends a chunk once it has it (`stream_parts`).
+        for &(t, ref chunk) in chunks.iter().skip(from) {
             if speed > 0.0 && t.is_finite() {
                 let due = start + Duration::from_secs_f32(((t - first_t) / speed).max(0.0));
                 loop {
@@ -378,7 +419,11 @@ pub fn demo(file: Option<&Path>, speed: f32) -> Result<Outcome, Failure> {
         .map_err(|e| (path.as_path(), e))?
         .len();
     let settings = Settings::live(Profile::Lossless);
-    let (header, chunks) = stream_parts(&path, settings)?;
+    let Parts {
+        header,
+        chunks,
+        first_t,
+    } = stream_parts(&path, settings)?;
     let stream_bytes = header.len() + chunks.iter().map(|c| c.1.len()).sum::<usize>();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -399,7 +444,6 @@ pub fn demo(file: Option<&Path>, speed: f32) -> Result<Outcome, Failure> {
         let server = tokio::spawn(tcp::serve(listener, relay));
         // The viewers connect first; the song starts a moment later.
         let start = Instant::now() + Duration::from_millis(200);
-        let first_t = chunks.iter().map(|c| c.0).find(|t| t.is_finite()).unwrap_or(0.0);
         let mut viewers = Vec::new();
         for n in 0..3 {
             let addr = addr.clone();

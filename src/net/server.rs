@@ -184,8 +184,14 @@ impl Server {
                 _ = closed.wait_for(|c| *c) => break,
             }
         }
-        // Let the writer send what waits (an error, say) before the socket goes.
-        let _ = tokio::time::timeout(LINGER, writing).await;
+        // Let the writer send what waits (an error, say) before the socket goes, but no
+        // longer than LINGER (the peer may have stopped reading).
+        writer.closing.send_replace(true);
+        writer.wake.notify_one();
+        let abort = writing.abort_handle();
+        if tokio::time::timeout(LINGER, writing).await.is_err() {
+            abort.abort();
+        }
         shared.with_relay(|r, now| r.disconnect(conn, now));
         lock(&shared.writers).remove(&conn);
     }
