@@ -131,11 +131,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run the live relay over TCP (prints `listening tcp=ADDR` when ready; Ctrl-C stops it).
+    /// Run the live relay over TCP and optionally WebSocket (prints `listening tcp=ADDR`,
+    /// and ` ws=ADDR`, when ready; Ctrl-C stops it and finishes the archive).
     Serve {
         /// Address to listen on, e.g. 127.0.0.1:0 for any free port.
         #[arg(long)]
         tcp: String,
+        /// Also serve WebSocket clients (`ws://ADDR/`) on this address.
+        #[arg(long)]
+        ws: Option<String>,
+        /// Write each session to DIR/SESSION.bsors as it arrives.
+        #[arg(long, value_name = "DIR")]
+        archive: Option<PathBuf>,
         /// Credentials: one a line, `TOKEN` for any session or `SESSION:TOKEN` for one.
         #[arg(long)]
         token_file: PathBuf,
@@ -145,9 +152,12 @@ enum Command {
     Publish {
         /// A `.bsor` or `.bsors` file.
         file: PathBuf,
-        /// The relay's TCP address.
+        /// The relay's address (TCP, or WebSocket with --ws).
         #[arg(long)]
         to: String,
+        /// Connect over WebSocket (`ws://ADDR/`).
+        #[arg(long)]
+        ws: bool,
         /// The session's name.
         #[arg(long)]
         session: String,
@@ -164,8 +174,11 @@ enum Command {
     /// Watch a session: progress on stderr; with -o, every chunk into a `.bsors` file.
     /// Exits 0 when the stream ended (and, in complete mode, arrived whole).
     Watch {
-        /// The relay's TCP address.
+        /// The relay's address (TCP, or WebSocket with --ws).
         addr: String,
+        /// Connect over WebSocket (`ws://ADDR/`).
+        #[arg(long)]
+        ws: bool,
         /// The session's name.
         #[arg(long)]
         session: String,
@@ -228,11 +241,17 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             json,
         } => cli::verify::verify(&files, archive, json),
         Command::Bench { paths, json } => cli::verify::bench(&paths, json),
-        Command::Serve { tcp, token_file } => cli::serve::serve(&tcp, &token_file),
+        Command::Serve {
+            tcp,
+            ws,
+            archive,
+            token_file,
+        } => cli::serve::serve(&tcp, ws.as_deref(), archive.as_deref(), &token_file),
         Command::Demo { file, speed } => cli::live::demo(file.as_deref(), speed),
         Command::Publish {
             file,
             to,
+            ws,
             session,
             token,
             speed,
@@ -245,15 +264,16 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
                 archive: false,
             }
             .settings();
-            cli::live::publish(&file, &to, &session, &token, speed, settings)
+            cli::live::publish(&file, &to, ws, &session, &token, speed, settings)
         }
         Command::Watch {
             addr,
+            ws,
             session,
             complete,
             wait,
             output,
-        } => cli::live::watch(&addr, &session, complete, wait, output.as_deref()),
+        } => cli::live::watch(&addr, ws, &session, complete, wait, output.as_deref()),
     }
 }
 

@@ -485,3 +485,167 @@ fn demo_streams_a_synthetic_song_to_three_viewers() {
     }
     assert!(text.contains("sizes: BSOR"), "{text}");
 }
+
+#[test]
+fn serve_over_websocket_with_an_archive_that_ctrl_c_finishes() {
+    use bsor_stream::net::wire::{Message, Role, WireCodec};
+    use bytes::BytesMut;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use tokio_util::codec::Decoder;
+
+    let replay = tmp("archived.bsor");
+    let out = bin()
+        .args(["synth", "--seconds", "8", "--seed", "5", "-o"])
+        .arg(&replay)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let tokens = tmp("tokens3.txt");
+    std::fs::write(&tokens, "tok\n").unwrap();
+    let dir = tmp("archive-dir");
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut relay = bin()
+        .args([
+            "serve",
+            "--tcp",
+            "127.0.0.1:0",
+            "--ws",
+            "127.0.0.1:0",
+            "--archive",
+        ])
+        .arg(&dir)
+        .arg("--token-file")
+        .arg(&tokens)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(relay.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let rest = line.trim().strip_prefix("listening tcp=").expect(&line);
+    let (tcp, ws) = rest.split_once(" ws=").expect(&line);
+
+    // Watched over TCP, published over WebSocket.
+    let watched = tmp("ws-watched.bsors");
+    let watcher = bin()
+        .args(["watch", tcp, "--session", "song", "--wait", "20", "-o"])
+        .arg(&watched)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let published = bin()
+        .arg("publish")
+        .arg(&replay)
+        .args(["--to", ws, "--ws", "--session", "song", "--token", "tok"])
+        .args(["--speed", "0"])
+        .output()
+        .unwrap();
+    assert!(
+        published.status.success(),
+        "{}",
+        String::from_utf8_lossy(&published.stderr)
+    );
+    assert!(watcher.wait_with_output().unwrap().status.success());
+    // The watched file is the archive, footer and all, and decodes to the replay.
+    let archived = dir.join("song.bsors");
+    let mut same = false;
+    for _ in 0..100 {
+        if std::fs::read(&archived).unwrap_or_default() == std::fs::read(&watched).unwrap() {
+            same = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(same, "the archive equals what the viewer wrote");
+    let decoded = tmp("ws-watched.bsor");
+    let out = bin()
+        .arg("decode")
+        .arg(&watched)
+        .arg("-o")
+        .arg(&decoded)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(std::fs::read(&decoded).unwrap() == std::fs::read(&replay).unwrap());
+    // Watched again after the end, over WebSocket: the whole stream, from the archive.
+    let again = tmp("ws-again.bsors");
+    let out = bin()
+        .args([
+            "watch",
+            ws,
+            "--ws",
+            "--session",
+            "song",
+            "--wait",
+            "5",
+            "-o",
+        ])
+        .arg(&again)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("latency"));
+    assert!(std::fs::read(&again).unwrap() == std::fs::read(&archived).unwrap());
+
+    // A session cut by Ctrl-C: its file holds every acknowledged chunk, a valid
+    // truncated stream.
+    let stream = std::fs::read(&watched).unwrap();
+    let (_, header_len, spans) = bsor_stream::stream::split_stream(&stream).unwrap();
+    let mut s = std::net::TcpStream::connect(tcp).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut out = BytesMut::new();
+    Message::Hello {
+        min_version: 1,
+        max_version: 1,
+        role: Role::Publisher,
+        agent: "cli test".into(),
+    }
+    .encode(&mut out);
+    Message::Publish {
+        session: "cut".into(),
+        token: "tok".into(),
+        resume: false,
+        publisher_key: [3; 16],
+    }
+    .encode(&mut out);
+    Message::StreamHeader(bytes::Bytes::copy_from_slice(&stream[..header_len])).encode(&mut out);
+    for c in &spans[..20] {
+        Message::Chunk(bytes::Bytes::copy_from_slice(c.bytes(&stream))).encode(&mut out);
+    }
+    s.write_all(&out).unwrap();
+    let mut buf = BytesMut::new();
+    let mut codec = WireCodec::default();
+    'acked: loop {
+        while let Some(m) = codec.decode(&mut buf).unwrap() {
+            if m == Message::Ack(19) {
+                break 'acked;
+            }
+        }
+        let mut piece = [0u8; 256];
+        let n = s.read(&mut piece).unwrap();
+        assert!(n > 0, "connection closed");
+        buf.extend_from_slice(&piece[..n]);
+    }
+    let killed = Command::new("kill")
+        .args(["-INT", &relay.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert!(relay.wait().unwrap().success(), "Ctrl-C is a clean exit");
+    let cut = std::fs::read(dir.join("cut.bsors")).unwrap();
+    assert!(cut == stream[..spans[19].offset + spans[19].len]);
+    let out = bin()
+        .arg("decode")
+        .arg(dir.join("cut.bsors"))
+        .arg("-o")
+        .arg(tmp("cut.bsor"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "recovered in part");
+}

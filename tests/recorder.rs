@@ -263,7 +263,8 @@ fn a_failed_sink_is_reported_and_the_others_go_on() {
 
 mod live {
     use super::*;
-    use bsor_stream::net::relay::{Relay, RelayConfig, Tokens};
+    use bsor_stream::net::relay::{RelayConfig, Tokens};
+    use bsor_stream::net::server::{Server, ServerConfig};
     use bsor_stream::net::tcp;
     use bsor_stream::net::wire::{Message, Role, ViewMode, WireCodec};
     use futures_util::{SinkExt, StreamExt};
@@ -351,8 +352,16 @@ mod live {
         let (relay_addr, watcher) = rt.block_on(async {
             let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = l.local_addr().unwrap();
-            let relay = Relay::new(RelayConfig::default(), Tokens::parse("tok"));
-            tokio::spawn(tcp::serve(l, relay, 8 << 20, Duration::from_millis(20)));
+            let server = Server::new(
+                RelayConfig::default(),
+                Tokens::parse("tok"),
+                ServerConfig {
+                    tick: Duration::from_millis(20),
+                    ..ServerConfig::default()
+                },
+            )
+            .unwrap();
+            tokio::spawn(tcp::serve(l, server));
             (addr, tokio::spawn(viewer(addr, "rec")))
         });
         // The publisher's first connection is cut after 20 kB: it must resume.

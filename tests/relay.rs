@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use bsor_stream::net::relay::{ConnId, Relay, RelayConfig, RelayEvent, Tokens};
+use bsor_stream::net::relay::{Archived, ConnId, Relay, RelayConfig, RelayEvent, Tokens};
 use bsor_stream::net::wire::{EndReason, ErrorCode, Message, Role, ViewMode};
 use bsor_stream::stream::{split_stream, ChunkHeader, ChunkType, Profile, Settings};
 use bsor_stream::{bsor, synth, transcode};
@@ -35,6 +35,10 @@ struct Net {
     closed: Vec<ConnId>,
     slow: Vec<ConnId>,
     now: u64,
+    /// What the shell would have written to each session's archive file.
+    archive: HashMap<String, Vec<u8>>,
+    /// Archive reads the shell was asked for.
+    fetches: usize,
 }
 
 impl Net {
@@ -45,6 +49,8 @@ impl Net {
             closed: Vec::new(),
             slow: Vec::new(),
             now: 0,
+            archive: HashMap::new(),
+            fetches: 0,
         }
     }
 
@@ -56,7 +62,40 @@ impl Net {
                     self.drain(c);
                     self.closed.push(c);
                 }
-                _ => {}
+                // The shell's part, with a byte vector for each file.
+                RelayEvent::ArchiveHeader(s, b) => {
+                    self.archive.insert(s, b.to_vec());
+                }
+                RelayEvent::ArchiveChunk(s, b) => {
+                    self.archive.entry(s).or_default().extend_from_slice(&b);
+                }
+                RelayEvent::Fetch(f) => {
+                    self.fetches += 1;
+                    let file = &self.archive[&f.session];
+                    let mut at = f.offset as usize;
+                    let mut got = Vec::new();
+                    while got.len() < f.max_chunks {
+                        let Some((h, hlen)) = file.get(at..).and_then(ChunkHeader::parse_at) else {
+                            break;
+                        };
+                        let len = hlen + h.len as usize;
+                        got.push(Bytes::copy_from_slice(&file[at..at + len]));
+                        at += len;
+                    }
+                    self.relay.fetched(f.conn, f.seq, Ok(got), self.now);
+                }
+                RelayEvent::Lookup(s) => {
+                    let found = self.archive.get(&s).map(|file| {
+                        let (_, header_len, spans) = split_stream(file).unwrap();
+                        Archived {
+                            header: Bytes::copy_from_slice(&file[..header_len]),
+                            chunks: spans.len() as u32,
+                            finished: true,
+                        }
+                    });
+                    self.relay.restored(&s, found, self.now);
+                }
+                RelayEvent::SessionEnded(..) => {}
             }
         }
     }
@@ -385,4 +424,119 @@ fn handshakes_and_waits_time_out() {
     net.send(p, Message::StreamHeader(header));
     net.send(p, Message::Chunk(chunks[0].clone()));
     assert!(matches!(net.inbox[&v].last(), Some(Message::Chunk(_))));
+}
+
+#[test]
+fn complete_viewers_behind_the_backlog_read_the_archive_and_ended_sessions_come_back_from_it() {
+    let (r, header, chunks) = stream();
+    let want = bsor::to_vec(&r).unwrap();
+    let mut net = Net::new(RelayConfig {
+        backlog_chunks: 10,
+        archive: true,
+        fetch_chunks: 7,
+        ..RelayConfig::default()
+    });
+    let p = net.publisher("song", "sekrit", false, 1);
+    net.send(p, Message::StreamHeader(header.clone()));
+    for c in &chunks[..50] {
+        net.send(p, Message::Chunk(c.clone()));
+    }
+    // Joins long after the backlog lost the first chunks: they come from the archive.
+    let late = net.viewer("song", ViewMode::Complete);
+    for c in &chunks[50..] {
+        net.send(p, Message::Chunk(c.clone()));
+    }
+    net.send(p, Message::End(EndReason::Finished));
+    net.drain(late);
+    net.pump();
+    assert!(net.fetches >= 40 / 7, "{} archive reads", net.fetches);
+    let (bytes, rest) = net.received(late);
+    assert_eq!(rest.last(), Some(&Message::End(EndReason::Finished)));
+    let (back, rec) = decode(&bytes);
+    assert!(rec.complete, "{rec:?}");
+    assert!(bsor::to_vec(&back).unwrap() == want);
+    assert!(
+        bytes == net.archive["song"],
+        "the archive holds what the viewer got"
+    );
+    // Once its viewers are gone the session is forgotten; a viewer (live mode, even) that
+    // comes later gets the whole stream from the archive.
+    net.relay.disconnect(late, net.now);
+    net.relay.tick(net.now + 1);
+    assert_eq!(net.relay.sessions(), 0);
+    let again = net.viewer("song", ViewMode::Live);
+    net.pump();
+    let (bytes, rest) = net.received(again);
+    assert_eq!(rest.last(), Some(&Message::End(EndReason::Finished)));
+    assert!(bytes == net.archive["song"]);
+    // No archive file, no session: the viewer waits, and then is told.
+    let nobody = net.viewer("nothing", ViewMode::Live);
+    net.relay.tick(net.now + 10_000);
+    net.pump();
+    assert_eq!(net.error_of(nobody), Some(ErrorCode::NoSuchSession));
+}
+
+#[test]
+fn floods_and_silence_close_only_the_offender() {
+    let (_, header, chunks) = stream();
+    let mut net = Net::new(RelayConfig {
+        flood_rate: 10,
+        flood_burst: 20,
+        idle_timeout_ms: 3_000,
+        ping_interval_ms: 1_000,
+        ..RelayConfig::default()
+    });
+    let p = net.publisher("song", "sekrit", false, 1);
+    let calm = net.viewer("song", ViewMode::Live);
+    let loud = net.viewer("song", ViewMode::Live);
+    net.send(p, Message::StreamHeader(header));
+    // A publisher's chunks do not count; a viewer's pings do.
+    for c in &chunks {
+        net.send(p, Message::Chunk(c.clone()));
+    }
+    for n in 0..30 {
+        net.send(loud, Message::Ping(n));
+    }
+    assert_eq!(net.error_of(loud), Some(ErrorCode::Flood));
+    assert!(net.closed.contains(&loud) && !net.closed.contains(&calm));
+    assert!(!net.closed.contains(&p));
+    // Pings spaced at the allowed rate are fine.
+    for n in 0..30 {
+        net.now += 100;
+        net.send(calm, Message::Ping(n));
+    }
+    assert_eq!(net.error_of(calm), None);
+    // Silence: first a ping from the relay, then, if nothing comes back, a timeout.
+    let quiet = net.viewer("song", ViewMode::Live);
+    let t = net.now;
+    net.relay.tick(t + 1_200);
+    net.pump();
+    assert!(net.inbox[&quiet]
+        .iter()
+        .any(|m| matches!(m, Message::Ping(_))));
+    net.now = t + 1_500;
+    net.send(calm, Message::Pong(1));
+    net.relay.tick(t + 3_200);
+    net.pump();
+    assert_eq!(net.error_of(quiet), Some(ErrorCode::Timeout));
+    assert_eq!(net.error_of(calm), None);
+    assert!(!net.closed.contains(&calm));
+}
+
+#[test]
+fn a_publisher_that_does_not_read_its_acks_has_one_waiting() {
+    let (_, header, chunks) = stream();
+    let mut net = Net::new(RelayConfig::default());
+    let p = net.publisher("song", "sekrit", false, 1);
+    net.slow.push(p);
+    net.send(p, Message::StreamHeader(header));
+    for c in &chunks {
+        net.send(p, Message::Chunk(c.clone()));
+    }
+    // One cumulative Ack waits, not one per chunk.
+    assert_eq!(net.relay.queued(p), 1);
+    net.slow.clear();
+    net.drain(p);
+    let last = chunks.len() as u32 - 1;
+    assert_eq!(net.inbox[&p].last(), Some(&Message::Ack(last)));
 }

@@ -1,21 +1,25 @@
-//! `publish` and `watch` over TCP.
+//! `publish` and `watch` over TCP or WebSocket, and `demo`.
 
-use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bsor_stream::bsor;
-use bsor_stream::net::wire::{EndReason, Message, Role, ViewMode, WireCodec};
+use bsor_stream::net::archive::StreamWriter;
+use bsor_stream::net::server::{MessageSink, MessageStream};
+use bsor_stream::net::wire::{EndReason, Message, Role, ViewMode, DEFAULT_MAX_FRAME};
+use bsor_stream::net::{tcp, ws};
 use bsor_stream::stream::{split_stream, Settings, StreamDecoder, StreamEvent};
 use bsor_stream::transcode;
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
-use tokio::net::TcpStream;
-use tokio_util::codec::Framed;
 
 use super::{read_all, Failure, Outcome};
 
-type Conn = Framed<TcpStream, WireCodec>;
+/// A connection to a relay, whatever the transport.
+struct Conn {
+    tx: MessageSink,
+    rx: MessageStream,
+}
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_current_thread()
@@ -24,12 +28,14 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure(format!("starting the runtime: {e}")))
 }
 
-async fn hello(addr: &str, role: Role) -> Result<Conn, Failure> {
-    let socket = TcpStream::connect(addr)
-        .await
-        .map_err(|e| Failure(format!("{addr}: {e}")))?;
-    let _ = socket.set_nodelay(true);
-    let mut c = Framed::new(socket, WireCodec::default());
+async fn hello(addr: &str, websocket: bool, role: Role) -> Result<Conn, Failure> {
+    let (tx, rx) = if websocket {
+        ws::connect(addr, DEFAULT_MAX_FRAME).await
+    } else {
+        tcp::connect(addr, DEFAULT_MAX_FRAME).await
+    }
+    .map_err(|e| Failure(format!("{addr}: {e}")))?;
+    let mut c = Conn { tx, rx };
     let agent = concat!("bsor-stream ", env!("CARGO_PKG_VERSION")).to_string();
     send(
         &mut c,
@@ -48,13 +54,13 @@ async fn hello(addr: &str, role: Role) -> Result<Conn, Failure> {
 }
 
 async fn send(c: &mut Conn, m: Message) -> Result<(), Failure> {
-    c.send(m)
+    c.tx.send(m)
         .await
         .map_err(|e| Failure(format!("sending: {e}")))
 }
 
 async fn next(c: &mut Conn) -> Result<Message, Failure> {
-    match c.next().await {
+    match c.rx.next().await {
         Some(Ok(m)) => Ok(m),
         Some(Err(e)) => Err(Failure(format!("receiving: {e}"))),
         None => Err(Failure("the relay closed the connection".into())),
@@ -68,8 +74,20 @@ fn refused(m: Message) -> Failure {
     }
 }
 
-/// The stream header and chunks of a `.bsors`, or of a `.bsor` encoded live.
-fn stream_parts(file: &Path, settings: Settings) -> Result<(Bytes, Vec<(f32, Bytes)>), Failure> {
+/// What a publisher sends: the stream header, each chunk with the song time at which a
+/// recorder has it, and the song time of the first frame.
+struct Parts {
+    header: Bytes,
+    chunks: Vec<(f32, Bytes)>,
+    first_t: f32,
+}
+
+/// The stream header and chunks of a `.bsors`, or of a `.bsor` encoded live. A frame chunk
+/// is due when its last frame is captured: when the next frame chunk starts (a chunk header
+/// carries only its first time; the last one is taken to last as long as the one before).
+/// Event, trailer and index chunks go out with the frame chunk before them.
+fn stream_parts(file: &Path, settings: Settings) -> Result<Parts, Failure> {
+    use bsor_stream::stream::ChunkType;
     let bytes = read_all(file)?;
     let stream = if super::is_stream(&bytes) {
         bytes
@@ -79,11 +97,43 @@ fn stream_parts(file: &Path, settings: Settings) -> Result<(Bytes, Vec<(f32, Byt
     };
     let (_, header_len, spans) = split_stream(&stream)
         .ok_or_else(|| Failure(format!("{}: no stream header", file.display())))?;
+    let frames = |i: usize| {
+        matches!(
+            spans[i].header.kind,
+            ChunkType::Keyframes | ChunkType::Frames
+        ) && spans[i].header.t0.is_finite()
+    };
+    let starts: Vec<(usize, f32)> = (0..spans.len())
+        .filter(|&i| frames(i))
+        .map(|i| (i, spans[i].header.t0))
+        .collect();
+    let first_t = starts.first().map_or(0.0, |s| s.1);
+    let mut due = vec![first_t; spans.len()];
+    for (k, &(i, t0)) in starts.iter().enumerate() {
+        due[i] = match (starts.get(k + 1), k.checked_sub(1).map(|p| starts[p].1)) {
+            (Some(next), _) => next.1,
+            (None, Some(prev)) => t0 + (t0 - prev).max(0.0),
+            (None, None) => t0,
+        };
+    }
+    let mut last = first_t;
+    for (i, d) in due.iter_mut().enumerate() {
+        if frames(i) {
+            last = *d;
+        } else {
+            *d = last;
+        }
+    }
     let chunks = spans
         .iter()
-        .map(|c| (c.header.t0, Bytes::copy_from_slice(c.bytes(&stream))))
+        .zip(due)
+        .map(|(c, d)| (d, Bytes::copy_from_slice(c.bytes(&stream))))
         .collect();
-    Ok((Bytes::copy_from_slice(&stream[..header_len]), chunks))
+    Ok(Parts {
+        header: Bytes::copy_from_slice(&stream[..header_len]),
+        chunks,
+        first_t,
+    })
 }
 
 /// A key for this publishing run: it proves to the relay that a reconnection is this run.
@@ -109,24 +159,25 @@ fn publisher_key() -> [u8; 16] {
 pub fn publish(
     file: &Path,
     addr: &str,
+    websocket: bool,
     session: &str,
     token: &str,
     speed: f32,
     settings: Settings,
 ) -> Result<Outcome, Failure> {
-    let (header, chunks) = stream_parts(file, settings)?;
+    let Parts {
+        header,
+        chunks,
+        first_t,
+    } = stream_parts(file, settings)?;
     let key = publisher_key();
     runtime()?.block_on(async {
         let start = Instant::now();
-        let first_t = chunks
-            .iter()
-            .map(|c| c.0)
-            .find(|t| t.is_finite())
-            .unwrap_or(0.0);
         let mut attempts = 0;
         loop {
             match publish_once(
                 addr,
+                websocket,
                 session,
                 token,
                 key,
@@ -154,6 +205,7 @@ pub fn publish(
 #[allow(clippy::too_many_arguments)]
 async fn publish_once(
     addr: &str,
+    websocket: bool,
     session: &str,
     token: &str,
     key: [u8; 16],
@@ -164,7 +216,7 @@ async fn publish_once(
     start: Instant,
     first_t: f32,
 ) -> Result<(), Failure> {
-    let mut c = hello(addr, Role::Publisher).await?;
+    let mut c = hello(addr, websocket, Role::Publisher).await?;
     let publish = Message::Publish {
         session: session.into(),
         token: token.into(),
@@ -176,13 +228,21 @@ async fn publish_once(
         Message::Resume(n) => n as usize,
         m => return Err(refused(m)),
     };
-    let (mut sink, mut stream) = c.split();
-    // Acknowledgements are read as they come; an error ends the run.
+    let Conn {
+        tx: mut sink,
+        rx: mut stream,
+    } = c;
+    // Acknowledgements are read as they come; the relay's pings are answered (by the
+    // sender, through `pings`); an error ends the run.
+    let (ping_tx, mut pings) = tokio::sync::mpsc::channel::<u64>(16);
     let reader = tokio::spawn(async move {
         while let Some(m) = stream.next().await {
             match m {
                 Ok(Message::Error { code, message }) => {
                     return Err(Failure(format!("relay: {code:?}: {message}")))
+                }
+                Ok(Message::Ping(n)) => {
+                    let _ = ping_tx.try_send(n);
                 }
                 Ok(_) => {}
                 Err(e) => return Err(Failure(format!("receiving: {e}"))),
@@ -191,26 +251,31 @@ async fn publish_once(
         Ok(())
     });
     let sent = async {
+        let fail = |e| Failure(format!("sending: {e}"));
         sink.send(Message::StreamHeader(header.clone()))
             .await
-            .map_err(|e| Failure(format!("sending: {e}")))?;
-        // A recorder sends a chunk once its last frame is captured: when the next chunk's
-        // first frame is due (a chunk header carries only its first time).
-        for (i, (_, chunk)) in chunks.iter().enumerate().skip(from) {
-            let t = chunks.get(i + 1).map_or(chunks[i].0, |next| next.0);
+            .map_err(fail)?;
+        // A recorder sends a chunk once it has it (`stream_parts`).
+        for &(t, ref chunk) in chunks.iter().skip(from) {
             if speed > 0.0 && t.is_finite() {
-                let due = Duration::from_secs_f32(((t - first_t) / speed).max(0.0));
-                if let Some(wait) = due.checked_sub(start.elapsed()) {
-                    tokio::time::sleep(wait).await;
+                let due = start + Duration::from_secs_f32(((t - first_t) / speed).max(0.0));
+                loop {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(due.into()) => break,
+                        Some(n) = pings.recv() => sink.send(Message::Pong(n)).await.map_err(fail)?,
+                    }
                 }
+            }
+            while let Ok(n) = pings.try_recv() {
+                sink.send(Message::Pong(n)).await.map_err(fail)?;
             }
             sink.send(Message::Chunk(chunk.clone()))
                 .await
-                .map_err(|e| Failure(format!("sending: {e}")))?;
+                .map_err(fail)?;
         }
         sink.send(Message::End(EndReason::Finished))
             .await
-            .map_err(|e| Failure(format!("sending: {e}")))
+            .map_err(fail)
     };
     let result = sent.await;
     // The relay closes the connection after End; any error it sent comes first.
@@ -220,30 +285,62 @@ async fn publish_once(
     result
 }
 
-/// `watch ADDR --session NAME [--complete] [--wait S] [-o OUT.bsors]`.
+/// Lateness of frames against their song time, measured from the best-placed frame so far:
+/// at song speed 1 this is how far behind the live edge a frame arrives (a flush interval
+/// for a chunk's first frame, about 0 for its last, more when the network or the relay
+/// holds frames back). A viewer has no clock of the publisher's, so the best-placed frame
+/// is the zero.
+#[derive(Default)]
+struct Latency {
+    start: Option<Instant>,
+    best: Option<f64>,
+    last: f64,
+    worst: f64,
+}
+
+impl Latency {
+    fn frame(&mut self, time: f32) {
+        if !time.is_finite() {
+            return;
+        }
+        let now = Instant::now();
+        let start = *self.start.get_or_insert(now);
+        let lag = now.duration_since(start).as_secs_f64() - f64::from(time);
+        let best = self.best.map_or(lag, |b| b.min(lag));
+        self.best = Some(best);
+        self.last = lag - best;
+        self.worst = self.worst.max(self.last);
+    }
+}
+
+/// `watch ADDR --session NAME [--ws] [--complete] [--wait S] [-o OUT.bsors]`.
 pub fn watch(
     addr: &str,
+    websocket: bool,
     session: &str,
     complete: bool,
     wait: f32,
     output: Option<&Path>,
 ) -> Result<Outcome, Failure> {
     let mut out = match output {
-        Some(p) => Some(std::fs::File::create(p).map_err(|e| (p, e))?),
+        Some(p) => Some(StreamWriter::new(std::io::BufWriter::new(
+            std::fs::File::create(p).map_err(|e| (p, e))?,
+        ))),
         None => None,
     };
     let complete = complete || output.is_some();
     runtime()?.block_on(async {
-        let mut c = hello(addr, Role::Viewer).await?;
+        let mut c = hello(addr, websocket, Role::Viewer).await?;
         let mode = if complete { ViewMode::Complete } else { ViewMode::Live };
         let wait_ms = (wait.max(0.0) * 1000.0).min(u32::MAX as f32) as u32;
         send(&mut c, Message::Subscribe { session: session.into(), mode, wait_ms }).await?;
         let mut d = StreamDecoder::new();
         let (mut frames, mut song_time, mut skipped, mut bytes) = (0u64, 0f32, 0u64, 0u64);
+        let mut latency = Latency::default();
         let mut last_print = Instant::now();
         let mut ended = false;
         loop {
-            let m = match c.next().await {
+            let m = match c.rx.next().await {
                 Some(Ok(m)) => m,
                 Some(Err(e)) => return Err(Failure(format!("receiving: {e}"))),
                 None => break,
@@ -252,13 +349,14 @@ pub fn watch(
                 Message::StreamHeader(b) | Message::Chunk(b) => {
                     bytes += b.len() as u64;
                     if let Some(f) = &mut out {
-                        f.write_all(&b).map_err(|e| Failure(format!("writing: {e}")))?;
+                        f.write(&b).map_err(|e| Failure(format!("writing: {e}")))?;
                     }
                     d.push(&b);
                     while let Ok(Some(ev)) = d.next_event() {
                         if let StreamEvent::Frame { frame, .. } = ev {
                             frames += 1;
                             song_time = frame.time;
+                            latency.frame(frame.time);
                         }
                     }
                 }
@@ -272,13 +370,25 @@ pub fn watch(
                 _ => {}
             }
             if last_print.elapsed() > Duration::from_millis(500) {
-                eprintln!("song time {song_time:7.2} s, {frames} frames, {bytes} bytes, {skipped} chunks skipped");
+                eprintln!(
+                    "song time {song_time:7.2} s, {frames} frames, {bytes} bytes, latency {:4.0} ms (worst {:.0} ms), {skipped} chunks skipped",
+                    latency.last * 1000.0,
+                    latency.worst * 1000.0
+                );
                 last_print = Instant::now();
             }
         }
         d.finish();
         while let Ok(Some(_)) = d.next_event() {}
-        eprintln!("received {frames} frames, {bytes} bytes, {skipped} chunks skipped; stream {}", if ended { "ended" } else { "cut off" });
+        if let Some(f) = out {
+            // A finished stream gets its footer, as the publisher's file has.
+            f.finish(ended).map_err(|e| Failure(format!("writing: {e}")))?;
+        }
+        eprintln!(
+            "received {frames} frames, {bytes} bytes, worst latency {:.0} ms, {skipped} chunks skipped; stream {}",
+            latency.worst * 1000.0,
+            if ended { "ended" } else { "cut off" }
+        );
         Ok(if ended && (!complete || skipped == 0) { Outcome::Done } else { Outcome::Partial })
     })
 }
@@ -286,8 +396,8 @@ pub fn watch(
 /// `demo [FILE]`: a relay, a publisher and three viewers on 127.0.0.1 in one process, with a
 /// synthetic replay when no file is given; prints what a viewer sees and the final sizes.
 pub fn demo(file: Option<&Path>, speed: f32) -> Result<Outcome, Failure> {
-    use bsor_stream::net::relay::{Relay, RelayConfig, Tokens};
-    use bsor_stream::net::tcp;
+    use bsor_stream::net::relay::{RelayConfig, Tokens};
+    use bsor_stream::net::server::{Server, ServerConfig};
     use bsor_stream::stream::Profile;
 
     let path = match file {
@@ -309,7 +419,11 @@ pub fn demo(file: Option<&Path>, speed: f32) -> Result<Outcome, Failure> {
         .map_err(|e| (path.as_path(), e))?
         .len();
     let settings = Settings::live(Profile::Lossless);
-    let (header, chunks) = stream_parts(&path, settings)?;
+    let Parts {
+        header,
+        chunks,
+        first_t,
+    } = stream_parts(&path, settings)?;
     let stream_bytes = header.len() + chunks.iter().map(|c| c.1.len()).sum::<usize>();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -325,22 +439,22 @@ pub fn demo(file: Option<&Path>, speed: f32) -> Result<Outcome, Failure> {
             .map_err(|e| Failure(e.to_string()))?
             .to_string();
         println!("relay listening on {addr}; publishing {} at {speed}x to 3 viewers", path.display());
-        let relay = Relay::new(RelayConfig::default(), Tokens::parse("demo-token"));
-        let server = tokio::spawn(tcp::serve(listener, relay, 8 << 20, Duration::from_millis(100)));
+        let relay = Server::new(RelayConfig::default(), Tokens::parse("demo-token"), ServerConfig::default())
+            .map_err(|e| Failure(e.to_string()))?;
+        let server = tokio::spawn(tcp::serve(listener, relay));
         // The viewers connect first; the song starts a moment later.
         let start = Instant::now() + Duration::from_millis(200);
-        let first_t = chunks.iter().map(|c| c.0).find(|t| t.is_finite()).unwrap_or(0.0);
         let mut viewers = Vec::new();
         for n in 0..3 {
             let addr = addr.clone();
             viewers.push(tokio::spawn(async move {
-                let mut c = hello(&addr, Role::Viewer).await?;
+                let mut c = hello(&addr, false, Role::Viewer).await?;
                 let sub = Message::Subscribe { session: "demo".into(), mode: ViewMode::Live, wait_ms: 10_000 };
                 send(&mut c, sub).await?;
                 let mut d = StreamDecoder::new();
                 let (mut frames, mut bytes, mut worst_ms) = (0u64, 0u64, 0f64);
                 let mut last = Instant::now();
-                while let Some(Ok(m)) = c.next().await {
+                while let Some(Ok(m)) = c.rx.next().await {
                     match m {
                         Message::StreamHeader(b) | Message::Chunk(b) => {
                             bytes += b.len() as u64;
@@ -378,7 +492,7 @@ pub fn demo(file: Option<&Path>, speed: f32) -> Result<Outcome, Failure> {
             }));
         }
         tokio::time::sleep_until(start.into()).await;
-        publish_once(&addr, "demo", "demo-token", publisher_key(), false, &header, &chunks, speed, start, first_t).await?;
+        publish_once(&addr, false, "demo", "demo-token", publisher_key(), false, &header, &chunks, speed, start, first_t).await?;
         for (i, v) in viewers.into_iter().enumerate() {
             let (frames, bytes, worst) = v.await.map_err(|e| Failure(e.to_string()))??;
             println!("viewer {}: {frames} frames, {bytes} bytes, worst latency {worst:.0} ms", i + 1);

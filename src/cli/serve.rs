@@ -1,16 +1,22 @@
-//! `serve`: the relay over TCP (WebSocket and the archive are still to come).
+//! `serve`: the relay over TCP and, optionally, WebSocket, with an optional archive.
 
 use std::path::Path;
-use std::time::Duration;
 
-use bsor_stream::net::relay::{Relay, RelayConfig, Tokens};
-use bsor_stream::net::{tcp, wire};
+use bsor_stream::net::relay::{RelayConfig, Tokens};
+use bsor_stream::net::server::{Server, ServerConfig};
+use bsor_stream::net::{tcp, ws};
 
 use super::{Failure, Outcome};
 
-/// `serve --tcp ADDR --token-file FILE`: prints `listening tcp=ADDR` when ready, runs until
-/// Ctrl-C.
-pub fn serve(tcp_addr: &str, token_file: &Path) -> Result<Outcome, Failure> {
+/// `serve --tcp ADDR [--ws ADDR] [--archive DIR] --token-file FILE`: prints
+/// `listening tcp=ADDR[ ws=ADDR]` (the bound addresses) when ready, runs until Ctrl-C, then
+/// finishes the archive files.
+pub fn serve(
+    tcp_addr: &str,
+    ws_addr: Option<&str>,
+    archive: Option<&Path>,
+    token_file: &Path,
+) -> Result<Outcome, Failure> {
     let text = std::fs::read_to_string(token_file).map_err(|e| (token_file, e))?;
     let tokens = Tokens::parse(&text);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -18,22 +24,45 @@ pub fn serve(tcp_addr: &str, token_file: &Path) -> Result<Outcome, Failure> {
         .build()
         .map_err(|e| Failure(format!("starting the runtime: {e}")))?;
     runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(tcp_addr)
-            .await
-            .map_err(|e| Failure(format!("{tcp_addr}: {e}")))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| Failure(format!("{tcp_addr}: {e}")))?;
-        println!("listening tcp={addr}");
-        let relay = Relay::new(RelayConfig::default(), tokens);
-        let server = tokio::spawn(tcp::serve(
-            listener,
-            relay,
-            wire::DEFAULT_MAX_FRAME,
-            Duration::from_millis(100),
-        ));
+        let bind = |addr: String| async move {
+            let l = tokio::net::TcpListener::bind(&addr)
+                .await
+                .map_err(|e| Failure(format!("{addr}: {e}")))?;
+            let bound = l
+                .local_addr()
+                .map_err(|e| Failure(format!("{addr}: {e}")))?;
+            Ok::<_, Failure>((l, bound))
+        };
+        let (tcp_listener, tcp_bound) = bind(tcp_addr.to_string()).await?;
+        let ws_listener = match ws_addr {
+            Some(a) => Some(bind(a.to_string()).await?),
+            None => None,
+        };
+        let config = ServerConfig {
+            archive: archive.map(Path::to_path_buf),
+            ..ServerConfig::default()
+        };
+        let server = Server::new(RelayConfig::default(), tokens, config).map_err(|e| {
+            Failure(format!(
+                "{}: {e}",
+                archive.unwrap_or(Path::new("")).display()
+            ))
+        })?;
+        let mut tasks = vec![tokio::spawn(tcp::serve(tcp_listener, server.clone()))];
+        match ws_listener {
+            Some((l, ws_bound)) => {
+                tasks.push(tokio::spawn(ws::serve(l, server.clone())));
+                println!("listening tcp={tcp_bound} ws={ws_bound}");
+            }
+            None => println!("listening tcp={tcp_bound}"),
+        }
         let _ = tokio::signal::ctrl_c().await;
-        server.abort();
+        for t in tasks {
+            t.abort();
+        }
+        server
+            .shutdown()
+            .map_err(|e| Failure(format!("finishing the archive: {e}")))?;
         Ok(Outcome::Done)
     })
 }

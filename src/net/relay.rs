@@ -6,6 +6,14 @@
 //! message; [`Relay::poll_outgoing`] hands out the next message for a connection when its
 //! socket can take one; [`Relay::poll_event`] says which connections have something to send
 //! or must be closed. Chunks are held once as [`Bytes`] and shared by every viewer's queue.
+//!
+//! The archive stays out of this core: the relay says what to write
+//! ([`RelayEvent::ArchiveHeader`], [`RelayEvent::ArchiveChunk`], [`RelayEvent::SessionEnded`])
+//! and what to read ([`RelayEvent::Fetch`] for a complete-mode viewer behind the backlog,
+//! [`RelayEvent::Lookup`] for a session it does not know), and the shell answers reads with
+//! [`Relay::fetched`] and [`Relay::restored`]. A session's archive is its stream header and
+//! then its chunks in sequence order, so the relay knows every chunk's file offset without
+//! reading the file.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -30,6 +38,22 @@ pub struct RelayConfig {
     pub publisher_timeout_ms: u64,
     /// How long a connection may take to say `Hello` and `Publish` or `Subscribe`.
     pub handshake_timeout_ms: u64,
+    /// An established connection that sends nothing for this long is closed (`Timeout`).
+    pub idle_timeout_ms: u64,
+    /// The relay sends `Ping` to a connection that has been silent this long.
+    pub ping_interval_ms: u64,
+    /// Messages per second a connection may send, on average (a publisher's chunks are not
+    /// counted); more is `Flood`.
+    pub flood_rate: u32,
+    /// Messages a connection may send in a burst above `flood_rate`.
+    pub flood_burst: u32,
+    /// Sessions are archived by the shell: complete-mode viewers behind the backlog are
+    /// served from the archive, and sessions the relay does not know are looked up there.
+    pub archive: bool,
+    /// Most chunks one archive read hands a complete-mode viewer.
+    pub fetch_chunks: usize,
+    /// Most bytes one archive read hands a complete-mode viewer (one chunk at least).
+    pub fetch_bytes: usize,
 }
 
 impl Default for RelayConfig {
@@ -40,6 +64,13 @@ impl Default for RelayConfig {
             backlog_chunks: 4096,
             publisher_timeout_ms: 30_000,
             handshake_timeout_ms: 10_000,
+            idle_timeout_ms: 60_000,
+            ping_interval_ms: 15_000,
+            flood_rate: 50,
+            flood_burst: 200,
+            archive: false,
+            fetch_chunks: 64,
+            fetch_bytes: 256 << 10,
         }
     }
 }
@@ -94,6 +125,42 @@ pub enum RelayEvent {
     ArchiveChunk(String, Bytes),
     /// A session ended.
     SessionEnded(String, EndReason),
+    /// Read chunks from a session's archive for a complete-mode viewer, and hand them to
+    /// [`Relay::fetched`].
+    Fetch(Fetch),
+    /// Look for a session in the archive, and say what was found with [`Relay::restored`].
+    Lookup(String),
+}
+
+/// An archive read: chunks of `session` from sequence number `seq`, which starts at byte
+/// `offset` of the archive file, at most `max_chunks` of them and `max_bytes` (but at least
+/// one chunk).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fetch {
+    /// The viewer the chunks are for.
+    pub conn: ConnId,
+    /// The session.
+    pub session: String,
+    /// The sequence number of the first chunk wanted.
+    pub seq: u32,
+    /// Its offset in the archive file.
+    pub offset: u64,
+    /// At most this many chunks.
+    pub max_chunks: usize,
+    /// At most this many bytes (but one chunk at least).
+    pub max_bytes: usize,
+}
+
+/// A session found in the archive: its stream header, how many whole chunks follow it, and
+/// whether the file is finished (ends with the footer).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Archived {
+    /// The stream header.
+    pub header: Bytes,
+    /// Whole chunks after it, with sequence numbers 0, 1, ...
+    pub chunks: u32,
+    /// The file ends with a footer: the publisher finished the song.
+    pub finished: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -128,6 +195,20 @@ struct Viewer {
     skipped_chunks: u32,
     skipped_bytes: u64,
     sent_header: bool,
+    /// Complete mode: the archive offset of chunk `cursor`.
+    offset: u64,
+    /// Complete mode: an archive read is under way.
+    fetching: bool,
+}
+
+/// When a connection was last heard from and pinged, and its flood allowance.
+#[derive(Clone, Copy, Debug)]
+struct Meter {
+    heard: u64,
+    pinged: u64,
+    /// Allowance in thousandths of a message.
+    level: u64,
+    at: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -141,6 +222,8 @@ struct Session {
     ended: Option<EndReason>,
     publisher_gone_since: Option<u64>,
     viewers: Vec<ConnId>,
+    /// The shell keeps this session's archive (and it has not failed).
+    archived: bool,
 }
 
 /// The relay's state: every connection and session.
@@ -153,6 +236,10 @@ pub struct Relay {
     outgoing: HashMap<ConnId, VecDeque<Message>>,
     queued_bytes: HashMap<ConnId, usize>,
     sessions: HashMap<String, Session>,
+    meters: HashMap<ConnId, Meter>,
+    /// Sessions being looked up in the archive.
+    lookups: std::collections::HashSet<String>,
+    next_nonce: u64,
     events: VecDeque<RelayEvent>,
     /// The time of the latest call, in the shell's milliseconds.
     now: u64,
@@ -173,6 +260,9 @@ impl Relay {
             outgoing: HashMap::new(),
             queued_bytes: HashMap::new(),
             sessions: HashMap::new(),
+            meters: HashMap::new(),
+            lookups: Default::default(),
+            next_nonce: 0,
             events: VecDeque::new(),
             now: 0,
         }
@@ -184,6 +274,16 @@ impl Relay {
         let id = self.next_conn;
         self.next_conn += 1;
         self.conns.insert(id, Conn::New { since: now });
+        let level = u64::from(self.config.flood_burst) * 1000;
+        self.meters.insert(
+            id,
+            Meter {
+                heard: now,
+                pinged: now,
+                level,
+                at: now,
+            },
+        );
         id
     }
 
@@ -252,6 +352,7 @@ impl Relay {
         self.conns.remove(&conn);
         self.outgoing.remove(&conn);
         self.queued_bytes.remove(&conn);
+        self.meters.remove(&conn);
     }
 
     /// Takes `conn` out of its session (a publisher leaves its session waiting for it).
@@ -281,9 +382,39 @@ impl Relay {
         let Some(state) = self.conns.get(&conn).cloned() else {
             return;
         };
+        if matches!(state, Conn::Closing) {
+            return;
+        }
+        // A publisher's chunks are paced by the song (or, at full speed, by the socket);
+        // everything else counts against the connection's allowance.
+        let counted = !matches!((&state, &m), (Conn::Publisher { .. }, Message::Chunk(_)));
+        let (rate, burst) = (
+            u64::from(self.config.flood_rate),
+            u64::from(self.config.flood_burst) * 1000,
+        );
+        if let Some(meter) = self.meters.get_mut(&conn) {
+            meter.heard = now;
+            if counted {
+                let elapsed = now.saturating_sub(meter.at);
+                meter.level = meter
+                    .level
+                    .saturating_add(elapsed.saturating_mul(rate))
+                    .min(burst);
+                meter.at = now;
+                if meter.level < 1000 {
+                    return self.fail(conn, ErrorCode::Flood, "too many messages too fast");
+                }
+                meter.level -= 1000;
+            }
+        }
         match (state, m) {
             (Conn::Closing, _) => {}
-            (_, Message::Ping(n)) => self.send(conn, Message::Pong(n)),
+            (_, Message::Ping(n)) => {
+                // A peer that pings without reading the answers does not grow the queue.
+                if self.queued(conn) < self.config.viewer_queue_messages {
+                    self.send(conn, Message::Pong(n))
+                }
+            }
             (_, Message::Pong(_)) => {}
             (
                 Conn::New { .. },
@@ -384,6 +515,7 @@ impl Relay {
                         ended: None,
                         publisher_gone_since: None,
                         viewers: Vec::new(),
+                        archived: self.config.archive,
                     },
                 );
                 0
@@ -396,7 +528,11 @@ impl Relay {
             },
         );
         self.send(conn, Message::Resume(next));
-        // Viewers that waited for this session.
+        self.attach_waiting(&name);
+    }
+
+    /// Attaches the viewers that wait for session `name`; returns them.
+    fn attach_waiting(&mut self, name: &str) -> Vec<ConnId> {
         let waiting: Vec<ConnId> = self
             .conns
             .iter()
@@ -405,13 +541,108 @@ impl Relay {
                 _ => None,
             })
             .collect();
-        for c in waiting {
+        for &c in &waiting {
             if let Some(Conn::Viewer(v)) = self.conns.get_mut(&c) {
                 v.waiting_until = None;
             }
-            if let Some(s) = self.sessions.get_mut(&name) {
+            if let Some(s) = self.sessions.get_mut(name) {
                 s.viewers.push(c);
             }
+        }
+        waiting
+    }
+
+    /// The answer to [`RelayEvent::Lookup`]: the session as found in the archive, if it is
+    /// there. It comes back as an ended session whose viewers read it from the archive.
+    pub fn restored(&mut self, name: &str, found: Option<Archived>, now: u64) {
+        self.now = now;
+        self.lookups.remove(name);
+        let Some(a) = found else {
+            return;
+        };
+        if self.sessions.contains_key(name) {
+            return; // a publisher started it meanwhile
+        }
+        self.sessions.insert(
+            name.to_string(),
+            Session {
+                publisher: None,
+                key: [0; 16],
+                header: Some(a.header),
+                backlog: VecDeque::new(),
+                next_seq: a.chunks,
+                ended: Some(if a.finished {
+                    EndReason::Finished
+                } else {
+                    EndReason::PublisherGone
+                }),
+                publisher_gone_since: None,
+                viewers: Vec::new(),
+                archived: true,
+            },
+        );
+        for c in self.attach_waiting(name) {
+            self.join(c);
+        }
+    }
+
+    /// The shell could not write a session's archive: its viewers are served from memory
+    /// only from now on.
+    pub fn archive_failed(&mut self, name: &str) {
+        if let Some(s) = self.sessions.get_mut(name) {
+            s.archived = false;
+        }
+    }
+
+    /// The answer to [`RelayEvent::Fetch`]: the chunks read from the archive from `seq` on,
+    /// or why they could not be read (the viewer then gets `Error Internal`).
+    pub fn fetched(
+        &mut self,
+        conn: ConnId,
+        seq: u32,
+        chunks: Result<Vec<Bytes>, String>,
+        now: u64,
+    ) {
+        self.now = now;
+        let Some(Conn::Viewer(v)) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if !v.fetching || v.cursor != seq {
+            return;
+        }
+        v.fetching = false;
+        let chunks = match chunks {
+            Ok(c) if !c.is_empty() => c,
+            Ok(_) => {
+                return self.fail(conn, ErrorCode::Internal, "the archive ends early");
+            }
+            Err(e) => {
+                return self.fail(
+                    conn,
+                    ErrorCode::Internal,
+                    &format!("reading the archive: {e}"),
+                );
+            }
+        };
+        let mut good = Vec::with_capacity(chunks.len());
+        for c in chunks {
+            match chunk_info(&c) {
+                Some((s, _)) if s == v.cursor => {
+                    v.cursor += 1;
+                    v.offset += c.len() as u64;
+                    good.push(c);
+                }
+                _ => {
+                    return self.fail(
+                        conn,
+                        ErrorCode::Internal,
+                        "the archive does not match the session",
+                    )
+                }
+            }
+        }
+        for c in good {
+            self.send(conn, Message::Chunk(c));
         }
     }
 
@@ -425,6 +656,8 @@ impl Relay {
             skipped_chunks: 0,
             skipped_bytes: 0,
             sent_header: false,
+            offset: 0,
+            fetching: false,
         };
         self.conns.insert(conn, Conn::Viewer(viewer));
         if let Some(s) = self.sessions.get_mut(&name) {
@@ -433,11 +666,14 @@ impl Relay {
                 v.waiting_until = None;
             }
             self.join(conn);
+        } else if self.config.archive && self.lookups.insert(name.clone()) {
+            self.events.push_back(RelayEvent::Lookup(name));
         }
     }
 
     /// Sends a newly attached viewer what it needs to decode at once: the header and the
-    /// chunks of the current keyframe group (complete mode: from the oldest kept chunk).
+    /// chunks of the current keyframe group. A complete-mode viewer, and any viewer of a
+    /// session that has ended, reads every chunk from the first on instead.
     fn join(&mut self, conn: ConnId) {
         let Some(Conn::Viewer(v)) = self.conns.get(&conn).cloned() else {
             return;
@@ -449,71 +685,89 @@ impl Relay {
             return;
         };
         let group_start = s.backlog.iter().rposition(|c| c.2).unwrap_or(0);
-        let first_kept = s.backlog.front().map_or(s.next_seq, |c| c.0);
-        let live_chunks: Vec<Bytes> = s
-            .backlog
-            .iter()
-            .skip(group_start)
-            .map(|c| c.1.clone())
-            .collect();
-        let (ended, mode) = (s.ended, v.mode);
+        let mode = if s.ended.is_some() {
+            ViewMode::Complete
+        } else {
+            v.mode
+        };
+        let live_chunks: Vec<Bytes> = if mode == ViewMode::Live {
+            s.backlog
+                .iter()
+                .skip(group_start)
+                .map(|c| c.1.clone())
+                .collect()
+        } else {
+            Vec::new()
+        };
         if let Some(Conn::Viewer(v)) = self.conns.get_mut(&conn) {
             v.sent_header = true;
-            v.cursor = first_kept;
+            v.mode = mode;
+            v.cursor = 0;
+            v.offset = header.len() as u64;
         }
         self.send(conn, Message::StreamHeader(header));
-        if mode == ViewMode::Live {
-            for c in live_chunks {
-                self.send(conn, Message::Chunk(c));
-            }
-            if let Some(reason) = ended {
-                self.send(conn, Message::End(reason));
-                self.events.push_back(RelayEvent::Close(conn));
-            }
-        } else if self.queued(conn) > 0 {
-            self.events.push_back(RelayEvent::Ready(conn));
+        for c in live_chunks {
+            self.send(conn, Message::Chunk(c));
         }
     }
 
-    /// Complete-mode viewers pull from the backlog as their socket drains.
+    /// Complete-mode viewers pull from the backlog as their socket drains, and from the
+    /// archive (through the shell) for what the backlog no longer holds.
     fn refill_complete_viewer(&mut self, conn: ConnId) {
         let Some(Conn::Viewer(v)) = self.conns.get(&conn) else {
             return;
         };
-        if v.mode != ViewMode::Complete || !v.sent_header {
+        if v.mode != ViewMode::Complete || !v.sent_header || v.fetching {
             return;
         }
         if self.queued(conn) > 0 {
             return;
         }
-        let (name, cursor) = (v.session.clone(), v.cursor);
+        let (name, cursor, offset) = (v.session.clone(), v.cursor, v.offset);
         let Some(s) = self.sessions.get(&name) else {
             return;
         };
         let first_kept = s.backlog.front().map_or(s.next_seq, |c| c.0);
         if cursor < first_kept {
-            return self.fail(
+            if !s.archived {
+                return self.fail(
+                    conn,
+                    ErrorCode::BacklogExceeded,
+                    "fell further behind than the relay keeps",
+                );
+            }
+            let fetch = Fetch {
                 conn,
-                ErrorCode::BacklogExceeded,
-                "fell further behind than the relay keeps",
-            );
+                session: name,
+                seq: cursor,
+                offset,
+                max_chunks: self.config.fetch_chunks.max(1),
+                max_bytes: self.config.fetch_bytes,
+            };
+            if let Some(Conn::Viewer(v)) = self.conns.get_mut(&conn) {
+                v.fetching = true;
+            }
+            self.events.push_back(RelayEvent::Fetch(fetch));
+            return;
         }
+        // The backlog holds consecutive sequence numbers.
         let next = s
             .backlog
-            .iter()
-            .find(|c| c.0 == cursor)
+            .get((cursor - first_kept) as usize)
             .map(|c| c.1.clone());
         let ended = s.ended;
         match next {
             Some(chunk) => {
                 if let Some(Conn::Viewer(v)) = self.conns.get_mut(&conn) {
                     v.cursor += 1;
+                    v.offset += chunk.len() as u64;
                 }
                 self.send(conn, Message::Chunk(chunk));
             }
             None => {
                 if let Some(reason) = ended {
                     self.send(conn, Message::End(reason));
+                    self.detach(conn);
                     self.conns.insert(conn, Conn::Closing);
                     self.events.push_back(RelayEvent::Close(conn));
                 }
@@ -561,7 +815,7 @@ impl Relay {
         }
         if seq < s.next_seq {
             // Sent again by a resuming publisher: already stored.
-            return self.send(conn, Message::Ack(seq));
+            return self.ack(conn, seq);
         }
         if seq != s.next_seq {
             return self.fail(conn, ErrorCode::UnexpectedMessage, "chunk sequence gap");
@@ -574,10 +828,21 @@ impl Relay {
         let viewers = s.viewers.clone();
         self.events
             .push_back(RelayEvent::ArchiveChunk(name.to_string(), c.clone()));
-        self.send(conn, Message::Ack(seq));
+        self.ack(conn, seq);
         for v in viewers {
             self.deliver(v, &c, keyframe);
         }
+    }
+
+    /// Acknowledges chunks up to `seq`. Acks are cumulative, so one that waits behind
+    /// another unsent one replaces it: a publisher that does not read them does not grow
+    /// its queue.
+    fn ack(&mut self, conn: ConnId, seq: u32) {
+        if let Some(Message::Ack(last)) = self.outgoing.get_mut(&conn).and_then(|q| q.back_mut()) {
+            *last = (*last).max(seq);
+            return;
+        }
+        self.send(conn, Message::Ack(seq));
     }
 
     /// A live chunk to a viewer: queued, or skipped when the viewer has fallen behind.
@@ -652,6 +917,7 @@ impl Relay {
                 self.events.push_back(RelayEvent::Ready(v));
             } else {
                 self.send(v, Message::End(reason));
+                self.detach(v);
                 self.conns.insert(v, Conn::Closing);
                 self.events.push_back(RelayEvent::Close(v));
             }
@@ -702,6 +968,35 @@ impl Relay {
             .collect();
         for name in gone {
             self.end(&name, EndReason::PublisherGone);
+        }
+        // Established connections: pinged when silent, closed when silent too long.
+        let (idle, every) = (self.config.idle_timeout_ms, self.config.ping_interval_ms);
+        let mut silent = Vec::new();
+        let mut ping = Vec::new();
+        for (&c, st) in &self.conns {
+            if !matches!(st, Conn::Publisher { .. } | Conn::Viewer(_)) {
+                continue;
+            }
+            let Some(m) = self.meters.get(&c) else {
+                continue;
+            };
+            if now.saturating_sub(m.heard) > idle {
+                silent.push(c);
+            } else if now.saturating_sub(m.heard) >= every && now.saturating_sub(m.pinged) >= every
+            {
+                ping.push(c);
+            }
+        }
+        for c in silent {
+            self.fail(c, ErrorCode::Timeout, "nothing received for too long");
+        }
+        for c in ping {
+            if let Some(m) = self.meters.get_mut(&c) {
+                m.pinged = now;
+            }
+            self.next_nonce += 1;
+            let n = self.next_nonce;
+            self.send(c, Message::Ping(n));
         }
     }
 }

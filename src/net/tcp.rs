@@ -1,95 +1,36 @@
-//! The relay over TCP: a thin tokio shell around the sans-IO [`Relay`]. Each connection has
-//! a reader task (frames in, through [`WireCodec`]) and a writer task (messages out, pulled
-//! from the relay when it says the connection has some). The relay itself is behind one
-//! mutex and never waits on a socket.
+//! The relay over TCP: frames straight on the byte stream, through [`WireCodec`]. Only how
+//! a socket becomes messages lives here; the connection itself is run by
+//! [`Server::drive`], as for WebSocket.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Notify;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
-use super::relay::{ConnId, Relay, RelayEvent};
-use super::wire::{Message, WireCodec};
+use super::server::{MessageSink, MessageStream, Server};
+use super::wire::{WireCodec, WireError};
 
-/// Messages a writer takes from the relay at a time.
-const BATCH: usize = 64;
-
-/// One connection's writer: woken when the relay has messages for it, or to close.
-struct Writer {
-    wake: Notify,
-    closing: Mutex<bool>,
+/// A TCP socket as messages in and out.
+pub fn transport(socket: TcpStream, max_frame: u32) -> (MessageSink, MessageStream) {
+    let _ = socket.set_nodelay(true);
+    let (read, write) = socket.into_split();
+    (
+        Box::pin(FramedWrite::new(write, WireCodec::new(max_frame))),
+        Box::pin(FramedRead::new(read, WireCodec::new(max_frame))),
+    )
 }
 
-/// The relay and the writers of its connections.
-struct Shared {
-    relay: Mutex<Relay>,
-    writers: Mutex<HashMap<ConnId, Arc<Writer>>>,
-    start: Instant,
+/// Connects to a relay at `addr` (`HOST:PORT`).
+pub async fn connect(
+    addr: &str,
     max_frame: u32,
+) -> Result<(MessageSink, MessageStream), WireError> {
+    let socket = TcpStream::connect(addr).await?;
+    Ok(transport(socket, max_frame))
 }
 
-impl Shared {
-    fn now(&self) -> u64 {
-        self.start.elapsed().as_millis() as u64
-    }
-
-    /// Runs `f` on the relay, then hands out what it asked for.
-    fn with_relay<T>(&self, f: impl FnOnce(&mut Relay, u64) -> T) -> T {
-        let now = self.now();
-        let (out, events) = {
-            let mut relay = self.relay.lock().unwrap_or_else(|p| p.into_inner());
-            let out = f(&mut relay, now);
-            let mut events = Vec::new();
-            while let Some(e) = relay.poll_event() {
-                events.push(e);
-            }
-            (out, events)
-        };
-        let writers = self.writers.lock().unwrap_or_else(|p| p.into_inner());
-        for e in events {
-            match e {
-                RelayEvent::Ready(c) => {
-                    if let Some(w) = writers.get(&c) {
-                        w.wake.notify_one();
-                    }
-                }
-                RelayEvent::Close(c) => {
-                    if let Some(w) = writers.get(&c) {
-                        *w.closing.lock().unwrap_or_else(|p| p.into_inner()) = true;
-                        w.wake.notify_one();
-                    }
-                }
-                // The archive is not written yet: events for it are dropped here.
-                RelayEvent::ArchiveHeader(..)
-                | RelayEvent::ArchiveChunk(..)
-                | RelayEvent::SessionEnded(..) => {}
-            }
-        }
-        out
-    }
-}
-
-/// Serves the relay on `listener` until the task is dropped. `tick` is how often timeouts
-/// are checked.
-pub async fn serve(listener: TcpListener, relay: Relay, max_frame: u32, tick: Duration) {
-    let shared = Arc::new(Shared {
-        relay: Mutex::new(relay),
-        writers: Mutex::new(HashMap::new()),
-        start: Instant::now(),
-        max_frame,
-    });
-    let ticker = shared.clone();
-    tokio::spawn(async move {
-        let mut interval = tokio::time::interval(tick);
-        loop {
-            interval.tick().await;
-            ticker.with_relay(|r, now| r.tick(now));
-        }
-    });
+/// Serves `server` on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, server: Server) {
     loop {
         let socket = match listener.accept().await {
             Ok((socket, _)) => socket,
@@ -99,86 +40,10 @@ pub async fn serve(listener: TcpListener, relay: Relay, max_frame: u32, tick: Du
                 continue;
             }
         };
-        let shared = shared.clone();
-        tokio::spawn(async move { connection(shared, socket).await });
-    }
-}
-
-async fn connection(shared: Arc<Shared>, socket: TcpStream) {
-    let _ = socket.set_nodelay(true);
-    let (read, write) = socket.into_split();
-    let writer = Arc::new(Writer {
-        wake: Notify::new(),
-        closing: Mutex::new(false),
-    });
-    let conn = {
-        let id = shared.with_relay(|r, now| r.connect(now));
-        shared
-            .writers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id, writer.clone());
-        id
-    };
-    let out_shared = shared.clone();
-    let out_writer = writer.clone();
-    let writing = tokio::spawn(async move {
-        let mut sink = FramedWrite::new(write, WireCodec::new(out_shared.max_frame));
-        loop {
-            let batch: Vec<Message> = out_shared.with_relay(|r, _| {
-                std::iter::from_fn(|| r.poll_outgoing(conn))
-                    .take(BATCH)
-                    .collect()
-            });
-            let more = batch.len() == BATCH;
-            for m in batch {
-                if sink.feed(m).await.is_err() {
-                    return;
-                }
-            }
-            if sink.flush().await.is_err() {
-                return;
-            }
-            if more {
-                continue;
-            }
-            let closing = *out_writer.closing.lock().unwrap_or_else(|p| p.into_inner());
-            if closing && out_shared.with_relay(|r, _| r.queued(conn)) == 0 {
-                return;
-            }
-            out_writer.wake.notified().await;
-        }
-    });
-    let mut frames = FramedRead::new(read, WireCodec::new(shared.max_frame));
-    loop {
-        tokio::select! {
-            next = frames.next() => match next {
-                Some(Ok(m)) => shared.with_relay(|r, now| r.receive(conn, m, now)),
-                Some(Err(e)) => {
-                    shared.with_relay(|r, _| r.reject(conn, &e));
-                    break;
-                }
-                None => break,
-            },
-            _ = closed(&writer) => break,
-        }
-    }
-    // Let the writer send what waits (an error, say) before the socket goes.
-    let _ = tokio::time::timeout(Duration::from_secs(2), writing).await;
-    shared.with_relay(|r, now| r.disconnect(conn, now));
-    shared
-        .writers
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(&conn);
-}
-
-/// Resolves once the relay has asked to close the connection.
-async fn closed(w: &Writer) {
-    loop {
-        if *w.closing.lock().unwrap_or_else(|p| p.into_inner()) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let server = server.clone();
+        tokio::spawn(async move {
+            let (sink, stream) = transport(socket, server.max_frame());
+            server.drive(stream, sink).await;
+        });
     }
 }

@@ -515,6 +515,33 @@ impl Message {
     }
 }
 
+/// Decodes a byte string that must hold exactly one whole frame (length included), as a
+/// WebSocket binary message does. The body is not copied: a chunk stays a slice of `frame`.
+pub fn decode_frame(mut frame: Bytes, max_frame: u32) -> Result<Message, WireError> {
+    let bad = |what| WireError::Malformed {
+        message: "frame",
+        what,
+    };
+    if frame.len() < 4 {
+        return Err(bad("shorter than its length field"));
+    }
+    let length = frame.get_u32_le();
+    if length > max_frame {
+        return Err(WireError::FrameTooLarge {
+            length,
+            limit: max_frame,
+        });
+    }
+    if length == 0 {
+        return Err(bad("length 0 (no type byte)"));
+    }
+    if length as usize != frame.len() {
+        return Err(bad("a WebSocket message holds other than one whole frame"));
+    }
+    let kind = frame.get_u8();
+    Message::decode(kind, frame)
+}
+
 /// The framing codec: whole frames out of a byte stream, and messages into one. A frame's
 /// length is checked against the limit as soon as its 4 length bytes are in, so an
 /// oversized frame is refused before its body is buffered.
@@ -728,5 +755,40 @@ mod tests {
         // Cloning for many viewers shares the one buffer.
         let views: Vec<Bytes> = (0..1000).map(|_| got.clone()).collect();
         assert!(views.iter().all(|v| v.as_ptr() == got.as_ptr()));
+    }
+
+    #[test]
+    fn a_websocket_message_holds_exactly_one_frame() {
+        for m in all() {
+            let mut b = BytesMut::new();
+            m.encode(&mut b);
+            let frame = b.freeze();
+            assert_eq!(decode_frame(frame.clone(), DEFAULT_MAX_FRAME).unwrap(), m);
+            // Two frames, a frame cut short, a bare length: each is Malformed.
+            let mut two = BytesMut::from(&frame[..]);
+            two.extend_from_slice(&frame);
+            for bad in [
+                two.freeze(),
+                frame.slice(..frame.len() - 1),
+                frame.slice(..3),
+            ] {
+                let e = decode_frame(bad, DEFAULT_MAX_FRAME).unwrap_err();
+                assert_eq!(e.code(), ErrorCode::Malformed, "{m:?}");
+            }
+        }
+        // The limit is judged from the length field.
+        let mut big = BytesMut::new();
+        big.put_u32_le(1000);
+        big.put_u8(0x05);
+        let e = decode_frame(big.freeze(), 100).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::FrameTooLarge);
+        // A chunk stays a slice of the message.
+        let mut b = BytesMut::new();
+        Message::Chunk(chunk()).encode(&mut b);
+        let frame = b.freeze();
+        let Message::Chunk(got) = decode_frame(frame.clone(), DEFAULT_MAX_FRAME).unwrap() else {
+            panic!("not a chunk");
+        };
+        assert_eq!(got.as_ptr(), frame[5..].as_ptr());
     }
 }

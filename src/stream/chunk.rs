@@ -241,6 +241,15 @@ impl StreamHeader {
         }
     }
 
+    /// Like [`parse_prefix`](Self::parse_prefix), with the header's length in bytes.
+    pub fn parse_prefix_len(buf: &[u8]) -> Result<Option<(StreamHeader, usize)>, &'static str> {
+        match Self::parse(buf) {
+            Ok(h) => Ok(Some(h)),
+            Err(Short::More) => Ok(None),
+            Err(Short::Bad(m)) => Err(m),
+        }
+    }
+
     /// Parses a header from the start of `buf`: the header and its length.
     pub(crate) fn parse(buf: &[u8]) -> Result<(StreamHeader, usize), Short> {
         let mut r = Reader::new(buf);
@@ -441,8 +450,9 @@ pub fn split_stream(stream: &[u8]) -> Option<(StreamHeader, usize, Vec<ChunkSpan
     Some((header, header_len, chunks))
 }
 
-/// The footer of a finished file: where the index chunk starts.
-pub(crate) fn footer(index_offset: u64) -> [u8; FOOTER_SIZE] {
+/// The footer of a finished file (`format.md` §14): where the index chunk starts. It is
+/// determined by the bytes before it, so a live stream's receiver can add it itself.
+pub fn footer(index_offset: u64) -> [u8; FOOTER_SIZE] {
     let mut f = [0u8; FOOTER_SIZE];
     f[..8].copy_from_slice(&index_offset.to_le_bytes());
     let crc = crc32fast::hash(&f[..8]);
@@ -452,7 +462,7 @@ pub(crate) fn footer(index_offset: u64) -> [u8; FOOTER_SIZE] {
 }
 
 /// The index offset of a footer, if `tail` (the last 16 bytes) is one.
-pub(crate) fn parse_footer(tail: &[u8]) -> Option<u64> {
+pub fn parse_footer(tail: &[u8]) -> Option<u64> {
     let f: &[u8; FOOTER_SIZE] = tail.try_into().ok()?;
     if f[12..] != FOOTER_MAGIC || f[8..12] != crc32fast::hash(&f[..8]).to_le_bytes() {
         return None;

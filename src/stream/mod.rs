@@ -12,10 +12,9 @@ mod header;
 
 mod trailer;
 
-pub(crate) use chunk::parse_footer;
 pub use chunk::{
-    split_stream, ChunkHeader, ChunkSpan, ChunkType, Settings, StreamHeader, FOOTER_SIZE,
-    STREAM_MAGIC,
+    footer, parse_footer, split_stream, ChunkHeader, ChunkSpan, ChunkType, Settings, StreamHeader,
+    FOOTER_SIZE, STREAM_MAGIC,
 };
 pub use decoder::{Damage, DecodeStats, StreamDecoder, StreamError, StreamEvent};
 pub use encoder::StreamEncoder;

@@ -1,0 +1,277 @@
+//! The relay's archive on disk: each session as `DIR/SESSION.bsors`, written as its chunks
+//! arrive, and read back for viewers that fell behind or come after the end.
+//!
+//! This is blocking file I/O (`std::fs`), kept out of the sans-IO [`Relay`](super::relay::Relay):
+//! the relay says what to write and what to read (its archive events), the shell
+//! (`server.rs`) calls the functions here and hands the results back.
+//!
+//! An archive file is the stream header, then every chunk in sequence order, exactly as
+//! the publisher sent them, so it is a valid (truncated) `.bsors` at every moment. When the
+//! session ends with `End 0` and its last chunk is an index chunk, the footer follows
+//! (`format.md` §14: it only says where the index chunk starts, so the file is then byte
+//! for byte the publisher's finished file).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+use super::relay::Archived;
+use super::wire::{check_chunk, EndReason};
+use crate::stream::{footer, parse_footer, ChunkHeader, ChunkType, StreamHeader, FOOTER_SIZE};
+
+/// Bytes enough for any chunk header (sync, type, four varints, `t0`, two CRCs).
+const CHUNK_HEADER_MAX: usize = 64;
+/// The largest stream header the archive reads back.
+const STREAM_HEADER_MAX: usize = 1 << 20;
+
+/// Writes a stream as it arrives (header, then chunks) and finishes it with the footer
+/// when it ends with an index chunk. Used by the archive and by `watch -o`.
+#[derive(Debug)]
+pub struct StreamWriter<W: Write> {
+    out: W,
+    len: u64,
+    /// Where the last chunk starts, if it is an index chunk.
+    index_at: Option<u64>,
+}
+
+impl<W: Write> StreamWriter<W> {
+    /// A writer into `out`.
+    pub fn new(out: W) -> Self {
+        StreamWriter {
+            out,
+            len: 0,
+            index_at: None,
+        }
+    }
+
+    /// Appends a stream header or a chunk.
+    pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let is_index =
+            ChunkHeader::parse_at(bytes).is_some_and(|(h, _)| h.kind == ChunkType::Index);
+        self.index_at = is_index.then_some(self.len);
+        self.out.write_all(bytes)?;
+        self.len += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True before anything is written.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Ends the stream: when it `finished` and its last chunk is an index chunk, appends the
+    /// footer. Returns the writer.
+    pub fn finish(mut self, finished: bool) -> io::Result<W> {
+        if let (true, Some(at)) = (finished, self.index_at) {
+            self.out.write_all(&footer(at))?;
+            self.len += FOOTER_SIZE as u64;
+        }
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+/// The archive file of a session (session names hold no `/`, so it stays inside `dir`).
+pub fn path(dir: &Path, session: &str) -> PathBuf {
+    dir.join(format!("{session}.bsors"))
+}
+
+/// The archive files being written, one per live session.
+#[derive(Debug)]
+pub struct ArchiveWriter {
+    dir: PathBuf,
+    open: HashMap<String, StreamWriter<File>>,
+}
+
+impl ArchiveWriter {
+    /// Archives into `dir` (created if missing).
+    pub fn new(dir: &Path) -> io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        Ok(ArchiveWriter {
+            dir: dir.to_path_buf(),
+            open: HashMap::new(),
+        })
+    }
+
+    /// The archive's folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A session starts: its file is created (an older file of the same name is replaced)
+    /// with the stream header.
+    pub fn header(&mut self, session: &str, header: &[u8]) -> io::Result<()> {
+        self.open.remove(session);
+        let mut w = StreamWriter::new(File::create(path(&self.dir, session))?);
+        w.write(header)?;
+        self.open.insert(session.to_string(), w);
+        Ok(())
+    }
+
+    /// The next chunk of a session. After a failed write the file is closed and left as
+    /// it is (a truncated stream); later chunks of the session are not written.
+    pub fn chunk(&mut self, session: &str, chunk: &[u8]) -> io::Result<()> {
+        let Some(w) = self.open.get_mut(session) else {
+            return Ok(());
+        };
+        if let Err(e) = w.write(chunk) {
+            self.open.remove(session);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// A session ended: its file gets the footer if it is finished, and is synced and closed.
+    pub fn end(&mut self, session: &str, reason: EndReason) -> io::Result<()> {
+        match self.open.remove(session) {
+            Some(w) => w.finish(reason == EndReason::Finished)?.sync_all(),
+            None => Ok(()),
+        }
+    }
+
+    /// Sessions whose files are open.
+    pub fn open_sessions(&self) -> usize {
+        self.open.len()
+    }
+
+    /// Syncs and closes every open file (on shutdown): each is a valid truncated stream.
+    pub fn close_all(&mut self) -> io::Result<()> {
+        let mut result = Ok(());
+        for (_, w) in self.open.drain() {
+            if let Err(e) = w.finish(false).and_then(|f| f.sync_all()) {
+                result = Err(e);
+            }
+        }
+        result
+    }
+}
+
+fn invalid(what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what)
+}
+
+/// Reads up to `buf.len()` bytes at the reader's position (fewer only at the end).
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Reads chunks from `seq` on, the first at `offset` of the file: at most `max_chunks`,
+/// and at most `max_bytes` unless the first chunk alone is larger. Each chunk's sequence
+/// number and CRCs are checked. Fewer chunks (or none) when the file ends.
+pub fn read_chunks(
+    file: &Path,
+    offset: u64,
+    seq: u32,
+    max_chunks: usize,
+    max_bytes: usize,
+) -> io::Result<Vec<Bytes>> {
+    let mut f = File::open(file)?;
+    f.seek(SeekFrom::Start(offset))?;
+    let mut buf = vec![0u8; max_bytes.max(CHUNK_HEADER_MAX)];
+    let n = read_full(&mut f, &mut buf)?;
+    buf.truncate(n);
+    let buf = Bytes::from(buf);
+    let mut out = Vec::new();
+    let mut at = 0;
+    while out.len() < max_chunks {
+        let Some((h, hlen)) = ChunkHeader::parse_at(&buf[at..]) else {
+            break;
+        };
+        let want = seq.wrapping_add(out.len() as u32);
+        if h.seq != want {
+            return Err(invalid(format!(
+                "chunk {} where chunk {want} should be, at byte {}",
+                h.seq,
+                offset + at as u64
+            )));
+        }
+        let len = hlen + h.len as usize;
+        let chunk = if at + len <= buf.len() {
+            buf.slice(at..at + len)
+        } else if out.is_empty() {
+            // One chunk larger than max_bytes: read it whole.
+            let mut whole = vec![0u8; len];
+            f.seek(SeekFrom::Start(offset))?;
+            if read_full(&mut f, &mut whole)? < len {
+                break;
+            }
+            Bytes::from(whole)
+        } else {
+            break;
+        };
+        check_chunk(&chunk).map_err(|e| invalid(format!("at byte {}: {e}", offset + at as u64)))?;
+        at += len;
+        out.push(chunk);
+    }
+    Ok(out)
+}
+
+/// Looks a session up in the archive: its stream header, how many whole chunks follow in
+/// sequence, and whether the file ends with its footer. `None` when there is no file.
+/// Only chunk headers are read, not payloads.
+pub fn scan(file: &Path) -> io::Result<Option<Archived>> {
+    let mut f = match File::open(file) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let file_len = f.metadata()?.len();
+    // The stream header: read more until it parses.
+    let mut head = vec![0u8; 4096.min(STREAM_HEADER_MAX)];
+    let (header_len, mut head) = loop {
+        f.seek(SeekFrom::Start(0))?;
+        let n = read_full(&mut f, &mut head)?;
+        match StreamHeader::parse_prefix_len(&head[..n]) {
+            Ok(Some((_, len))) => break (len, head),
+            Ok(None) if n == head.len() && head.len() < STREAM_HEADER_MAX => {
+                head.resize(head.len() * 4, 0);
+            }
+            Ok(None) => return Err(invalid("the stream header is cut short".into())),
+            Err(e) => return Err(invalid(e.to_string())),
+        }
+    };
+    head.truncate(header_len);
+    let mut at = header_len as u64;
+    let mut chunks = 0u32;
+    let mut window = [0u8; CHUNK_HEADER_MAX];
+    loop {
+        f.seek(SeekFrom::Start(at))?;
+        let n = read_full(&mut f, &mut window)?;
+        let Some((h, hlen)) = ChunkHeader::parse_at(&window[..n]) else {
+            break;
+        };
+        let end = at + hlen as u64 + u64::from(h.len);
+        if h.seq != chunks || end > file_len {
+            break;
+        }
+        chunks += 1;
+        at = end;
+    }
+    let finished = file_len == at + FOOTER_SIZE as u64 && {
+        let mut tail = [0u8; FOOTER_SIZE];
+        f.seek(SeekFrom::Start(at))?;
+        read_full(&mut f, &mut tail)? == FOOTER_SIZE && parse_footer(&tail).is_some()
+    };
+    Ok(Some(Archived {
+        header: Bytes::from(head),
+        chunks,
+        finished,
+    }))
+}

@@ -1,0 +1,314 @@
+//! The relay's network shell, the same for every transport: the sans-IO [`Relay`] behind
+//! one mutex, a clock, the archive's file I/O, and [`Server::drive`], which runs one
+//! connection given its incoming messages and a sink for its outgoing ones. TCP (`tcp.rs`)
+//! and WebSocket (`ws.rs`) differ only in how they turn a socket into those two.
+//!
+//! Per connection, a reader loop hands messages to the relay, and a writer task takes the
+//! relay's messages for it when the relay says it has some, so a slow socket only slows
+//! its own writer. Archive writes are done in the order the relay emits them (the archive
+//! lock is taken before the relay's is let go); archive reads run on the blocking pool and
+//! come back to the relay as [`Relay::fetched`] and [`Relay::restored`].
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use futures_util::{Sink, SinkExt, Stream, StreamExt};
+use tokio::sync::{watch, Notify};
+
+use super::archive::{self, ArchiveWriter};
+use super::relay::{ConnId, Relay, RelayConfig, RelayEvent, Tokens};
+use super::wire::{Message, WireError, DEFAULT_MAX_FRAME};
+
+/// Messages coming in on a connection, whatever the transport.
+pub type MessageStream = Pin<Box<dyn Stream<Item = Result<Message, WireError>> + Send>>;
+/// Messages going out on a connection, whatever the transport.
+pub type MessageSink = Pin<Box<dyn Sink<Message, Error = WireError> + Send>>;
+
+/// Messages a writer takes from the relay at a time.
+const BATCH: usize = 64;
+/// How long a closing connection may take to send what waits for it.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// The shell's settings (the relay's own are in [`RelayConfig`]).
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// The limit on a frame's length.
+    pub max_frame: u32,
+    /// How often timeouts are checked.
+    pub tick: Duration,
+    /// Archive every session into this folder.
+    pub archive: Option<PathBuf>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            max_frame: DEFAULT_MAX_FRAME,
+            tick: Duration::from_millis(100),
+            archive: None,
+        }
+    }
+}
+
+/// One connection's writer: woken when the relay has messages for it, or to close.
+struct Writer {
+    wake: Notify,
+    closing: watch::Sender<bool>,
+}
+
+struct Shared {
+    relay: Mutex<Relay>,
+    writers: Mutex<HashMap<ConnId, Arc<Writer>>>,
+    archive: Option<Mutex<ArchiveWriter>>,
+    start: Instant,
+    config: ServerConfig,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A relay served over any number of listeners (cheap to clone).
+#[derive(Clone)]
+pub struct Server {
+    shared: Arc<Shared>,
+}
+
+impl Server {
+    /// A server for a relay with these limits and credentials; with an archive folder,
+    /// sessions are archived there (`relay.archive` is set to match). Starts the clock
+    /// that checks timeouts, so it must be called inside a tokio runtime.
+    pub fn new(
+        mut relay: RelayConfig,
+        tokens: Tokens,
+        config: ServerConfig,
+    ) -> std::io::Result<Server> {
+        let archive = match &config.archive {
+            Some(dir) => Some(Mutex::new(ArchiveWriter::new(dir)?)),
+            None => None,
+        };
+        relay.archive = archive.is_some();
+        let shared = Arc::new(Shared {
+            relay: Mutex::new(Relay::new(relay, tokens)),
+            writers: Mutex::new(HashMap::new()),
+            archive,
+            start: Instant::now(),
+            config,
+        });
+        let weak: Weak<Shared> = Arc::downgrade(&shared);
+        let tick = shared.config.tick;
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(tick);
+            loop {
+                interval.tick().await;
+                let Some(s) = weak.upgrade() else { return };
+                s.with_relay(|r, now| r.tick(now));
+            }
+        });
+        Ok(Server { shared })
+    }
+
+    /// The limit on a frame's length.
+    pub fn max_frame(&self) -> u32 {
+        self.shared.config.max_frame
+    }
+
+    /// Sessions the relay holds.
+    pub fn sessions(&self) -> usize {
+        lock(&self.shared.relay).sessions()
+    }
+
+    /// Finishes the archive: every open file is synced and closed, a valid truncated
+    /// stream (sessions still live get no footer). Call before the process exits.
+    pub fn shutdown(&self) -> std::io::Result<()> {
+        let _relay = lock(&self.shared.relay);
+        match &self.shared.archive {
+            Some(a) => lock(a).close_all(),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs one connection until it closes: `incoming` to the relay, the relay's messages
+    /// for it into `outgoing`.
+    pub async fn drive(&self, mut incoming: MessageStream, mut outgoing: MessageSink) {
+        let shared = &self.shared;
+        let (closing, mut closed) = watch::channel(false);
+        let writer = Arc::new(Writer {
+            wake: Notify::new(),
+            closing,
+        });
+        let conn = shared.with_relay(|r, now| r.connect(now));
+        lock(&shared.writers).insert(conn, writer.clone());
+        let out_shared = shared.clone();
+        let out_writer = writer.clone();
+        let writing = tokio::spawn(async move {
+            loop {
+                let batch: Vec<Message> = out_shared.with_relay(|r, _| {
+                    std::iter::from_fn(|| r.poll_outgoing(conn))
+                        .take(BATCH)
+                        .collect()
+                });
+                let more = batch.len() == BATCH;
+                for m in batch {
+                    if outgoing.feed(m).await.is_err() {
+                        return;
+                    }
+                }
+                if outgoing.flush().await.is_err() {
+                    return;
+                }
+                if more {
+                    continue;
+                }
+                if *out_writer.closing.borrow() && out_shared.with_relay(|r, _| r.queued(conn)) == 0
+                {
+                    let _ = outgoing.close().await;
+                    return;
+                }
+                out_writer.wake.notified().await;
+            }
+        });
+        loop {
+            tokio::select! {
+                next = incoming.next() => match next {
+                    Some(Ok(m)) => shared.with_relay(|r, now| r.receive(conn, m, now)),
+                    Some(Err(e)) => {
+                        shared.with_relay(|r, _| r.reject(conn, &e));
+                        break;
+                    }
+                    None => break,
+                },
+                _ = closed.wait_for(|c| *c) => break,
+            }
+        }
+        // Let the writer send what waits (an error, say) before the socket goes, but no
+        // longer than LINGER (the peer may have stopped reading).
+        writer.closing.send_replace(true);
+        writer.wake.notify_one();
+        let abort = writing.abort_handle();
+        if tokio::time::timeout(LINGER, writing).await.is_err() {
+            abort.abort();
+        }
+        shared.with_relay(|r, now| r.disconnect(conn, now));
+        lock(&shared.writers).remove(&conn);
+    }
+}
+
+impl Shared {
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    /// Runs `f` on the relay, then does what it asked for.
+    fn with_relay<T>(self: &Arc<Self>, f: impl FnOnce(&mut Relay, u64) -> T) -> T {
+        let now = self.now();
+        let mut relay = lock(&self.relay);
+        let out = f(&mut relay, now);
+        let events: Vec<RelayEvent> = std::iter::from_fn(|| relay.poll_event()).collect();
+        let writes = events.iter().any(|e| {
+            matches!(
+                e,
+                RelayEvent::ArchiveHeader(..)
+                    | RelayEvent::ArchiveChunk(..)
+                    | RelayEvent::SessionEnded(..)
+            )
+        });
+        // Archive writes keep the relay's order: their lock is taken before the relay's
+        // is let go.
+        let archive = match (&self.archive, writes) {
+            (Some(a), true) => Some(lock(a)),
+            _ => None,
+        };
+        drop(relay);
+        self.dispatch(events, archive);
+        out
+    }
+
+    /// Does what the relay asked for (not generic, so that the tasks it starts may call
+    /// [`with_relay`](Self::with_relay) again).
+    fn dispatch(
+        self: &Arc<Self>,
+        events: Vec<RelayEvent>,
+        archive: Option<std::sync::MutexGuard<'_, ArchiveWriter>>,
+    ) {
+        let mut failed = Vec::new();
+        if let Some(mut a) = archive {
+            for e in &events {
+                let (session, result) = match e {
+                    RelayEvent::ArchiveHeader(s, h) => (s, a.header(s, h)),
+                    RelayEvent::ArchiveChunk(s, c) => (s, a.chunk(s, c)),
+                    RelayEvent::SessionEnded(s, reason) => (s, a.end(s, *reason)),
+                    _ => continue,
+                };
+                if let Err(err) = result {
+                    eprintln!("bsor-stream: archive of session {session}: {err}");
+                    failed.push(session.clone());
+                }
+            }
+        }
+        let writers = lock(&self.writers);
+        for e in events {
+            match e {
+                RelayEvent::Ready(c) => {
+                    if let Some(w) = writers.get(&c) {
+                        w.wake.notify_one();
+                    }
+                }
+                RelayEvent::Close(c) => {
+                    if let Some(w) = writers.get(&c) {
+                        w.closing.send_replace(true);
+                        w.wake.notify_one();
+                    }
+                }
+                RelayEvent::Fetch(req) => {
+                    let Some(dir) = self.config.archive.clone() else {
+                        continue;
+                    };
+                    let me = self.clone();
+                    tokio::task::spawn_blocking(move || {
+                        let file = archive::path(&dir, &req.session);
+                        let got = archive::read_chunks(
+                            &file,
+                            req.offset,
+                            req.seq,
+                            req.max_chunks,
+                            req.max_bytes,
+                        )
+                        .map_err(|e| e.to_string());
+                        me.with_relay(|r, now| r.fetched(req.conn, req.seq, got, now));
+                    });
+                }
+                RelayEvent::Lookup(session) => {
+                    let Some(dir) = self.config.archive.clone() else {
+                        continue;
+                    };
+                    let me = self.clone();
+                    tokio::task::spawn_blocking(move || {
+                        let found = match archive::scan(&archive::path(&dir, &session)) {
+                            Ok(found) => found,
+                            Err(e) => {
+                                eprintln!("bsor-stream: archive of session {session}: {e}");
+                                None
+                            }
+                        };
+                        me.with_relay(|r, now| r.restored(&session, found, now));
+                    });
+                }
+                RelayEvent::ArchiveHeader(..)
+                | RelayEvent::ArchiveChunk(..)
+                | RelayEvent::SessionEnded(..) => {}
+            }
+        }
+        drop(writers);
+        if !failed.is_empty() {
+            self.with_relay(|r, _| {
+                for s in &failed {
+                    r.archive_failed(s);
+                }
+            });
+        }
+    }
+}
