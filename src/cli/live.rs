@@ -7,7 +7,7 @@ use bsor_stream::bsor;
 use bsor_stream::net::archive::StreamWriter;
 use bsor_stream::net::server::{MessageSink, MessageStream};
 use bsor_stream::net::wire::{EndReason, Message, Role, ViewMode, DEFAULT_MAX_FRAME};
-use bsor_stream::net::{tcp, ws};
+use bsor_stream::net::{publisher, tcp, ws};
 use bsor_stream::stream::{split_stream, Settings, StreamDecoder, StreamEvent};
 use bsor_stream::transcode;
 use bytes::Bytes;
@@ -136,23 +136,6 @@ fn stream_parts(file: &Path, settings: Settings) -> Result<Parts, Failure> {
     })
 }
 
-/// A key for this publishing run: it proves to the relay that a reconnection is this run.
-fn publisher_key() -> [u8; 16] {
-    use std::hash::{BuildHasher, Hasher};
-    let mut key = [0u8; 16];
-    for half in key.chunks_mut(8) {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        h.write_u32(std::process::id());
-        half.copy_from_slice(&h.finish().to_le_bytes());
-    }
-    key
-}
-
 /// `publish FILE --to ADDR --session NAME --token TOKEN [--speed X]`: sends the song as a
 /// recorder would, paced at X times the song's speed (0: as fast as possible), and resumes
 /// after a lost connection.
@@ -165,124 +148,68 @@ pub fn publish(
     speed: f32,
     settings: Settings,
 ) -> Result<Outcome, Failure> {
+    let parts = stream_parts(file, settings)?;
+    let target = target(addr, websocket, session, token);
+    runtime()?.block_on(publish_paced(target, parts, speed, Instant::now()))?;
+    Ok(Outcome::Done)
+}
+
+fn target(addr: &str, websocket: bool, session: &str, token: &str) -> publisher::Target {
+    publisher::Target {
+        addr: addr.into(),
+        websocket,
+        session: session.into(),
+        token: token.into(),
+        key: publisher::new_key(),
+        // The whole file is in memory anyway.
+        buffer_bytes: usize::MAX,
+        retry_every: Duration::from_millis(500),
+        max_retries: 10,
+        finish_timeout: Duration::from_secs(10),
+    }
+}
+
+/// Hands the chunks to the library's publisher (which does the protocol, the acks and the
+/// resumption) as a recorder would have them: each at its due song time, at `speed`, from
+/// `start`.
+async fn publish_paced(
+    target: publisher::Target,
+    parts: Parts,
+    speed: f32,
+    start: Instant,
+) -> Result<(), Failure> {
     let Parts {
         header,
         chunks,
         first_t,
-    } = stream_parts(file, settings)?;
-    let key = publisher_key();
-    runtime()?.block_on(async {
-        let start = Instant::now();
-        let mut attempts = 0;
-        loop {
-            match publish_once(
-                addr,
-                websocket,
-                session,
-                token,
-                key,
-                attempts > 0,
-                &header,
-                &chunks,
-                speed,
-                start,
-                first_t,
-            )
-            .await
-            {
-                Ok(()) => return Ok(Outcome::Done),
-                Err(e) if attempts < 10 && !e.0.starts_with("relay:") => {
-                    attempts += 1;
-                    eprintln!("bsor-stream: {}; reconnecting ({attempts})", e.0);
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    })
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn publish_once(
-    addr: &str,
-    websocket: bool,
-    session: &str,
-    token: &str,
-    key: [u8; 16],
-    resume: bool,
-    header: &Bytes,
-    chunks: &[(f32, Bytes)],
-    speed: f32,
-    start: Instant,
-    first_t: f32,
-) -> Result<(), Failure> {
-    let mut c = hello(addr, websocket, Role::Publisher).await?;
-    let publish = Message::Publish {
-        session: session.into(),
-        token: token.into(),
-        resume,
-        publisher_key: key,
-    };
-    send(&mut c, publish).await?;
-    let from = match next(&mut c).await? {
-        Message::Resume(n) => n as usize,
-        m => return Err(refused(m)),
-    };
-    let Conn {
-        tx: mut sink,
-        rx: mut stream,
-    } = c;
-    // Acknowledgements are read as they come; the relay's pings are answered (by the
-    // sender, through `pings`); an error ends the run.
-    let (ping_tx, mut pings) = tokio::sync::mpsc::channel::<u64>(16);
-    let reader = tokio::spawn(async move {
-        while let Some(m) = stream.next().await {
-            match m {
-                Ok(Message::Error { code, message }) => {
-                    return Err(Failure(format!("relay: {code:?}: {message}")))
-                }
-                Ok(Message::Ping(n)) => {
-                    let _ = ping_tx.try_send(n);
-                }
-                Ok(_) => {}
-                Err(e) => return Err(Failure(format!("receiving: {e}"))),
-            }
-        }
-        Ok(())
-    });
-    let sent = async {
-        let fail = |e| Failure(format!("sending: {e}"));
-        sink.send(Message::StreamHeader(header.clone()))
-            .await
-            .map_err(fail)?;
-        // A recorder sends a chunk once it has it (`stream_parts`).
-        for &(t, ref chunk) in chunks.iter().skip(from) {
+    } = parts;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let pacer = tokio::spawn(async move {
+        for (t, chunk) in chunks {
             if speed > 0.0 && t.is_finite() {
                 let due = start + Duration::from_secs_f32(((t - first_t) / speed).max(0.0));
-                loop {
-                    tokio::select! {
-                        _ = tokio::time::sleep_until(due.into()) => break,
-                        Some(n) = pings.recv() => sink.send(Message::Pong(n)).await.map_err(fail)?,
-                    }
-                }
+                tokio::time::sleep_until(due.into()).await;
             }
-            while let Ok(n) = pings.try_recv() {
-                sink.send(Message::Pong(n)).await.map_err(fail)?;
+            if tx.send(publisher::Input::Chunk(chunk)).is_err() {
+                return;
             }
-            sink.send(Message::Chunk(chunk.clone()))
-                .await
-                .map_err(fail)?;
         }
-        sink.send(Message::End(EndReason::Finished))
-            .await
-            .map_err(fail)
+        let _ = tx.send(publisher::Input::Finished);
+    });
+    let progress = |p: publisher::Progress| {
+        if let publisher::Progress::Lost(e) = p {
+            eprintln!("bsor-stream: {e}; reconnecting");
+        }
     };
-    let result = sent.await;
-    // The relay closes the connection after End; any error it sent comes first.
-    if let Ok(Ok(Err(e))) = tokio::time::timeout(Duration::from_secs(10), reader).await {
-        return Err(e);
+    let result = publisher::publish(target, header, rx, progress).await;
+    pacer.abort();
+    match result {
+        Ok(()) => Ok(()),
+        Err(publisher::PublishError::Refused { code, message }) => {
+            Err(Failure(format!("relay: {code:?}: {message}")))
+        }
+        Err(e) => Err(Failure(e.to_string())),
     }
-    result
 }
 
 /// Lateness of frames against their song time, measured from the best-placed frame so far:
@@ -419,12 +346,9 @@ pub fn demo(file: Option<&Path>, speed: f32) -> Result<Outcome, Failure> {
         .map_err(|e| (path.as_path(), e))?
         .len();
     let settings = Settings::live(Profile::Lossless);
-    let Parts {
-        header,
-        chunks,
-        first_t,
-    } = stream_parts(&path, settings)?;
-    let stream_bytes = header.len() + chunks.iter().map(|c| c.1.len()).sum::<usize>();
+    let parts = stream_parts(&path, settings)?;
+    let first_t = parts.first_t;
+    let stream_bytes = parts.header.len() + parts.chunks.iter().map(|c| c.1.len()).sum::<usize>();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -492,7 +416,8 @@ pub fn demo(file: Option<&Path>, speed: f32) -> Result<Outcome, Failure> {
             }));
         }
         tokio::time::sleep_until(start.into()).await;
-        publish_once(&addr, false, "demo", "demo-token", publisher_key(), false, &header, &chunks, speed, start, first_t).await?;
+        let target = target(&addr, false, "demo", "demo-token");
+        publish_paced(target, parts, speed, start).await?;
         for (i, v) in viewers.into_iter().enumerate() {
             let (frames, bytes, worst) = v.await.map_err(|e| Failure(e.to_string()))??;
             println!("viewer {}: {frames} frames, {bytes} bytes, worst latency {worst:.0} ms", i + 1);

@@ -2,7 +2,7 @@
 //!
 //! [`Outbox`] is the logic, without I/O: the chunks the relay has not acknowledged yet,
 //! bounded in bytes, which chunk goes out next, and what a `Resume` or an `Ack` removes.
-//! [`publish`] drives it over TCP with tokio, reconnecting with the publisher key and
+//! [`publish`] drives it over TCP or WebSocket with tokio, reconnecting with the publisher key and
 //! resuming from the relay's `Resume next_seq`, so that viewers see no gap and no duplicate.
 
 use std::collections::VecDeque;
@@ -10,11 +10,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
-use tokio::net::TcpStream;
 use tokio::sync::mpsc;
-use tokio_util::codec::Framed;
 
-use super::wire::{EndReason, ErrorCode, Message, Role, WireCodec};
+use super::server::{MessageSink, MessageStream};
+use super::wire::{EndReason, ErrorCode, Message, Role, DEFAULT_MAX_FRAME};
 use crate::stream::ChunkHeader;
 
 /// The outbox would hold more than its bound: the relay has been away too long.
@@ -121,8 +120,10 @@ impl Outbox {
 /// Where and as whom to publish.
 #[derive(Clone, Debug)]
 pub struct Target {
-    /// The relay's TCP address.
+    /// The relay's address (`HOST:PORT`).
     pub addr: String,
+    /// Connect over WebSocket (`ws://ADDR/`) instead of plain TCP.
+    pub websocket: bool,
     /// Session name.
     pub session: String,
     /// Publishing token.
@@ -198,7 +199,10 @@ pub enum Input {
     Finished,
 }
 
-type Conn = Framed<TcpStream, WireCodec>;
+struct Conn {
+    tx: MessageSink,
+    rx: MessageStream,
+}
 
 enum Drop_ {
     /// Lost the connection: reconnect.
@@ -281,18 +285,20 @@ fn take(outbox: &mut Outbox, c: Bytes) -> Result<(), PublishError> {
 
 async fn connect(target: &Target, resume: bool) -> Result<(Conn, u32), Drop_> {
     let lost = |e: String| Drop_::Lost(e);
-    let socket = TcpStream::connect(&target.addr)
-        .await
-        .map_err(|e| lost(format!("{}: {e}", target.addr)))?;
-    let _ = socket.set_nodelay(true);
-    let mut c = Framed::new(socket, WireCodec::default());
+    let connected = if target.websocket {
+        super::ws::connect(&target.addr, DEFAULT_MAX_FRAME).await
+    } else {
+        super::tcp::connect(&target.addr, DEFAULT_MAX_FRAME).await
+    };
+    let (tx, rx) = connected.map_err(|e| lost(format!("{}: {e}", target.addr)))?;
+    let mut c = Conn { tx, rx };
     let hello = Message::Hello {
         min_version: 1,
         max_version: 1,
         role: Role::Publisher,
         agent: concat!("bsor-stream recorder ", env!("CARGO_PKG_VERSION")).into(),
     };
-    c.send(hello).await.map_err(|e| lost(e.to_string()))?;
+    c.tx.send(hello).await.map_err(|e| lost(e.to_string()))?;
     expect(&mut c, |m| matches!(m, Message::Hello { .. }).then_some(())).await?;
     let publish = Message::Publish {
         session: target.session.clone(),
@@ -300,7 +306,7 @@ async fn connect(target: &Target, resume: bool) -> Result<(Conn, u32), Drop_> {
         resume,
         publisher_key: target.key,
     };
-    c.send(publish).await.map_err(|e| lost(e.to_string()))?;
+    c.tx.send(publish).await.map_err(|e| lost(e.to_string()))?;
     let next = expect(&mut c, |m| match m {
         Message::Resume(n) => Some(*n),
         _ => None,
@@ -311,7 +317,7 @@ async fn connect(target: &Target, resume: bool) -> Result<(Conn, u32), Drop_> {
 
 /// The next message, if `want` takes it; an `Error` stops (the relay refused).
 async fn expect<T>(c: &mut Conn, want: impl Fn(&Message) -> Option<T>) -> Result<T, Drop_> {
-    match c.next().await {
+    match c.rx.next().await {
         Some(Ok(m)) => match want(&m) {
             Some(v) => Ok(v),
             None => Err(refusal(m)),
@@ -345,7 +351,7 @@ async fn session(
     finish_timeout: Duration,
 ) -> Drop_ {
     let lost = |e: String| Drop_::Lost(e);
-    if let Err(e) = c.send(Message::StreamHeader(header.clone())).await {
+    if let Err(e) = c.tx.send(Message::StreamHeader(header.clone())).await {
         return lost(e.to_string());
     }
     // Armed once the stream is finished or abandoned.
@@ -354,11 +360,11 @@ async fn session(
     let mut deadline_set = false;
     loop {
         while let Some(chunk) = outbox.next_to_send() {
-            if let Err(e) = c.feed(Message::Chunk(chunk)).await {
+            if let Err(e) = c.tx.feed(Message::Chunk(chunk)).await {
                 return lost(e.to_string());
             }
         }
-        if let Err(e) = c.flush().await {
+        if let Err(e) = c.tx.flush().await {
             return lost(e.to_string());
         }
         if (*finished || !*input_open) && !deadline_set {
@@ -368,7 +374,7 @@ async fn session(
                 .reset(tokio::time::Instant::now() + finish_timeout);
         }
         if *finished && outbox.is_empty() {
-            let _ = c.send(Message::End(EndReason::Finished)).await;
+            let _ = c.tx.send(Message::End(EndReason::Finished)).await;
             return Drop_::Stop(Ok(()));
         }
         if !*input_open && !*finished {
@@ -385,13 +391,13 @@ async fn session(
                 Some(Input::Finished) => *finished = true,
                 None => *input_open = false,
             },
-            m = c.next() => match m {
+            m = c.rx.next() => match m {
                 Some(Ok(Message::Ack(seq))) => {
                     outbox.ack(seq);
                     progress(Progress::Acked(outbox.acked()));
                 }
                 Some(Ok(Message::Ping(n))) => {
-                    if let Err(e) = c.send(Message::Pong(n)).await {
+                    if let Err(e) = c.tx.send(Message::Pong(n)).await {
                         return lost(e.to_string());
                     }
                 }

@@ -21,8 +21,10 @@ use super::{LogLevel, Shared, SinkKind, SinkState};
 /// Where to publish live.
 #[derive(Clone, Debug)]
 pub struct LiveConfig {
-    /// The relay's TCP address (`host:port`).
+    /// The relay's address (`host:port`).
     pub addr: String,
+    /// Over WebSocket (`ws://ADDR/`) instead of plain TCP.
+    pub websocket: bool,
     /// Session name (`[A-Za-z0-9._-]{1,64}`).
     pub session: String,
     /// Publishing token.
@@ -41,6 +43,7 @@ impl LiveConfig {
     pub fn new(addr: &str, session: &str, token: &str) -> Self {
         LiveConfig {
             addr: addr.into(),
+            websocket: false,
             session: session.into(),
             token: token.into(),
             buffer_bytes: 8 << 20,
@@ -102,6 +105,7 @@ impl LiveSink {
         let (tx, rx) = mpsc::unbounded_channel();
         let target = Target {
             addr: self.config.addr.clone(),
+            websocket: self.config.websocket,
             session: self.config.session.clone(),
             token: self.config.token.clone(),
             key: publisher::new_key(),
