@@ -75,6 +75,8 @@ fn run(seconds: f32, fps: u32) {
     };
     let mut rec = Recorder::start(r.info.clone(), config).unwrap();
     let mut took = vec![0u32; r.frames.len()];
+    // The same two clock reads around nothing, at the same moments: what the machine adds.
+    let mut idle = vec![0u32; r.frames.len()];
     // What two clock reads cost with nothing between them.
     let mut clock = Vec::with_capacity(10_000);
     for _ in 0..10_000 {
@@ -99,6 +101,9 @@ fn run(seconds: f32, fps: u32) {
             note += 1;
         }
         let a = Instant::now();
+        let b = Instant::now();
+        idle[i] = (b - a).as_nanos().min(u128::from(u32::MAX)) as u32;
+        let a = Instant::now();
         let p = rec.push_frame(f);
         let b = Instant::now();
         took[i] = (b - a).as_nanos().min(u128::from(u32::MAX)) as u32;
@@ -112,6 +117,7 @@ fn run(seconds: f32, fps: u32) {
         .wait(Duration::from_secs(60))
         .expect("the recorder ends");
     took.sort_unstable();
+    idle.sort_unstable();
     let size = std::fs::metadata(&path).map_or(0, |m| m.len());
     let _ = std::fs::remove_dir_all(&dir);
     println!(
@@ -127,6 +133,13 @@ fn run(seconds: f32, fps: u32) {
         took[took.len() - 1],
         pct(&clock, 0.5),
         pct(&clock, 0.99),
+    );
+    println!(
+        "  nothing, timed the same way just before each push, ns: p50 {} p99 {} p99.9 {} max {}",
+        pct(&idle, 0.5),
+        pct(&idle, 0.99),
+        pct(&idle, 0.999),
+        idle[idle.len() - 1],
     );
     println!(
         "  calling thread context switches: voluntary {}, involuntary {}",

@@ -218,11 +218,25 @@ pub struct Status {
     pub last_error: Option<String>,
 }
 
-/// What the game thread and the background share. Counters are written by one side each.
-struct Shared {
+/// Counters that only the game thread writes, on a cache line of their own: the
+/// background's writes to its counters never make a push wait for this line.
+#[repr(align(64))]
+struct PushCounters {
     accepted: AtomicU64,
     dropped: AtomicU64,
     refused: AtomicU64,
+}
+
+impl PushCounters {
+    /// One writer: a load and a store, not a locked read-modify-write.
+    fn bump(c: &AtomicU64) {
+        c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+    }
+}
+
+/// What the game thread and the background share. Counters are written by one side each.
+struct Shared {
+    pushes: PushCounters,
     encoded: AtomicU64,
     stream_bytes: AtomicU64,
     live_acked: AtomicU64,
@@ -269,8 +283,11 @@ struct Ending {
     user_data: Option<Vec<u8>>,
 }
 
-/// One record on its way from the game thread to the background.
+/// One record on its way from the game thread to the background. Aligned to cache lines
+/// (two, 128 bytes): the game thread writing one slot never touches a line that the
+/// background is reading from the slot before.
 #[derive(Clone, Copy, Debug)]
+#[repr(align(64))]
 enum Record {
     Frame(Frame),
     Note(NoteEvent),
@@ -314,11 +331,19 @@ impl Recorder {
         if !ok(s.keyframe_seconds) || !ok(s.flush_seconds) {
             return Err(StartError::BadSettings);
         }
-        let (producer, consumer) = RingBuffer::new(config.queue_capacity);
+        let (mut producer, mut consumer) = RingBuffer::new(config.queue_capacity);
+        // Touch every slot once now, so that no push during the song takes a page fault on
+        // ring memory the allocator handed out untouched.
+        for _ in 0..config.queue_capacity {
+            let _ = producer.push(Record::Pause(Pause::default()));
+        }
+        while consumer.pop().is_ok() {}
         let shared = Arc::new(Shared {
-            accepted: AtomicU64::new(0),
-            dropped: AtomicU64::new(0),
-            refused: AtomicU64::new(0),
+            pushes: PushCounters {
+                accepted: AtomicU64::new(0),
+                dropped: AtomicU64::new(0),
+                refused: AtomicU64::new(0),
+            },
             encoded: AtomicU64::new(0),
             stream_bytes: AtomicU64::new(0),
             live_acked: AtomicU64::new(0),
@@ -353,16 +378,16 @@ impl Recorder {
         }
         match self.ring.push(r) {
             Ok(()) => {
-                self.shared.accepted.fetch_add(1, Ordering::Relaxed);
+                PushCounters::bump(&self.shared.pushes.accepted);
                 Push::Queued
             }
             Err(_) => match self.on_full {
                 OnFull::Drop => {
-                    self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+                    PushCounters::bump(&self.shared.pushes.dropped);
                     Push::Dropped
                 }
                 OnFull::BackPressure => {
-                    self.shared.refused.fetch_add(1, Ordering::Relaxed);
+                    PushCounters::bump(&self.shared.pushes.refused);
                     Push::Full
                 }
             },
@@ -430,9 +455,9 @@ impl Recorder {
     pub fn status(&self) -> Status {
         let s = &self.shared;
         Status {
-            accepted: s.accepted.load(Ordering::Relaxed),
-            dropped: s.dropped.load(Ordering::Relaxed),
-            refused: s.refused.load(Ordering::Relaxed),
+            accepted: s.pushes.accepted.load(Ordering::Relaxed),
+            dropped: s.pushes.dropped.load(Ordering::Relaxed),
+            refused: s.pushes.refused.load(Ordering::Relaxed),
             encoded: s.encoded.load(Ordering::Relaxed),
             stream_bytes: s.stream_bytes.load(Ordering::Relaxed),
             stream_file: s.sink(SinkKind::StreamFile),
