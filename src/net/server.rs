@@ -312,3 +312,24 @@ impl Shared {
         }
     }
 }
+
+/// Accepts connections on `listener` until the task is dropped, and runs `serve_one` on
+/// each in a task of its own: the accept loop every transport shares. A failing accept
+/// (out of file descriptors, say) waits 100 ms instead of spinning.
+pub(crate) async fn accept_each<F, Fut>(
+    listener: tokio::net::TcpListener,
+    server: Server,
+    serve_one: F,
+) where
+    F: Fn(tokio::net::TcpStream, Server) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    loop {
+        match listener.accept().await {
+            Ok((socket, _)) => {
+                tokio::spawn(serve_one(socket, server.clone()));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}

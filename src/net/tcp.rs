@@ -2,8 +2,6 @@
 //! a socket becomes messages lives here; the connection itself is run by
 //! [`Server::drive`], as for WebSocket.
 
-use std::time::Duration;
-
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::{FramedRead, FramedWrite};
 
@@ -31,19 +29,9 @@ pub async fn connect(
 
 /// Serves `server` on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener, server: Server) {
-    loop {
-        let socket = match listener.accept().await {
-            Ok((socket, _)) => socket,
-            Err(_) => {
-                // Out of file descriptors, say: wait instead of spinning.
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let server = server.clone();
-        tokio::spawn(async move {
-            let (sink, stream) = transport(socket, server.max_frame());
-            server.drive(stream, sink).await;
-        });
-    }
+    super::server::accept_each(listener, server, |socket, server| async move {
+        let (sink, stream) = transport(socket, server.max_frame());
+        server.drive(stream, sink).await;
+    })
+    .await;
 }

@@ -93,27 +93,18 @@ pub async fn connect(
 
 /// Serves `server` over WebSocket on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener, server: Server) {
-    loop {
-        let socket = match listener.accept().await {
-            Ok((socket, _)) => socket,
-            Err(_) => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let server = server.clone();
-        tokio::spawn(async move {
-            let _ = socket.set_nodelay(true);
-            let max = server.max_frame();
-            let accepted = tokio::time::timeout(
-                HANDSHAKE,
-                tokio_tungstenite::accept_async_with_config(socket, Some(config(max))),
-            )
-            .await;
-            if let Ok(Ok(ws)) = accepted {
-                let (sink, stream) = transport(ws, max);
-                server.drive(stream, sink).await;
-            }
-        });
-    }
+    super::server::accept_each(listener, server, |socket, server| async move {
+        let _ = socket.set_nodelay(true);
+        let max = server.max_frame();
+        let accepted = tokio::time::timeout(
+            HANDSHAKE,
+            tokio_tungstenite::accept_async_with_config(socket, Some(config(max))),
+        )
+        .await;
+        if let Ok(Ok(ws)) = accepted {
+            let (sink, stream) = transport(ws, max);
+            server.drive(stream, sink).await;
+        }
+    })
+    .await;
 }
