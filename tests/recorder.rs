@@ -309,7 +309,7 @@ mod live {
     }
 
     /// Subscribes in complete mode and collects the stream until `End`.
-    async fn viewer(addr: std::net::SocketAddr, session: &str) -> Vec<u8> {
+    pub(super) async fn viewer(addr: std::net::SocketAddr, session: &str) -> Vec<u8> {
         let mut c = Framed::new(
             TcpStream::connect(addr).await.unwrap(),
             WireCodec::default(),
@@ -404,5 +404,87 @@ mod live {
         assert!(recovery.complete, "{recovery:?}");
         assert_eq!(back.frames, r.frames);
         assert_eq!(back.info, r.info);
+    }
+}
+
+mod spill {
+    use super::*;
+    use bsor_stream::net::relay::{RelayConfig, Tokens};
+    use bsor_stream::net::server::{Server, ServerConfig};
+    use bsor_stream::net::tcp;
+    use tokio::net::TcpListener;
+
+    #[test]
+    fn with_the_relay_away_the_live_sink_spills_to_disk_and_sends_everything_later() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let r = song(12, 20.0);
+        let d = dir("spill");
+        // A port with nobody on it yet.
+        let addr = rt.block_on(async {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            l.local_addr().unwrap()
+        });
+        let mut live = LiveConfig::new(&addr.to_string(), "away", "tok");
+        live.retry_every = Duration::from_millis(50);
+        live.buffer_bytes = 4096;
+        live.spill_dir = Some(d.clone());
+        let logged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = std::sync::Arc::clone(&logged);
+        let config = Config {
+            live: Some(live),
+            log: Some(std::sync::Arc::new(move |_, m: &str| {
+                log.lock().unwrap().push(m.to_string())
+            })),
+            ..Config::default()
+        };
+        let mut rec = Recorder::start(start_info(&r), config).unwrap();
+        let _ = play(&mut rec, &r);
+        // The whole song is recorded while the relay is away: far more than 4 kB waits.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while rec.status().encoded < rec.status().accepted && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let spill_files = std::fs::read_dir(&d).unwrap().count();
+        assert_eq!(spill_files, 1, "chunks went to a spill file");
+        // The relay comes up on that port; the sink connects and sends everything.
+        let watcher = rt.block_on(async {
+            let l = TcpListener::bind(addr).await.unwrap();
+            let server = Server::new(
+                RelayConfig::default(),
+                Tokens::parse("tok"),
+                ServerConfig {
+                    tick: Duration::from_millis(20),
+                    ..ServerConfig::default()
+                },
+            )
+            .unwrap();
+            tokio::spawn(tcp::serve(l, server));
+            tokio::spawn(super::live::viewer(addr, "away"))
+        });
+        rec.finish(r.info.clone());
+        let st = rec.wait(Duration::from_secs(30)).unwrap();
+        assert_eq!(st.live, SinkState::Done, "{st:?}");
+        let got = rt
+            .block_on(async { tokio::time::timeout(Duration::from_secs(30), watcher).await })
+            .expect("the viewer ends")
+            .unwrap();
+        let (back, recovery) = transcode::decode_replay(&got).unwrap();
+        assert!(recovery.complete, "{recovery:?}");
+        assert_eq!(bsor::to_vec(&back).unwrap(), bsor::to_vec(&r).unwrap());
+        assert!(logged
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|m| m.contains("spilling")));
+        assert_eq!(
+            std::fs::read_dir(&d).unwrap().count(),
+            0,
+            "the spill file is gone"
+        );
     }
 }

@@ -163,6 +163,7 @@ fn target(addr: &str, websocket: bool, session: &str, token: &str) -> publisher:
         key: publisher::new_key(),
         // The whole file is in memory anyway.
         buffer_bytes: usize::MAX,
+        spill: None,
         retry_every: Duration::from_millis(500),
         max_retries: 10,
         finish_timeout: Duration::from_secs(10),

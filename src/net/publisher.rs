@@ -26,31 +26,57 @@ pub struct Overflow {
     pub limit: usize,
 }
 
-/// Chunks on their way to the relay: sent or not, kept until acknowledged.
+/// Where a chunk waiting in the outbox is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Held {
+    /// In memory.
+    Memory(Bytes),
+    /// In the spill file, at this offset, this long.
+    Spilled {
+        /// Offset in the spill file.
+        at: u64,
+        /// Length.
+        len: usize,
+    },
+}
+
+impl Held {
+    fn memory(&self) -> usize {
+        match self {
+            Held::Memory(b) => b.len(),
+            Held::Spilled { .. } => 0,
+        }
+    }
+}
+
+/// Chunks on their way to the relay: sent or not, kept until acknowledged, in memory up to
+/// a bound and beyond it (when the owner has a spill file) as offsets into that file.
 #[derive(Debug)]
 pub struct Outbox {
-    chunks: VecDeque<(u32, Bytes)>,
+    chunks: VecDeque<(u32, Held)>,
     /// How many of `chunks` went out on the current connection.
     sent: usize,
     bytes: usize,
     limit: usize,
+    spilled: usize,
     acked: u64,
 }
 
 impl Outbox {
-    /// An empty outbox that holds at most `limit` bytes of chunks.
+    /// An empty outbox that holds at most `limit` bytes of chunks in memory.
     pub fn new(limit: usize) -> Self {
         Outbox {
             chunks: VecDeque::new(),
             sent: 0,
             bytes: 0,
             limit,
+            spilled: 0,
             acked: 0,
         }
     }
 
-    /// Adds a whole chunk (header and payload) to send. Its sequence number is read from
-    /// its header; a chunk without a valid header is refused as `None`.
+    /// Adds a whole chunk (header and payload) to send, in memory. Its sequence number is
+    /// read from its header; a chunk without a valid header is refused as `None`.
     pub fn push(&mut self, chunk: Bytes) -> Result<Option<()>, Overflow> {
         let Some((h, _)) = ChunkHeader::parse_at(&chunk) else {
             return Ok(None);
@@ -63,12 +89,18 @@ impl Outbox {
             });
         }
         self.bytes = held;
-        self.chunks.push_back((h.seq, chunk));
+        self.chunks.push_back((h.seq, Held::Memory(chunk)));
         Ok(Some(()))
     }
 
+    /// Adds a chunk that the owner wrote to its spill file: its sequence number and where.
+    pub fn push_spilled(&mut self, seq: u32, at: u64, len: usize) {
+        self.spilled += 1;
+        self.chunks.push_back((seq, Held::Spilled { at, len }));
+    }
+
     /// The next chunk to send on this connection.
-    pub fn next_to_send(&mut self) -> Option<Bytes> {
+    pub fn next_to_send(&mut self) -> Option<Held> {
         let c = self.chunks.get(self.sent)?.1.clone();
         self.sent += 1;
         Some(c)
@@ -95,7 +127,10 @@ impl Outbox {
 
     fn drop_front(&mut self) {
         if let Some((_, c)) = self.chunks.pop_front() {
-            self.bytes -= c.len();
+            self.bytes -= c.memory();
+            if let Held::Spilled { .. } = c {
+                self.spilled -= 1;
+            }
             self.sent = self.sent.saturating_sub(1);
             self.acked += 1;
         }
@@ -106,15 +141,106 @@ impl Outbox {
         self.chunks.is_empty()
     }
 
-    /// Bytes held.
+    /// Bytes held in memory.
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Chunks held in the spill file.
+    pub fn spilled(&self) -> usize {
+        self.spilled
     }
 
     /// Chunks acknowledged so far.
     pub fn acked(&self) -> u64 {
         self.acked
     }
+}
+
+/// A spill file for the chunks that do not fit the outbox's memory bound: appended to while
+/// chunks spill, read back to send them, emptied once none waits in it.
+struct Spool {
+    path: std::path::PathBuf,
+    file: Option<std::fs::File>,
+    end: u64,
+    limit: u64,
+}
+
+impl Spool {
+    fn new(spill: &Spill, key: [u8; 16]) -> Self {
+        let name: String = key.iter().map(|b| format!("{b:02x}")).collect();
+        Spool {
+            path: spill.dir.join(format!("bsor-live-{name}.spill")),
+            file: None,
+            end: 0,
+            limit: spill.limit,
+        }
+    }
+
+    fn write(&mut self, chunk: &[u8]) -> std::io::Result<u64> {
+        use std::io::{Seek, SeekFrom, Write};
+        if self.end + chunk.len() as u64 > self.limit {
+            return Err(std::io::Error::other(format!(
+                "the spill file would pass its bound of {} bytes",
+                self.limit
+            )));
+        }
+        let f = match &mut self.file {
+            Some(f) => f,
+            None => self.file.insert(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(true)
+                    .read(true)
+                    .write(true)
+                    .open(&self.path)?,
+            ),
+        };
+        let at = self.end;
+        f.seek(SeekFrom::Start(at))?;
+        f.write_all(chunk)?;
+        self.end += chunk.len() as u64;
+        Ok(at)
+    }
+
+    fn read(&mut self, at: u64, len: usize) -> std::io::Result<Bytes> {
+        use std::io::{Read, Seek, SeekFrom};
+        let f = self
+            .file
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("no spill file"))?;
+        f.seek(SeekFrom::Start(at))?;
+        let mut buf = vec![0; len];
+        f.read_exact(&mut buf)?;
+        Ok(Bytes::from(buf))
+    }
+
+    /// Nothing waits in the file: start it over (and free the disk).
+    fn reset(&mut self) {
+        if self.end > 0 {
+            if let Some(f) = &self.file {
+                let _ = f.set_len(0);
+            }
+            self.end = 0;
+        }
+    }
+}
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Spilling to disk beyond the outbox's memory bound.
+#[derive(Clone, Debug)]
+pub struct Spill {
+    /// The folder of the spill file.
+    pub dir: std::path::PathBuf,
+    /// Bound of the spill file, in bytes.
+    pub limit: u64,
 }
 
 /// Where and as whom to publish.
@@ -130,8 +256,10 @@ pub struct Target {
     pub token: String,
     /// Proves to the relay that a reconnection is the same publisher: see [`new_key`].
     pub key: [u8; 16],
-    /// Bound of the outbox, in bytes.
+    /// Bound of the outbox in memory, in bytes.
     pub buffer_bytes: usize,
+    /// Beyond it, spill to a file (else the publisher fails with [`Overflow`]).
+    pub spill: Option<Spill>,
     /// Wait between reconnection attempts.
     pub retry_every: Duration,
     /// Give up after this many failed connections in a row.
@@ -149,6 +277,8 @@ pub enum Progress {
     Lost(String),
     /// The relay acknowledged chunks: how many so far in all.
     Acked(u64),
+    /// The memory bound is reached: chunks go to the spill file until the relay catches up.
+    Spilling,
 }
 
 /// Why publishing stopped before the end.
@@ -168,6 +298,9 @@ pub enum PublishError {
     /// The relay stayed away longer than the outbox could hold.
     #[error(transparent)]
     Overflow(#[from] Overflow),
+    /// The spill file failed.
+    #[error("spill file: {0}")]
+    Spill(std::io::Error),
     /// The stream's bytes did not split into chunks.
     #[error("not a chunk: {0} bytes")]
     NotAChunk(usize),
@@ -220,7 +353,10 @@ pub async fn publish(
     mut input: mpsc::UnboundedReceiver<Input>,
     mut progress: impl FnMut(Progress),
 ) -> Result<(), PublishError> {
-    let mut outbox = Outbox::new(target.buffer_bytes);
+    let mut outbox = Pending {
+        outbox: Outbox::new(target.buffer_bytes),
+        spool: target.spill.as_ref().map(|s| Spool::new(s, target.key)),
+    };
     let mut finished = false;
     let mut input_open = true;
     let mut failures = 0u32;
@@ -230,7 +366,7 @@ pub async fn publish(
             Ok((conn, next)) => {
                 failures = 0;
                 resume = true;
-                outbox.resume(next);
+                outbox.outbox.resume(next);
                 progress(Progress::Connected(next));
                 session(
                     conn,
@@ -264,7 +400,11 @@ pub async fn publish(
                     tokio::select! {
                         () = &mut sleep => break,
                         m = input.recv(), if input_open => match m {
-                            Some(Input::Chunk(c)) => take(&mut outbox, c)?,
+                            Some(Input::Chunk(c)) => {
+                                if outbox.take(c)? && outbox.outbox.spilled() == 1 {
+                                    progress(Progress::Spilling);
+                                }
+                            }
                             Some(Input::Finished) => finished = true,
                             None => input_open = false,
                         },
@@ -275,11 +415,59 @@ pub async fn publish(
     }
 }
 
-fn take(outbox: &mut Outbox, c: Bytes) -> Result<(), PublishError> {
-    let len = c.len();
-    match outbox.push(c)? {
-        Some(()) => Ok(()),
-        None => Err(PublishError::NotAChunk(len)),
+/// The outbox and its spill file: the driver's side of [`Outbox`], which does the file I/O.
+struct Pending {
+    outbox: Outbox,
+    spool: Option<Spool>,
+}
+
+impl Pending {
+    /// Takes a chunk; true when it went to the spill file.
+    fn take(&mut self, c: Bytes) -> Result<bool, PublishError> {
+        let len = c.len();
+        // Once chunks spill, later ones follow them to disk until the file is empty, so
+        // that memory goes to the chunks that will go out first.
+        let spilling = self.outbox.spilled() > 0;
+        let overflow = if spilling {
+            None
+        } else {
+            match self.outbox.push(c.clone()) {
+                Ok(Some(())) => return Ok(false),
+                Ok(None) => return Err(PublishError::NotAChunk(len)),
+                Err(o) => Some(o),
+            }
+        };
+        let (Some(spool), Some((h, _))) = (&mut self.spool, ChunkHeader::parse_at(&c)) else {
+            return Err(match overflow {
+                Some(o) => PublishError::Overflow(o),
+                None => PublishError::NotAChunk(len),
+            });
+        };
+        let at = spool.write(&c).map_err(PublishError::Spill)?;
+        self.outbox.push_spilled(h.seq, at, len);
+        Ok(true)
+    }
+
+    fn next_to_send(&mut self) -> Result<Option<Bytes>, PublishError> {
+        match self.outbox.next_to_send() {
+            None => Ok(None),
+            Some(Held::Memory(b)) => Ok(Some(b)),
+            Some(Held::Spilled { at, len }) => {
+                let spool = self.spool.as_mut().ok_or_else(|| {
+                    PublishError::Spill(std::io::Error::other("a spilled chunk without a file"))
+                })?;
+                spool.read(at, len).map(Some).map_err(PublishError::Spill)
+            }
+        }
+    }
+
+    fn ack(&mut self, seq: u32) {
+        self.outbox.ack(seq);
+        if self.outbox.spilled() == 0 {
+            if let Some(s) = &mut self.spool {
+                s.reset();
+            }
+        }
     }
 }
 
@@ -343,7 +531,7 @@ fn refusal(m: Message) -> Drop_ {
 async fn session(
     mut c: Conn,
     header: &Bytes,
-    outbox: &mut Outbox,
+    outbox: &mut Pending,
     input: &mut mpsc::UnboundedReceiver<Input>,
     finished: &mut bool,
     input_open: &mut bool,
@@ -359,7 +547,12 @@ async fn session(
     tokio::pin!(finish_deadline);
     let mut deadline_set = false;
     loop {
-        while let Some(chunk) = outbox.next_to_send() {
+        loop {
+            let chunk = match outbox.next_to_send() {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => break,
+                Err(e) => return Drop_::Stop(Err(e)),
+            };
             if let Err(e) = c.tx.feed(Message::Chunk(chunk)).await {
                 return lost(e.to_string());
             }
@@ -373,7 +566,7 @@ async fn session(
                 .as_mut()
                 .reset(tokio::time::Instant::now() + finish_timeout);
         }
-        if *finished && outbox.is_empty() {
+        if *finished && outbox.outbox.is_empty() {
             let _ = c.tx.send(Message::End(EndReason::Finished)).await;
             return Drop_::Stop(Ok(()));
         }
@@ -384,8 +577,10 @@ async fn session(
         tokio::select! {
             m = input.recv(), if *input_open => match m {
                 Some(Input::Chunk(chunk)) => {
-                    if let Err(e) = take(outbox, chunk) {
-                        return Drop_::Stop(Err(e));
+                    match outbox.take(chunk) {
+                        Ok(true) if outbox.outbox.spilled() == 1 => progress(Progress::Spilling),
+                        Ok(_) => {}
+                        Err(e) => return Drop_::Stop(Err(e)),
                     }
                 }
                 Some(Input::Finished) => *finished = true,
@@ -394,7 +589,7 @@ async fn session(
             m = c.rx.next() => match m {
                 Some(Ok(Message::Ack(seq))) => {
                     outbox.ack(seq);
-                    progress(Progress::Acked(outbox.acked()));
+                    progress(Progress::Acked(outbox.outbox.acked()));
                 }
                 Some(Ok(Message::Ping(n))) => {
                     if let Err(e) = c.tx.send(Message::Pong(n)).await {
@@ -417,7 +612,7 @@ async fn session(
             () = &mut finish_deadline, if deadline_set => {
                 return Drop_::Stop(Err(PublishError::Unreachable(
                     0,
-                    format!("{} chunks still unacknowledged at the end", outbox.chunks.len()),
+                    format!("{} chunks still unacknowledged at the end", outbox.outbox.chunks.len()),
                 )));
             }
         }
@@ -443,12 +638,16 @@ mod tests {
         }
         let sent: Vec<_> = std::iter::from_fn(|| o.next_to_send()).collect();
         assert_eq!(sent.len(), 5);
+        assert_eq!(sent[4], Held::Memory(chunk(4, 10)));
         o.ack(1);
         assert_eq!(o.acked(), 2);
         // Reconnected: the relay stored up to 2 (expects 3).
         o.resume(3);
         let again: Vec<_> = std::iter::from_fn(|| o.next_to_send()).collect();
-        assert_eq!(again, vec![chunk(3, 10), chunk(4, 10)]);
+        assert_eq!(
+            again,
+            vec![Held::Memory(chunk(3, 10)), Held::Memory(chunk(4, 10))]
+        );
         o.ack(4);
         assert!(o.is_empty());
         assert_eq!(o.bytes(), 0);
@@ -466,5 +665,27 @@ mod tests {
         // An ack makes room.
         o.ack(0);
         o.push(chunk(2, 100)).unwrap().unwrap();
+    }
+
+    #[test]
+    fn spilled_chunks_keep_their_place_and_leave_memory_alone() {
+        let one = chunk(0, 100).len();
+        let mut o = Outbox::new(one);
+        o.push(chunk(0, 100)).unwrap().unwrap();
+        o.push_spilled(1, 0, one);
+        o.push_spilled(2, one as u64, one);
+        assert_eq!((o.bytes(), o.spilled()), (one, 2));
+        assert_eq!(o.next_to_send(), Some(Held::Memory(chunk(0, 100))));
+        assert_eq!(o.next_to_send(), Some(Held::Spilled { at: 0, len: one }));
+        o.resume(2);
+        assert_eq!((o.bytes(), o.spilled()), (0, 1));
+        assert_eq!(
+            o.next_to_send(),
+            Some(Held::Spilled {
+                at: one as u64,
+                len: one
+            })
+        );
+        assert_eq!(o.next_to_send(), None);
     }
 }

@@ -2,8 +2,9 @@
 //! small single-threaded tokio runtime (the game thread never sees one). The encoder's
 //! bytes are split into the stream header and whole chunks here, and handed over through
 //! an unbounded channel into the publisher's outbox, which is bounded in bytes
-//! ([`LiveConfig::buffer_bytes`]): a relay away for longer than that fails this sink, not
-//! the others.
+//! ([`LiveConfig::buffer_bytes`]) and beyond that spills to a file when
+//! [`LiveConfig::spill_dir`] is set: a relay away for longer than both bounds fail this
+//! sink, not the others.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -32,6 +33,11 @@ pub struct LiveConfig {
     /// Chunks kept for the relay while it has not acknowledged them, in bytes (default
     /// 8 MiB, several minutes of a live lossless stream).
     pub buffer_bytes: usize,
+    /// Beyond `buffer_bytes`, keep chunks in a file in this folder (default: none; the sink
+    /// then fails when the bound is reached).
+    pub spill_dir: Option<std::path::PathBuf>,
+    /// Bound of the spill file in bytes (default 256 MiB).
+    pub spill_bytes: u64,
     /// Wait between reconnection attempts (default 500 ms).
     pub retry_every: Duration,
     /// Failed connections in a row before the sink gives up (default 120).
@@ -47,6 +53,8 @@ impl LiveConfig {
             session: session.into(),
             token: token.into(),
             buffer_bytes: 8 << 20,
+            spill_dir: None,
+            spill_bytes: 256 << 20,
             retry_every: Duration::from_millis(500),
             max_retries: 120,
         }
@@ -110,6 +118,10 @@ impl LiveSink {
             token: self.config.token.clone(),
             key: publisher::new_key(),
             buffer_bytes: self.config.buffer_bytes,
+            spill: self.config.spill_dir.clone().map(|dir| publisher::Spill {
+                dir,
+                limit: self.config.spill_bytes,
+            }),
             retry_every: self.config.retry_every,
             max_retries: self.config.max_retries,
             finish_timeout: Duration::from_secs(10),
@@ -162,6 +174,10 @@ fn run(target: Target, header: Bytes, rx: mpsc::UnboundedReceiver<Input>, shared
         ),
         Progress::Lost(e) => shared.log(LogLevel::Warn, &format!("live: {e}; reconnecting")),
         Progress::Acked(n) => shared.live_acked.store(n, Ordering::Relaxed),
+        Progress::Spilling => shared.log(
+            LogLevel::Warn,
+            "live: the relay is behind by more than the memory bound; spilling to disk",
+        ),
     };
     match rt.block_on(publisher::publish(target, header, rx, progress)) {
         Ok(()) => {
