@@ -452,7 +452,7 @@ mod spill {
         let spill_files = std::fs::read_dir(&d).unwrap().count();
         assert_eq!(spill_files, 1, "chunks went to a spill file");
         // The relay comes up on that port; the sink connects and sends everything.
-        let watcher = rt.block_on(async {
+        rt.block_on(async {
             let l = TcpListener::bind(addr).await.unwrap();
             let server = Server::new(
                 RelayConfig::default(),
@@ -464,8 +464,8 @@ mod spill {
             )
             .unwrap();
             tokio::spawn(tcp::serve(l, server));
-            tokio::spawn(super::live::viewer(addr, "away"))
         });
+        let watcher = rt.spawn(super::live::viewer(addr, "away"));
         rec.finish(r.info.clone());
         let st = rec.wait(Duration::from_secs(30)).unwrap();
         assert_eq!(st.live, SinkState::Done, "{st:?}");
