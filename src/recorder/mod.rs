@@ -218,25 +218,8 @@ pub struct Status {
     pub last_error: Option<String>,
 }
 
-/// Counters that only the game thread writes, on a cache line of their own: the
-/// background's writes to its counters never make a push wait for this line.
-#[repr(align(64))]
-struct PushCounters {
-    accepted: AtomicU64,
-    dropped: AtomicU64,
-    refused: AtomicU64,
-}
-
-impl PushCounters {
-    /// One writer: a load and a store, not a locked read-modify-write.
-    fn bump(c: &AtomicU64) {
-        c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
-    }
-}
-
 /// What the game thread and the background share. Counters are written by one side each.
 struct Shared {
-    pushes: PushCounters,
     encoded: AtomicU64,
     stream_bytes: AtomicU64,
     live_acked: AtomicU64,
@@ -296,12 +279,23 @@ enum Record {
     Pause(Pause),
 }
 
+/// What the pushes did, counted by the game thread.
+#[derive(Clone, Copy, Debug, Default)]
+struct Pushed {
+    accepted: u64,
+    dropped: u64,
+    refused: u64,
+}
+
 /// Records a replay while the song plays. See the [module](self) documentation.
 ///
 /// The push calls take `&mut self`: one thread (the game's render thread) pushes. The
 /// recorder may move between threads.
 pub struct Recorder {
     ring: rtrb::Producer<Record>,
+    /// Counted here, beside the ring's producer end, not in shared memory: a push touches
+    /// no line that the background writes.
+    pushed: Pushed,
     shared: Arc<Shared>,
     on_full: OnFull,
     controller_offsets: Option<ControllerOffsets>,
@@ -339,11 +333,6 @@ impl Recorder {
         }
         while consumer.pop().is_ok() {}
         let shared = Arc::new(Shared {
-            pushes: PushCounters {
-                accepted: AtomicU64::new(0),
-                dropped: AtomicU64::new(0),
-                refused: AtomicU64::new(0),
-            },
             encoded: AtomicU64::new(0),
             stream_bytes: AtomicU64::new(0),
             live_acked: AtomicU64::new(0),
@@ -363,6 +352,7 @@ impl Recorder {
             .map_err(StartError::Thread)?;
         Ok(Recorder {
             ring: producer,
+            pushed: Pushed::default(),
             shared,
             on_full,
             controller_offsets: None,
@@ -378,16 +368,16 @@ impl Recorder {
         }
         match self.ring.push(r) {
             Ok(()) => {
-                PushCounters::bump(&self.shared.pushes.accepted);
+                self.pushed.accepted += 1;
                 Push::Queued
             }
             Err(_) => match self.on_full {
                 OnFull::Drop => {
-                    PushCounters::bump(&self.shared.pushes.dropped);
+                    self.pushed.dropped += 1;
                     Push::Dropped
                 }
                 OnFull::BackPressure => {
-                    PushCounters::bump(&self.shared.pushes.refused);
+                    self.pushed.refused += 1;
                     Push::Full
                 }
             },
@@ -455,9 +445,9 @@ impl Recorder {
     pub fn status(&self) -> Status {
         let s = &self.shared;
         Status {
-            accepted: s.pushes.accepted.load(Ordering::Relaxed),
-            dropped: s.pushes.dropped.load(Ordering::Relaxed),
-            refused: s.pushes.refused.load(Ordering::Relaxed),
+            accepted: self.pushed.accepted,
+            dropped: self.pushed.dropped,
+            refused: self.pushed.refused,
             encoded: s.encoded.load(Ordering::Relaxed),
             stream_bytes: s.stream_bytes.load(Ordering::Relaxed),
             stream_file: s.sink(SinkKind::StreamFile),
