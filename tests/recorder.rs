@@ -488,3 +488,69 @@ mod spill {
         );
     }
 }
+
+mod crash {
+    use super::*;
+
+    const CHILD: &str = "BSRS_CRASH_CHILD";
+    const CRASH_AT: f32 = 2.5;
+
+    /// Run by the test below in a process of its own (does nothing otherwise): records at
+    /// song speed and aborts the process at `CRASH_AT` seconds of song.
+    #[test]
+    fn child_process_that_crashes_mid_song() {
+        let Some(path) = std::env::var_os(CHILD) else {
+            return;
+        };
+        let r = song(13, 10.0);
+        let config = Config {
+            stream_file: Some(path.into()),
+            ..Config::default()
+        };
+        let mut rec = Recorder::start(start_info(&r), config).unwrap();
+        let start = Instant::now();
+        for f in &r.frames {
+            if f.time >= CRASH_AT {
+                std::process::abort();
+            }
+            let due = Duration::from_secs_f32(f.time.max(0.0));
+            if let Some(w) = due.checked_sub(start.elapsed()) {
+                std::thread::sleep(w);
+            }
+            assert_eq!(rec.push_frame(f), Push::Queued);
+        }
+    }
+
+    #[test]
+    fn a_crash_mid_song_loses_at_most_about_the_last_flush_interval() {
+        let d = dir("crash");
+        let path = d.join("song.bsors");
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "crash::child_process_that_crashes_mid_song"])
+            .env(CHILD, &path)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "the child aborted");
+        let r = song(13, 10.0);
+        let (back, recovery) = decode(&path);
+        assert!(!recovery.complete);
+        assert_eq!(
+            back.frames,
+            r.frames[..back.frames.len()],
+            "a prefix, exact"
+        );
+        // Everything up to the flush interval (100 ms) before the crash is on disk; 300 ms
+        // more of slack for the background's polling and a loaded machine.
+        let must = r.frames.iter().filter(|f| f.time < CRASH_AT - 0.4).count();
+        println!(
+            "on disk: {} frames, up to {:?} s; crash at {CRASH_AT} s",
+            back.frames.len(),
+            back.frames.last().map(|f| f.time)
+        );
+        assert!(
+            back.frames.len() >= must,
+            "{} frames on disk, {must} expected at least",
+            back.frames.len()
+        );
+    }
+}

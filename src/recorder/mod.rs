@@ -438,6 +438,9 @@ impl Recorder {
         }
         // Release: every record pushed before is in the ring when the background sees this.
         self.shared.finishing.store(true, Ordering::Release);
+        if let Some(w) = &self.worker {
+            w.thread().unpark();
+        }
         true
     }
 
@@ -491,6 +494,7 @@ impl Drop for Recorder {
         self.closed = true;
         self.shared.stop.store(true, Ordering::Release);
         if let Some(w) = self.worker.take() {
+            w.thread().unpark();
             let _ = w.join();
         }
     }

@@ -174,7 +174,9 @@ pub(super) fn run(
             end_unfinished(sinks, &shared);
             break;
         }
-        std::thread::sleep(config.poll_interval);
+        // Woken early by finish and drop; pushes never wake it (that would be a system
+        // call on the game thread).
+        std::thread::park_timeout(config.poll_interval);
     }
     shared.ended.store(true, Ordering::Release);
 }
