@@ -226,6 +226,28 @@ impl Relay {
         }
     }
 
+    /// Answers a ping. A connection that pings faster than it reads gets one answer waiting
+    /// at a time, for its latest ping, so its queue cannot grow.
+    fn pong(&mut self, conn: ConnId, n: u64) {
+        let waiting = self
+            .outgoing
+            .get_mut(&conn)
+            .and_then(|q| q.iter_mut().find(|m| matches!(m, Message::Pong(_))));
+        match waiting {
+            Some(m) => *m = Message::Pong(n),
+            None => self.send(conn, Message::Pong(n)),
+        }
+    }
+
+    /// Acknowledges chunks up to `seq`. Acks are cumulative: one that still waits is
+    /// replaced, so a publisher that does not read them does not grow its queue.
+    fn ack(&mut self, conn: ConnId, seq: u32) {
+        match self.outgoing.get_mut(&conn).and_then(|q| q.back_mut()) {
+            Some(Message::Ack(waiting)) => *waiting = (*waiting).max(seq),
+            _ => self.send(conn, Message::Ack(seq)),
+        }
+    }
+
     /// Sends an error and closes `conn` (only it).
     fn fail(&mut self, conn: ConnId, code: ErrorCode, message: &str) {
         self.send(
@@ -283,7 +305,7 @@ impl Relay {
         };
         match (state, m) {
             (Conn::Closing, _) => {}
-            (_, Message::Ping(n)) => self.send(conn, Message::Pong(n)),
+            (_, Message::Ping(n)) => self.pong(conn, n),
             (_, Message::Pong(_)) => {}
             (
                 Conn::New { .. },
@@ -457,16 +479,36 @@ impl Relay {
             .map(|c| c.1.clone())
             .collect();
         let (ended, mode) = (s.ended, v.mode);
+        // A group longer than the live queue takes is skipped like a slow viewer's: the
+        // viewer starts at the next keyframe chunk, told how much it missed.
+        let group_bytes: usize = live_chunks.iter().map(Bytes::len).sum();
+        let fits = self.queued(conn) + 1 + live_chunks.len() <= self.config.viewer_queue_messages
+            && group_bytes <= self.config.viewer_queue_bytes;
+        let skipped = (mode == ViewMode::Live && !fits).then(|| Message::Skipped {
+            chunks: live_chunks.len() as u32,
+            bytes: group_bytes as u64,
+        });
         if let Some(Conn::Viewer(v)) = self.conns.get_mut(&conn) {
             v.sent_header = true;
             v.cursor = first_kept;
+            if let Some(Message::Skipped { chunks, bytes }) = skipped {
+                v.skipping = true;
+                v.skipped_chunks = chunks;
+                v.skipped_bytes = bytes;
+            }
         }
         self.send(conn, Message::StreamHeader(header));
         if mode == ViewMode::Live {
-            for c in live_chunks {
-                self.send(conn, Message::Chunk(c));
+            if skipped.is_none() {
+                for c in live_chunks {
+                    self.send(conn, Message::Chunk(c));
+                }
             }
             if let Some(reason) = ended {
+                // No keyframe will come: the skip is told before the end.
+                if let Some(notice) = skipped {
+                    self.send(conn, notice);
+                }
                 self.send(conn, Message::End(reason));
                 self.events.push_back(RelayEvent::Close(conn));
             }
@@ -514,6 +556,7 @@ impl Relay {
             None => {
                 if let Some(reason) = ended {
                     self.send(conn, Message::End(reason));
+                    self.detach(conn);
                     self.conns.insert(conn, Conn::Closing);
                     self.events.push_back(RelayEvent::Close(conn));
                 }
@@ -561,7 +604,7 @@ impl Relay {
         }
         if seq < s.next_seq {
             // Sent again by a resuming publisher: already stored.
-            return self.send(conn, Message::Ack(seq));
+            return self.ack(conn, seq);
         }
         if seq != s.next_seq {
             return self.fail(conn, ErrorCode::UnexpectedMessage, "chunk sequence gap");
@@ -574,7 +617,7 @@ impl Relay {
         let viewers = s.viewers.clone();
         self.events
             .push_back(RelayEvent::ArchiveChunk(name.to_string(), c.clone()));
-        self.send(conn, Message::Ack(seq));
+        self.ack(conn, seq);
         for v in viewers {
             self.deliver(v, &c, keyframe);
         }
@@ -599,18 +642,24 @@ impl Relay {
             return;
         }
         if !v.skipping && (queued >= max_msgs || queued_bytes + c.len() > max_bytes) {
-            // Behind: drop what waits and everything up to the next keyframe group.
+            // Behind: drop the chunks that wait and everything up to the next keyframe
+            // group. What else waits stays (the stream header above all); a skip notice
+            // still waiting is folded into the next one.
             v.skipping = true;
-            let dropped = self
-                .outgoing
-                .get_mut(&conn)
-                .map(std::mem::take)
-                .unwrap_or_default();
-            for m in dropped {
-                if let Message::Chunk(b) = m {
-                    v.skipped_chunks += 1;
-                    v.skipped_bytes += b.len() as u64;
-                }
+            if let Some(q) = self.outgoing.get_mut(&conn) {
+                q.retain(|m| match m {
+                    Message::Chunk(b) => {
+                        v.skipped_chunks += 1;
+                        v.skipped_bytes += b.len() as u64;
+                        false
+                    }
+                    Message::Skipped { chunks, bytes } => {
+                        v.skipped_chunks = v.skipped_chunks.saturating_add(*chunks);
+                        v.skipped_bytes = v.skipped_bytes.saturating_add(*bytes);
+                        false
+                    }
+                    _ => true,
+                });
             }
             self.queued_bytes.insert(conn, 0);
         }
@@ -655,6 +704,12 @@ impl Relay {
                 self.conns.insert(v, Conn::Closing);
                 self.events.push_back(RelayEvent::Close(v));
             }
+        }
+        // The live viewers are closing: out of the session, so that it can be forgotten.
+        let conns = &self.conns;
+        if let Some(s) = self.sessions.get_mut(name) {
+            s.viewers
+                .retain(|c| matches!(conns.get(c), Some(Conn::Viewer(_))));
         }
     }
 
