@@ -188,6 +188,9 @@ enum Command {
         #[arg(long, default_value_t = 2.0)]
         speed: f32,
     },
+    /// Load on a relay over 127.0.0.1: one session with 1000 viewers and 100 sessions of 10,
+    /// publishing a synthetic replay live; prints frame latency, skips, relay memory and CPU.
+    Load(cli::load::LoadArgs),
     /// Sizes and speeds of every profile under both settings, against BSOR and zstd -19.
     Bench {
         /// BSOR files or folders of them.
@@ -228,6 +231,7 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             json,
         } => cli::verify::verify(&files, archive, json),
         Command::Bench { paths, json } => cli::verify::bench(&paths, json),
+        Command::Load(args) => cli::load::load(&args),
         Command::Serve { tcp, token_file } => cli::serve::serve(&tcp, &token_file),
         Command::Demo { file, speed } => cli::live::demo(file.as_deref(), speed),
         Command::Publish {
