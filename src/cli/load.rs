@@ -323,6 +323,8 @@ async fn publisher(
 struct RelayProcess {
     child: Child,
     addr: String,
+    /// Its stdout, kept open so that it may go on printing.
+    _stdout: Option<BufReader<std::process::ChildStdout>>,
     _dir: TempDir,
 }
 
@@ -354,11 +356,14 @@ fn start_relay(token: &str, n: usize) -> Result<RelayProcess, Failure> {
         .arg(&tokens)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
+        // Its log would drown the report; how it ended is checked instead.
+        .stderr(Stdio::null())
         .spawn()
         .map_err(|e| Failure(format!("starting the relay: {e}")))?;
     let mut line = String::new();
-    if let Some(out) = child.stdout.take() {
-        let _ = BufReader::new(out).read_line(&mut line);
+    let mut stdout = child.stdout.take().map(BufReader::new);
+    if let Some(out) = &mut stdout {
+        let _ = out.read_line(&mut line);
     }
     let addr = line
         .trim()
@@ -367,6 +372,7 @@ fn start_relay(token: &str, n: usize) -> Result<RelayProcess, Failure> {
     let mut relay = RelayProcess {
         child,
         addr: String::new(),
+        _stdout: stdout,
         _dir: dir,
     };
     match addr {
@@ -443,7 +449,7 @@ fn scenario(
             )));
         }
     }
-    let started;
+    let mut started;
     let (addr, pid) = match &args.relay {
         Some(a) => {
             started = None;
@@ -562,6 +568,11 @@ fn scenario(
         (Some(a), Some(b)) => Some(b - a),
         _ => None,
     };
+    if let Some(r) = &mut started {
+        if let Ok(Some(status)) = r.child.try_wait() {
+            return Err(Failure(format!("the relay exited during the run: {status}")));
+        }
+    }
     let memory = pid
         .and_then(memory_kb)
         .map(|(rss, hwm)| (rss, hwm, sampled_peak.load(Ordering::Relaxed)));

@@ -22,6 +22,8 @@ const BATCH: usize = 64;
 struct Writer {
     wake: Notify,
     closing: Mutex<bool>,
+    /// Tells the connection's reader to stop once the relay asked to close it.
+    close: Notify,
 }
 
 /// The relay and the writers of its connections.
@@ -49,6 +51,10 @@ impl Shared {
             }
             (out, events)
         };
+        if events.is_empty() {
+            // Most calls (a writer taking its messages) have nothing to hand out.
+            return out;
+        }
         let writers = self.writers.lock().unwrap_or_else(|p| p.into_inner());
         for e in events {
             match e {
@@ -61,6 +67,7 @@ impl Shared {
                     if let Some(w) = writers.get(&c) {
                         *w.closing.lock().unwrap_or_else(|p| p.into_inner()) = true;
                         w.wake.notify_one();
+                        w.close.notify_one();
                     }
                 }
                 // The archive is not written yet: events for it are dropped here.
@@ -110,6 +117,7 @@ async fn connection(shared: Arc<Shared>, socket: TcpStream) {
     let writer = Arc::new(Writer {
         wake: Notify::new(),
         closing: Mutex::new(false),
+        close: Notify::new(),
     });
     let conn = {
         let id = shared.with_relay(|r, now| r.connect(now));
@@ -160,7 +168,8 @@ async fn connection(shared: Arc<Shared>, socket: TcpStream) {
                 }
                 None => break,
             },
-            _ = closed(&writer) => break,
+            // A close asked before this wait left a permit: it is not missed.
+            _ = writer.close.notified() => break,
         }
     }
     // Let the writer send what waits (an error, say) before the socket goes.
@@ -171,14 +180,4 @@ async fn connection(shared: Arc<Shared>, socket: TcpStream) {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .remove(&conn);
-}
-
-/// Resolves once the relay has asked to close the connection.
-async fn closed(w: &Writer) {
-    loop {
-        if *w.closing.lock().unwrap_or_else(|p| p.into_inner()) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
