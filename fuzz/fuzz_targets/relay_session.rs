@@ -103,7 +103,10 @@ impl Harness {
     }
 
     fn check(&mut self, conn: ConnId, m: Message) {
-        let me = self.peers.get(&conn).expect("a message for an unknown connection");
+        let me = self
+            .peers
+            .get(&conn)
+            .expect("a message for an unknown connection");
         let subscribed = me.subscribed;
         let first = me.received == 0;
         assert!(!me.finished, "{conn}: {m:?} after End or Error");

@@ -18,7 +18,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bsor_stream::net::wire::{EndReason, Message, Role, ViewMode, WireCodec};
-use bsor_stream::stream::{split_stream, ChunkHeader, Profile, Settings, StreamDecoder, StreamEvent};
+use bsor_stream::stream::{
+    split_stream, ChunkHeader, Profile, Settings, StreamDecoder, StreamEvent,
+};
 use bsor_stream::{bsor, synth, transcode};
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::{SinkExt, StreamExt};
@@ -89,8 +91,8 @@ fn song(seconds: f32, speed: f32) -> Result<Song, Failure> {
     let bytes = bsor::to_vec(&replay).map_err(|e| Failure(e.to_string()))?;
     let replay = bsor::parse(&bytes).map_err(|e| Failure(e.to_string()))?;
     let stream = transcode::encode_replay(&replay, settings);
-    let (_, header_len, spans) =
-        split_stream(&stream).ok_or_else(|| Failure("the synthetic stream has no header".into()))?;
+    let (_, header_len, spans) = split_stream(&stream)
+        .ok_or_else(|| Failure("the synthetic stream has no header".into()))?;
     let header = Bytes::copy_from_slice(&stream[..header_len]);
     let chunks: Vec<Bytes> = spans
         .iter()
@@ -227,7 +229,8 @@ async fn viewer(
                     seen.arrivals.push((h.seq, at));
                 }
                 0x0C if body.len() >= 4 => {
-                    seen.skipped += u64::from(u32::from_le_bytes([body[0], body[1], body[2], body[3]]));
+                    seen.skipped +=
+                        u64::from(u32::from_le_bytes([body[0], body[1], body[2], body[3]]));
                 }
                 0x08 => {
                     seen.ended = body.first() == Some(&0);
@@ -570,7 +573,9 @@ fn scenario(
     };
     if let Some(r) = &mut started {
         if let Ok(Some(status)) = r.child.try_wait() {
-            return Err(Failure(format!("the relay exited during the run: {status}")));
+            return Err(Failure(format!(
+                "the relay exited during the run: {status}"
+            )));
         }
     }
     let memory = pid
@@ -700,7 +705,11 @@ pub fn load(args: &LoadArgs) -> Result<Outcome, Failure> {
         "one" => (true, false),
         "many" => (false, true),
         "both" => (true, true),
-        s => return Err(Failure(format!("unknown scenario {s:?} (one, many or both)"))),
+        s => {
+            return Err(Failure(format!(
+                "unknown scenario {s:?} (one, many or both)"
+            )))
+        }
     };
     if one {
         ok &= scenario(args, "one session", 1, args.viewers, &song, 1)?;
