@@ -201,6 +201,9 @@ enum Command {
         #[arg(long, default_value_t = 2.0)]
         speed: f32,
     },
+    /// Load on a relay over 127.0.0.1: one session with 1000 viewers and 100 sessions of 10,
+    /// publishing a synthetic replay live; prints frame latency, skips, relay memory and CPU.
+    Load(cli::load::LoadArgs),
     /// Sizes and speeds of every profile under both settings, against BSOR and zstd -19.
     Bench {
         /// BSOR files or folders of them.
@@ -247,6 +250,7 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             archive,
             token_file,
         } => cli::serve::serve(&tcp, ws.as_deref(), archive.as_deref(), &token_file),
+        Command::Load(args) => cli::load::load(&args),
         Command::Demo { file, speed } => cli::live::demo(file.as_deref(), speed),
         Command::Publish {
             file,

@@ -326,6 +326,28 @@ impl Relay {
         }
     }
 
+    /// Answers a ping. A connection that pings faster than it reads gets one answer waiting
+    /// at a time, for its latest ping, so its queue cannot grow.
+    fn pong(&mut self, conn: ConnId, n: u64) {
+        let waiting = self
+            .outgoing
+            .get_mut(&conn)
+            .and_then(|q| q.iter_mut().find(|m| matches!(m, Message::Pong(_))));
+        match waiting {
+            Some(m) => *m = Message::Pong(n),
+            None => self.send(conn, Message::Pong(n)),
+        }
+    }
+
+    /// Acknowledges chunks up to `seq`. Acks are cumulative: one that still waits is
+    /// replaced, so a publisher that does not read them does not grow its queue.
+    fn ack(&mut self, conn: ConnId, seq: u32) {
+        match self.outgoing.get_mut(&conn).and_then(|q| q.back_mut()) {
+            Some(Message::Ack(waiting)) => *waiting = (*waiting).max(seq),
+            _ => self.send(conn, Message::Ack(seq)),
+        }
+    }
+
     /// Sends an error and closes `conn` (only it).
     fn fail(&mut self, conn: ConnId, code: ErrorCode, message: &str) {
         self.send(
@@ -409,12 +431,7 @@ impl Relay {
         }
         match (state, m) {
             (Conn::Closing, _) => {}
-            (_, Message::Ping(n)) => {
-                // A peer that pings without reading the answers does not grow the queue.
-                if self.queued(conn) < self.config.viewer_queue_messages {
-                    self.send(conn, Message::Pong(n))
-                }
-            }
+            (_, Message::Ping(n)) => self.pong(conn, n),
             (_, Message::Pong(_)) => {}
             (
                 Conn::New { .. },
@@ -699,15 +716,28 @@ impl Relay {
         } else {
             Vec::new()
         };
+        // A group longer than the live queue takes is skipped like a slow viewer's: the
+        // viewer starts at the next keyframe chunk, told how much it missed.
+        let group_bytes: usize = live_chunks.iter().map(Bytes::len).sum();
+        let fits = self.queued(conn) + 1 + live_chunks.len() <= self.config.viewer_queue_messages
+            && group_bytes <= self.config.viewer_queue_bytes;
+        let skipped = (mode == ViewMode::Live && !fits).then_some((live_chunks.len(), group_bytes));
         if let Some(Conn::Viewer(v)) = self.conns.get_mut(&conn) {
             v.sent_header = true;
             v.mode = mode;
             v.cursor = 0;
             v.offset = header.len() as u64;
+            if let Some((chunks, bytes)) = skipped {
+                v.skipping = true;
+                v.skipped_chunks = chunks as u32;
+                v.skipped_bytes = bytes as u64;
+            }
         }
         self.send(conn, Message::StreamHeader(header));
-        for c in live_chunks {
-            self.send(conn, Message::Chunk(c));
+        if skipped.is_none() {
+            for c in live_chunks {
+                self.send(conn, Message::Chunk(c));
+            }
         }
     }
 
@@ -834,17 +864,6 @@ impl Relay {
         }
     }
 
-    /// Acknowledges chunks up to `seq`. Acks are cumulative, so one that waits behind
-    /// another unsent one replaces it: a publisher that does not read them does not grow
-    /// its queue.
-    fn ack(&mut self, conn: ConnId, seq: u32) {
-        if let Some(Message::Ack(last)) = self.outgoing.get_mut(&conn).and_then(|q| q.back_mut()) {
-            *last = (*last).max(seq);
-            return;
-        }
-        self.send(conn, Message::Ack(seq));
-    }
-
     /// A live chunk to a viewer: queued, or skipped when the viewer has fallen behind.
     fn deliver(&mut self, conn: ConnId, c: &Bytes, keyframe: bool) {
         let (max_msgs, max_bytes) = (
@@ -864,18 +883,24 @@ impl Relay {
             return;
         }
         if !v.skipping && (queued >= max_msgs || queued_bytes + c.len() > max_bytes) {
-            // Behind: drop what waits and everything up to the next keyframe group.
+            // Behind: drop the chunks that wait and everything up to the next keyframe
+            // group. What else waits stays (the stream header above all); a skip notice
+            // still waiting is folded into the next one.
             v.skipping = true;
-            let dropped = self
-                .outgoing
-                .get_mut(&conn)
-                .map(std::mem::take)
-                .unwrap_or_default();
-            for m in dropped {
-                if let Message::Chunk(b) = m {
-                    v.skipped_chunks += 1;
-                    v.skipped_bytes += b.len() as u64;
-                }
+            if let Some(q) = self.outgoing.get_mut(&conn) {
+                q.retain(|m| match m {
+                    Message::Chunk(b) => {
+                        v.skipped_chunks += 1;
+                        v.skipped_bytes += b.len() as u64;
+                        false
+                    }
+                    Message::Skipped { chunks, bytes } => {
+                        v.skipped_chunks = v.skipped_chunks.saturating_add(*chunks);
+                        v.skipped_bytes = v.skipped_bytes.saturating_add(*bytes);
+                        false
+                    }
+                    _ => true,
+                });
             }
             self.queued_bytes.insert(conn, 0);
         }
@@ -921,6 +946,12 @@ impl Relay {
                 self.conns.insert(v, Conn::Closing);
                 self.events.push_back(RelayEvent::Close(v));
             }
+        }
+        // The live viewers are closing: out of the session, so that it can be forgotten.
+        let conns = &self.conns;
+        if let Some(s) = self.sessions.get_mut(name) {
+            s.viewers
+                .retain(|c| matches!(conns.get(c), Some(Conn::Viewer(_))));
         }
     }
 

@@ -1,0 +1,728 @@
+//! `load`: drives a relay on 127.0.0.1 with publishers and many viewers over real sockets and
+//! reports frame latency, what arrived, and the relay's CPU and memory.
+//!
+//! The relay is `bsor-stream serve` in its own process: started here on port 0 (a fresh one
+//! per scenario, so each has its own peak memory), or given with `--relay ADDR` (and
+//! `--relay-pid PID` to read its memory and CPU from `/proc`). The publishers and viewers
+//! share one tokio runtime in this process. A viewer parses only frame headers and chunk
+//! headers: it records when each chunk arrived, by sequence number. The frames each chunk
+//! carries, and when the publisher's capture clock reached each of them, are known here
+//! from decoding the synthetic replay's stream once, so a frame's latency is the arrival of
+//! its chunk minus the time its capture was due.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bsor_stream::net::wire::{EndReason, Message, Role, ViewMode, WireCodec};
+use bsor_stream::stream::{
+    split_stream, ChunkHeader, Profile, Settings, StreamDecoder, StreamEvent,
+};
+use bsor_stream::{bsor, synth, transcode};
+use bytes::{Buf, Bytes, BytesMut};
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio_util::codec::Framed;
+
+use super::{Failure, Outcome};
+
+/// Options of `bsor-stream load`.
+#[derive(clap::Args, Debug)]
+pub struct LoadArgs {
+    /// A running relay's TCP address (`bsor-stream serve`); by default one is started here,
+    /// in its own process, for each scenario.
+    #[arg(long)]
+    relay: Option<String>,
+    /// The process id of the relay given with --relay, to read its memory and CPU.
+    #[arg(long, requires = "relay")]
+    relay_pid: Option<u32>,
+    /// A token the relay given with --relay accepts for any session.
+    #[arg(long, default_value = "load-token")]
+    token: String,
+    /// Which scenarios: `one` (one session, --viewers viewers), `many` (--sessions
+    /// sessions of --session-viewers viewers), or `both`.
+    #[arg(long, default_value = "both")]
+    scenario: String,
+    /// Viewers of the single session.
+    #[arg(long, default_value_t = 1000)]
+    viewers: usize,
+    /// Sessions of the `many` scenario.
+    #[arg(long, default_value_t = 100)]
+    sessions: usize,
+    /// Viewers of each session in the `many` scenario.
+    #[arg(long, default_value_t = 10)]
+    session_viewers: usize,
+    /// Seconds of the synthetic song (90 frames per second, live settings).
+    #[arg(long, default_value_t = 30.0)]
+    seconds: f32,
+    /// Times the song's speed at which the publishers send.
+    #[arg(long, default_value_t = 1.0)]
+    speed: f32,
+}
+
+/// At most this many connections in all, whatever the flags say.
+const MAX_CONNECTIONS: usize = 5000;
+
+/// The song every publisher sends: stream header, chunks, and when each frame is due.
+struct Song {
+    header: Bytes,
+    chunks: Vec<Bytes>,
+    /// When the publisher sends each chunk, in seconds from its start (the capture of the
+    /// next chunk's first frame: a recorder flushes a chunk once its last frame is in).
+    send_at: Vec<f64>,
+    /// For each chunk, when each of its frames was captured, in seconds from the start.
+    frames: Vec<Vec<f64>>,
+    total_frames: u64,
+    flush_ms: f64,
+}
+
+fn song(seconds: f32, speed: f32) -> Result<Song, Failure> {
+    let settings = Settings::live(Profile::Lossless);
+    let replay = synth::replay(synth::Settings {
+        seed: 7,
+        seconds,
+        fps: 90,
+    });
+    // Through BSOR bytes, as a recorder's replay would be.
+    let bytes = bsor::to_vec(&replay).map_err(|e| Failure(e.to_string()))?;
+    let replay = bsor::parse(&bytes).map_err(|e| Failure(e.to_string()))?;
+    let stream = transcode::encode_replay(&replay, settings);
+    let (_, header_len, spans) = split_stream(&stream)
+        .ok_or_else(|| Failure("the synthetic stream has no header".into()))?;
+    let header = Bytes::copy_from_slice(&stream[..header_len]);
+    let chunks: Vec<Bytes> = spans
+        .iter()
+        .map(|c| Bytes::copy_from_slice(c.bytes(&stream)))
+        .collect();
+    // The frames of each chunk (their song times), from decoding the stream as a viewer
+    // would.
+    let mut d = StreamDecoder::new();
+    d.push(&header);
+    while let Ok(Some(_)) = d.next_event() {}
+    let mut song_times: Vec<Vec<f32>> = Vec::with_capacity(chunks.len());
+    for c in &chunks {
+        d.push(c);
+        let mut times = Vec::new();
+        while let Ok(Some(ev)) = d.next_event() {
+            if let StreamEvent::Frame { frame, .. } = ev {
+                times.push(frame.time);
+            }
+        }
+        song_times.push(times);
+    }
+    let first_t = song_times.iter().flatten().copied().next().unwrap_or(0.0);
+    let at = |t: f32| f64::from(((t - first_t) / speed).max(0.0));
+    // A recorder sends a frame chunk when the frame after its last one is captured (the
+    // next chunk's first; 1/90 s after the last for the song's last chunk), and the event,
+    // trailer and index chunks right after the chunk before them.
+    let mut send_at = Vec::with_capacity(chunks.len());
+    let mut last = 0.0f64;
+    for (i, times) in song_times.iter().enumerate() {
+        if let Some(&end) = times.last() {
+            let next = song_times[i + 1..]
+                .iter()
+                .find_map(|t| t.first().copied())
+                .unwrap_or(end + 1.0 / 90.0);
+            last = last.max(at(next));
+        }
+        send_at.push(last);
+    }
+    let frames: Vec<Vec<f64>> = song_times
+        .iter()
+        .map(|t| t.iter().map(|&t| at(t)).collect())
+        .collect();
+    let total_frames = frames.iter().map(|f| f.len() as u64).sum();
+    Ok(Song {
+        header,
+        chunks,
+        send_at,
+        frames,
+        total_frames,
+        flush_ms: f64::from(settings.flush_seconds) * 1000.0,
+    })
+}
+
+/// Frames off the wire without looking into their bodies (no CRC, no copy): type and body.
+struct RawFrames;
+
+impl tokio_util::codec::Decoder for RawFrames {
+    type Item = (u8, Bytes);
+    type Error = std::io::Error;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<(u8, Bytes)>, std::io::Error> {
+        let Some(len) = src.get(..4) else {
+            return Ok(None);
+        };
+        let length = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+        if length == 0 || length > bsor_stream::net::wire::DEFAULT_MAX_FRAME as usize {
+            return Err(std::io::Error::other(format!("bad frame length {length}")));
+        }
+        if src.len() < 4 + length {
+            src.reserve(4 + length - src.len());
+            return Ok(None);
+        }
+        src.advance(4);
+        let kind = src.get_u8();
+        Ok(Some((kind, src.split_to(length - 1).freeze())))
+    }
+}
+
+/// What one viewer saw.
+#[derive(Default)]
+struct Seen {
+    /// Chunk sequence numbers and their arrival, in microseconds after the epoch.
+    arrivals: Vec<(u32, u64)>,
+    skipped: u64,
+    ended: bool,
+    error: Option<String>,
+}
+
+fn hello_bytes(role: Role) -> BytesMut {
+    let mut b = BytesMut::new();
+    Message::Hello {
+        min_version: 1,
+        max_version: 1,
+        role,
+        agent: concat!("bsor-stream-load ", env!("CARGO_PKG_VERSION")).into(),
+    }
+    .encode(&mut b);
+    b
+}
+
+/// Connects, subscribes (live) and reports on `ready` once the relay answered its Hello;
+/// then records every chunk's arrival until End.
+async fn viewer(
+    addr: String,
+    session: String,
+    epoch: Instant,
+    ready: tokio::sync::mpsc::Sender<()>,
+    deadline: Instant,
+) -> Seen {
+    let mut seen = Seen::default();
+    let run = async {
+        let mut socket = TcpStream::connect(&addr).await.map_err(|e| e.to_string())?;
+        let _ = socket.set_nodelay(true);
+        let mut out = hello_bytes(Role::Viewer);
+        Message::Subscribe {
+            session,
+            mode: ViewMode::Live,
+            wait_ms: 60_000,
+        }
+        .encode(&mut out);
+        socket.write_all(&out).await.map_err(|e| e.to_string())?;
+        let mut frames = tokio_util::codec::FramedRead::new(socket, RawFrames);
+        let mut greeted = false;
+        while let Some(f) = frames.next().await {
+            let (kind, body) = f.map_err(|e| e.to_string())?;
+            match kind {
+                0x01 if !greeted => {
+                    greeted = true;
+                    let _ = ready.send(()).await;
+                }
+                0x05 => {
+                    let at = epoch.elapsed().as_micros() as u64;
+                    let (h, _) = ChunkHeader::parse_at(&body).ok_or("a chunk without header")?;
+                    seen.arrivals.push((h.seq, at));
+                }
+                0x0C if body.len() >= 4 => {
+                    seen.skipped +=
+                        u64::from(u32::from_le_bytes([body[0], body[1], body[2], body[3]]));
+                }
+                0x08 => {
+                    seen.ended = body.first() == Some(&0);
+                    return Ok(());
+                }
+                0x09 => return Err(format!("relay error {:?}", &body[..body.len().min(64)])),
+                _ => {}
+            }
+        }
+        Err::<(), String>("the relay closed the connection".into())
+    };
+    match tokio::time::timeout_at(deadline.into(), run).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => seen.error = Some(e),
+        Err(_) => seen.error = Some("timed out".into()),
+    }
+    seen
+}
+
+/// Publishes the song on `session`, starting at `start`; returns when each chunk was sent
+/// (microseconds after the epoch).
+async fn publisher(
+    addr: String,
+    session: String,
+    token: String,
+    song: Arc<Song>,
+    start: Instant,
+    epoch: Instant,
+) -> Result<Vec<u64>, Failure> {
+    let socket = TcpStream::connect(&addr)
+        .await
+        .map_err(|e| Failure(format!("{addr}: {e}")))?;
+    let _ = socket.set_nodelay(true);
+    let mut c = Framed::new(socket, WireCodec::default());
+    let fail = |e: bsor_stream::net::wire::WireError| Failure(format!("publisher: {e}"));
+    c.send(Message::Hello {
+        min_version: 1,
+        max_version: 1,
+        role: Role::Publisher,
+        agent: "bsor-stream-load".into(),
+    })
+    .await
+    .map_err(fail)?;
+    let mut key = [0u8; 16];
+    key[..8].copy_from_slice(&(epoch.elapsed().as_nanos() as u64).to_le_bytes());
+    c.send(Message::Publish {
+        session,
+        token,
+        resume: false,
+        publisher_key: key,
+    })
+    .await
+    .map_err(fail)?;
+    loop {
+        match c.next().await {
+            Some(Ok(Message::Hello { .. })) => {}
+            Some(Ok(Message::Resume(0))) => break,
+            other => return Err(Failure(format!("publisher: the relay answered {other:?}"))),
+        }
+    }
+    let (mut sink, mut acks) = c.split();
+    // Acks are read and dropped; an error from the relay ends the run.
+    let reader = tokio::spawn(async move {
+        while let Some(m) = acks.next().await {
+            if let Ok(Message::Error { code, message }) = m {
+                return Err(Failure(format!("publisher: relay {code:?}: {message}")));
+            }
+        }
+        Ok(())
+    });
+    tokio::time::sleep_until(start.into()).await;
+    sink.send(Message::StreamHeader(song.header.clone()))
+        .await
+        .map_err(fail)?;
+    let mut sent = Vec::with_capacity(song.chunks.len());
+    for (chunk, at) in song.chunks.iter().zip(&song.send_at) {
+        tokio::time::sleep_until((start + Duration::from_secs_f64(*at)).into()).await;
+        sink.send(Message::Chunk(chunk.clone()))
+            .await
+            .map_err(fail)?;
+        sent.push(epoch.elapsed().as_micros() as u64);
+    }
+    sink.send(Message::End(EndReason::Finished))
+        .await
+        .map_err(fail)?;
+    if let Ok(Ok(Err(e))) = tokio::time::timeout(Duration::from_secs(5), reader).await {
+        return Err(e);
+    }
+    Ok(sent)
+}
+
+/// A relay process started for one scenario.
+struct RelayProcess {
+    child: Child,
+    addr: String,
+    /// Its stdout, kept open so that it may go on printing.
+    _stdout: Option<BufReader<std::process::ChildStdout>>,
+    _dir: TempDir,
+}
+
+/// A directory removed on drop (for the token file).
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Drop for RelayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_relay(token: &str, n: usize) -> Result<RelayProcess, Failure> {
+    let dir = std::env::temp_dir().join(format!("bsor-stream-load-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| (dir.as_path(), e))?;
+    let dir = TempDir(dir);
+    let tokens = dir.0.join("tokens");
+    std::fs::write(&tokens, format!("{token}\n")).map_err(|e| (tokens.as_path(), e))?;
+    let exe = std::env::current_exe().map_err(|e| Failure(format!("finding myself: {e}")))?;
+    let mut child = Command::new(exe)
+        .args(["serve", "--tcp", "127.0.0.1:0", "--token-file"])
+        .arg(&tokens)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        // Its log would drown the report; how it ended is checked instead.
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| Failure(format!("starting the relay: {e}")))?;
+    let mut line = String::new();
+    let mut stdout = child.stdout.take().map(BufReader::new);
+    if let Some(out) = &mut stdout {
+        let _ = out.read_line(&mut line);
+    }
+    let addr = line
+        .trim()
+        .strip_prefix("listening tcp=")
+        .map(|a| a.split_whitespace().next().unwrap_or(a).to_string());
+    let mut relay = RelayProcess {
+        child,
+        addr: String::new(),
+        _stdout: stdout,
+        _dir: dir,
+    };
+    match addr {
+        Some(addr) => {
+            relay.addr = addr;
+            Ok(relay)
+        }
+        // Dropping `relay` ends the process.
+        None => Err(Failure(format!("the relay said {line:?}, not its address"))),
+    }
+}
+
+/// A process's resident memory now and at its peak (kB), from `/proc/PID/status`.
+fn memory_kb(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// A process's CPU time (user + system, all threads), in seconds, from `/proc/PID/stat`
+/// (in USER_HZ = 100 ticks a second, fixed by Linux's ABI).
+fn cpu_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces), from field 3 on.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = f.get(11)?.parse().ok()?;
+    let stime: f64 = f.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
+/// The soft limit on open files, from `/proc/self/limits`.
+fn open_file_limit() -> Option<usize> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i]
+}
+
+/// One scenario: `sessions` sessions of `viewers` viewers each.
+fn scenario(
+    args: &LoadArgs,
+    name: &str,
+    sessions: usize,
+    viewers: usize,
+    song: &Arc<Song>,
+    n: usize,
+) -> Result<bool, Failure> {
+    let connections = sessions * (viewers + 1);
+    if connections > MAX_CONNECTIONS {
+        return Err(Failure(format!(
+            "{connections} connections: over the load tool's bound of {MAX_CONNECTIONS}"
+        )));
+    }
+    // This process holds one socket per connection; a relay started here holds as many.
+    if let Some(limit) = open_file_limit() {
+        if connections + 64 > limit {
+            return Err(Failure(format!(
+                "{connections} connections need more open files than the limit of {limit}: \
+                 raise it with `ulimit -n {}`",
+                connections + 1024
+            )));
+        }
+    }
+    let mut started;
+    let (addr, pid) = match &args.relay {
+        Some(a) => {
+            started = None;
+            (a.clone(), args.relay_pid)
+        }
+        None => {
+            let r = start_relay(&args.token, n)?;
+            let out = (r.addr.clone(), Some(r.child.id()));
+            started = Some(r);
+            out
+        }
+    };
+    let song_secs = song.send_at.last().copied().unwrap_or(0.0);
+    println!(
+        "== {name}: {sessions} session(s) x {viewers} viewer(s), {:.0} s song at {}x \
+         ({} chunks, {} frames), relay {addr}{}",
+        song_secs,
+        args.speed,
+        song.chunks.len(),
+        song.total_frames,
+        if started.is_some() {
+            " (started here)"
+        } else {
+            ""
+        }
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure(format!("starting the runtime: {e}")))?;
+    let epoch = Instant::now();
+    let cpu_before = pid.and_then(|p| cpu_seconds(&p.to_string()));
+    let self_before = cpu_seconds("self");
+    let sampled_peak = Arc::new(AtomicU64::new(0));
+    let result = runtime.block_on(async {
+        // Every viewer connects and is greeted before the song starts.
+        let deadline = Instant::now() + Duration::from_secs_f64(song_secs + 60.0);
+        let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(64);
+        let mut watchers = Vec::with_capacity(sessions * viewers);
+        for s in 0..sessions {
+            for _ in 0..viewers {
+                watchers.push(tokio::spawn(viewer(
+                    addr.clone(),
+                    format!("load-{s}"),
+                    epoch,
+                    ready_tx.clone(),
+                    deadline,
+                )));
+            }
+        }
+        drop(ready_tx);
+        let mut greeted = 0;
+        let connect_by = Instant::now() + Duration::from_secs(30);
+        while greeted < sessions * viewers {
+            match tokio::time::timeout_at(connect_by.into(), ready_rx.recv()).await {
+                Ok(Some(())) => greeted += 1,
+                _ => break,
+            }
+        }
+        if greeted < sessions * viewers {
+            return Err(Failure(format!(
+                "only {greeted} of {} viewers were greeted within 30 s",
+                sessions * viewers
+            )));
+        }
+        // The subscriptions are in; the publishers start spread over one flush interval.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let start = Instant::now() + Duration::from_millis(300);
+        let spread = song.flush_ms / 1000.0 / sessions as f64;
+        let mut publishers = Vec::with_capacity(sessions);
+        let mut starts = Vec::with_capacity(sessions);
+        for s in 0..sessions {
+            let at = start + Duration::from_secs_f64(spread * s as f64);
+            starts.push((at - epoch).as_micros() as u64);
+            publishers.push(tokio::spawn(publisher(
+                addr.clone(),
+                format!("load-{s}"),
+                args.token.clone(),
+                song.clone(),
+                at,
+                epoch,
+            )));
+        }
+        // The relay's memory, sampled while the song plays.
+        let sampler = pid.map(|p| {
+            let peak = sampled_peak.clone();
+            tokio::spawn(async move {
+                loop {
+                    if let Some((rss, _)) = memory_kb(p) {
+                        peak.fetch_max(rss, Ordering::Relaxed);
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+        });
+        let mut sent = Vec::with_capacity(sessions);
+        for p in publishers {
+            sent.push(p.await.map_err(|e| Failure(e.to_string()))??);
+        }
+        let mut seen = Vec::with_capacity(watchers.len());
+        for w in watchers {
+            seen.push(w.await.map_err(|e| Failure(e.to_string()))?);
+        }
+        if let Some(s) = sampler {
+            s.abort();
+        }
+        Ok((starts, sent, seen))
+    });
+    let wall = epoch.elapsed().as_secs_f64();
+    let cpu = match (cpu_before, pid.and_then(|p| cpu_seconds(&p.to_string()))) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
+    let self_cpu = match (self_before, cpu_seconds("self")) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
+    if let Some(r) = &mut started {
+        if let Ok(Some(status)) = r.child.try_wait() {
+            return Err(Failure(format!(
+                "the relay exited during the run: {status}"
+            )));
+        }
+    }
+    let memory = pid
+        .and_then(memory_kb)
+        .map(|(rss, hwm)| (rss, hwm, sampled_peak.load(Ordering::Relaxed)));
+    drop(runtime);
+    drop(started);
+    let (starts, sent, seen) = result?;
+    report(
+        song, sessions, viewers, &starts, &sent, &seen, wall, cpu, self_cpu, memory,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn report(
+    song: &Song,
+    sessions: usize,
+    viewers: usize,
+    starts: &[u64],
+    sent: &[Vec<u64>],
+    seen: &[Seen],
+    wall: f64,
+    cpu: Option<f64>,
+    self_cpu: Option<f64>,
+    memory: Option<(u64, u64, u64)>,
+) -> Result<bool, Failure> {
+    let mut frame_ms = Vec::new();
+    let mut transit_ms = Vec::new();
+    let (mut frames, mut skipped, mut chunks, mut ended, mut errors) = (0u64, 0u64, 0u64, 0, 0);
+    let mut first_error = None;
+    for (i, v) in seen.iter().enumerate() {
+        let s = i / viewers;
+        for &(seq, at) in &v.arrivals {
+            let Some(times) = song.frames.get(seq as usize) else {
+                continue;
+            };
+            chunks += 1;
+            frames += times.len() as u64;
+            let start = starts[s] as f64 / 1000.0;
+            let arrival = at as f64 / 1000.0;
+            for t in times {
+                frame_ms.push(arrival - start - t * 1000.0);
+            }
+            if let Some(&sent_at) = sent[s].get(seq as usize) {
+                transit_ms.push((at as f64 - sent_at as f64) / 1000.0);
+            }
+        }
+        skipped += v.skipped;
+        ended += usize::from(v.ended);
+        if let Some(e) = &v.error {
+            errors += 1;
+            first_error.get_or_insert_with(|| e.clone());
+        }
+    }
+    frame_ms.sort_by(f64::total_cmp);
+    transit_ms.sort_by(f64::total_cmp);
+    let expected_frames = song.total_frames * (sessions * viewers) as u64;
+    let expected_chunks = song.chunks.len() as u64 * (sessions * viewers) as u64;
+    let p99 = percentile(&frame_ms, 0.99);
+    let target = song.flush_ms + 20.0;
+    println!(
+        "frame latency (capture -> arrival): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms \
+         (target p99 <= flush {:.0} ms + 20 ms: {})",
+        percentile(&frame_ms, 0.5),
+        p99,
+        frame_ms.last().copied().unwrap_or(f64::NAN),
+        song.flush_ms,
+        if p99 <= target { "met" } else { "MISSED" }
+    );
+    println!(
+        "chunk transit (publisher's send -> arrival): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        percentile(&transit_ms, 0.5),
+        percentile(&transit_ms, 0.99),
+        transit_ms.last().copied().unwrap_or(f64::NAN),
+    );
+    println!(
+        "received {frames} of {expected_frames} frames, {chunks} of {expected_chunks} chunks; \
+         {skipped} chunks skipped; {ended} of {} viewers saw the end; {errors} errors{}",
+        sessions * viewers,
+        first_error.map_or(String::new(), |e| format!(" (first: {e})"))
+    );
+    let mut ok = p99 <= target && errors == 0;
+    match memory {
+        Some((rss, hwm, sampled)) => {
+            println!(
+                "relay memory: {:.1} MB resident at the end, {:.1} MB at most while the song \
+                 played (sampled every 100 ms), {:.1} MB peak of the process's life (VmHWM){}",
+                rss as f64 / 1024.0,
+                sampled as f64 / 1024.0,
+                hwm as f64 / 1024.0,
+                if hwm < 200 * 1024 {
+                    " (target < 200 MB: met)"
+                } else {
+                    " (target < 200 MB: MISSED)"
+                }
+            );
+            ok &= hwm < 200 * 1024;
+        }
+        None => println!("relay memory: unknown (give --relay-pid)"),
+    }
+    if let Some(cpu) = cpu {
+        println!(
+            "relay CPU: {cpu:.2} s in {wall:.1} s ({:.0}% of one core)",
+            100.0 * cpu / wall
+        );
+    }
+    if let Some(c) = self_cpu {
+        println!(
+            "load tool CPU (publishers and viewers): {c:.2} s ({:.0}% of one core)",
+            100.0 * c / wall
+        );
+    }
+    Ok(ok)
+}
+
+/// `load`: the scenarios, one after the other.
+pub fn load(args: &LoadArgs) -> Result<Outcome, Failure> {
+    if !(args.speed > 0.0 && args.speed <= 100.0) {
+        return Err(Failure("--speed must be above 0 and at most 100".into()));
+    }
+    if !(args.seconds > 0.0 && args.seconds <= 600.0) {
+        return Err(Failure("--seconds must be above 0 and at most 600".into()));
+    }
+    let song = Arc::new(song(args.seconds, args.speed)?);
+    let mut ok = true;
+    let (one, many) = match args.scenario.as_str() {
+        "one" => (true, false),
+        "many" => (false, true),
+        "both" => (true, true),
+        s => {
+            return Err(Failure(format!(
+                "unknown scenario {s:?} (one, many or both)"
+            )))
+        }
+    };
+    if one {
+        ok &= scenario(args, "one session", 1, args.viewers, &song, 1)?;
+    }
+    if many {
+        ok &= scenario(
+            args,
+            "many sessions",
+            args.sessions,
+            args.session_viewers,
+            &song,
+            2,
+        )?;
+    }
+    Ok(if ok { Outcome::Done } else { Outcome::Failed })
+}
