@@ -17,6 +17,14 @@ pub fn serve(
     archive: Option<&Path>,
     token_file: &Path,
 ) -> Result<Outcome, Failure> {
+    // Logs on stderr (stdout carries the `listening` line): RUST_LOG sets the level, info
+    // by default.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
     let text = std::fs::read_to_string(token_file).map_err(|e| (token_file, e))?;
     let tokens = Tokens::parse(&text);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -56,7 +64,9 @@ pub fn serve(
             }
             None => println!("listening tcp={tcp_bound}"),
         }
+        tracing::info!(%tcp_bound, ws = ?ws_addr, archive = ?archive, "relay ready");
         let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("Ctrl-C: stopping, finishing the archives");
         for t in tasks {
             t.abort();
         }

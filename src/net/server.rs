@@ -141,6 +141,7 @@ impl Server {
             closing,
         });
         let conn = shared.with_relay(|r, now| r.connect(now));
+        tracing::debug!(conn, "connection opened");
         lock(&shared.writers).insert(conn, writer.clone());
         let out_shared = shared.clone();
         let out_writer = writer.clone();
@@ -176,6 +177,7 @@ impl Server {
                 next = incoming.next() => match next {
                     Some(Ok(m)) => shared.with_relay(|r, now| r.receive(conn, m, now)),
                     Some(Err(e)) => {
+                        tracing::info!(conn, err = %e, "closing a connection on a bad frame");
                         shared.with_relay(|r, _| r.reject(conn, &e));
                         break;
                     }
@@ -194,6 +196,7 @@ impl Server {
         }
         shared.with_relay(|r, now| r.disconnect(conn, now));
         lock(&shared.writers).remove(&conn);
+        tracing::debug!(conn, "connection closed");
     }
 }
 
@@ -248,7 +251,7 @@ impl Shared {
                     _ => continue,
                 };
                 if let Err(err) = result {
-                    eprintln!("bsor-stream: archive of session {session}: {err}");
+                    tracing::warn!(%session, %err, "archive write failed; the session goes on without it");
                     failed.push(session.clone());
                 }
             }
@@ -294,16 +297,20 @@ impl Shared {
                         let found = match archive::scan(&archive::path(&dir, &session)) {
                             Ok(found) => found,
                             Err(e) => {
-                                eprintln!("bsor-stream: archive of session {session}: {e}");
+                                tracing::warn!(%session, err = %e, "archive lookup failed");
                                 None
                             }
                         };
                         me.with_relay(|r, now| r.restored(&session, found, now));
                     });
                 }
-                RelayEvent::ArchiveHeader(..)
-                | RelayEvent::ArchiveChunk(..)
-                | RelayEvent::SessionEnded(..) => {}
+                RelayEvent::SessionEnded(session, reason) => {
+                    tracing::info!(%session, ?reason, "session ended");
+                }
+                RelayEvent::ArchiveHeader(session, _) => {
+                    tracing::info!(%session, "session started");
+                }
+                RelayEvent::ArchiveChunk(..) => {}
             }
         }
         drop(writers);
