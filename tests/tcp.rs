@@ -620,3 +620,58 @@ async fn websocket_and_tcp_viewers_receive_identical_bytes() {
     .await
     .expect("finished in time");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_the_limit_are_closed_and_the_others_go_on() {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        let server = Server::new(
+            RelayConfig::default(),
+            Tokens::parse("tok"),
+            ServerConfig {
+                max_connections: 2,
+                ..ServerConfig::default()
+            },
+        )
+        .unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let task = tokio::spawn(tcp::serve(l, server));
+        let hello = || Message::Hello {
+            min_version: 1,
+            max_version: 1,
+            role: Role::Viewer,
+            agent: "test".into(),
+        };
+        let greet = |addr: String| async move {
+            let (mut tx, mut rx) = tcp::connect(&addr, DEFAULT_MAX_FRAME).await.unwrap();
+            let _ = tx.send(hello()).await;
+            let answer = rx.next().await;
+            (tx, rx, answer)
+        };
+        let a = greet(addr.clone()).await;
+        let b = greet(addr.clone()).await;
+        assert!(matches!(a.2, Some(Ok(Message::Hello { .. }))));
+        assert!(matches!(b.2, Some(Ok(Message::Hello { .. }))));
+        let c = greet(addr.clone()).await;
+        assert!(c.2.is_none() || matches!(c.2, Some(Err(_))), "{:?}", c.2);
+        // One leaves: there is room again.
+        drop(a);
+        let mut again = None;
+        for _ in 0..50 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let d = greet(addr.clone()).await;
+            if matches!(d.2, Some(Ok(Message::Hello { .. }))) {
+                again = Some(d);
+                break;
+            }
+        }
+        assert!(again.is_some(), "a place came free");
+        // The second connection was never disturbed.
+        let (mut tx, mut rx, _) = b;
+        tx.send(Message::Ping(7)).await.unwrap();
+        assert!(matches!(rx.next().await, Some(Ok(Message::Pong(7)))));
+        task.abort();
+    })
+    .await
+    .unwrap();
+}

@@ -41,6 +41,10 @@ pub struct ServerConfig {
     pub tick: Duration,
     /// Archive every session into this folder.
     pub archive: Option<PathBuf>,
+    /// Connections served at once, over all listeners; one more is closed as soon as it is
+    /// accepted. With the relay's per-connection queue bounds and `max_frame`, this bounds
+    /// the relay's memory.
+    pub max_connections: usize,
 }
 
 impl Default for ServerConfig {
@@ -49,6 +53,7 @@ impl Default for ServerConfig {
             max_frame: DEFAULT_MAX_FRAME,
             tick: Duration::from_millis(100),
             archive: None,
+            max_connections: 10_000,
         }
     }
 }
@@ -65,6 +70,8 @@ struct Shared {
     archive: Option<Mutex<ArchiveWriter>>,
     start: Instant,
     config: ServerConfig,
+    /// Connections accepted and not yet ended.
+    open: std::sync::atomic::AtomicUsize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -97,6 +104,7 @@ impl Server {
             archive,
             start: Instant::now(),
             config,
+            open: std::sync::atomic::AtomicUsize::new(0),
         });
         let weak: Weak<Shared> = Arc::downgrade(&shared);
         let tick = shared.config.tick;
@@ -325,7 +333,8 @@ impl Shared {
 }
 
 /// Accepts connections on `listener` until the task is dropped, and runs `serve_one` on
-/// each in a task of its own: the accept loop every transport shares. A failing accept
+/// each in a task of its own: the accept loop every transport shares. Beyond
+/// [`ServerConfig::max_connections`] a new connection is closed at once. A failing accept
 /// (out of file descriptors, say) waits 100 ms instead of spinning.
 pub(crate) async fn accept_each<F, Fut>(
     listener: tokio::net::TcpListener,
@@ -335,10 +344,23 @@ pub(crate) async fn accept_each<F, Fut>(
     F: Fn(tokio::net::TcpStream, Server) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
+    use std::sync::atomic::Ordering;
     loop {
         match listener.accept().await {
-            Ok((socket, _)) => {
-                tokio::spawn(serve_one(socket, server.clone()));
+            Ok((socket, peer)) => {
+                let shared = &server.shared;
+                if shared.open.fetch_add(1, Ordering::AcqRel) >= shared.config.max_connections {
+                    shared.open.fetch_sub(1, Ordering::AcqRel);
+                    tracing::warn!(%peer, "connection limit reached; closing a new connection");
+                    drop(socket);
+                    continue;
+                }
+                let done = server.clone();
+                let task = serve_one(socket, server.clone());
+                tokio::spawn(async move {
+                    task.await;
+                    done.shared.open.fetch_sub(1, Ordering::AcqRel);
+                });
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
