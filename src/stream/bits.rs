@@ -35,6 +35,29 @@ pub(crate) fn unzigzag(z: u32) -> i32 {
     ((z >> 1) as i32) ^ -((z & 1) as i32)
 }
 
+/// The length code (format.md section 8) of every 12-bit window whose code fits in it
+/// (`q <= 5`), least significant bit first: bits 0..8 hold the code's length `c` in bits (2
+/// to 12), bits 8..16 the length difference `d` plus 128, bits 16..24 `c − 1 + d` plus 128;
+/// 0 for windows that start with more than 5 zeros.
+static LENGTH_CODE: [u32; 4096] = length_code_table();
+
+const fn length_code_table() -> [u32; 4096] {
+    let mut t = [0u32; 4096];
+    let mut i = 1usize;
+    while i < 4096 {
+        let q = i.trailing_zeros();
+        if q <= 5 {
+            let v = (1u32 << (q + 1)) | ((i as u32 >> (q + 1)) & ((1 << (q + 1)) - 1));
+            let zz = v - 2;
+            let d = ((zz >> 1) as i32) ^ -((zz & 1) as i32);
+            let code = 2 * q as i32 + 2;
+            t[i] = code as u32 | (((d + 128) as u32) << 8) | (((code - 1 + d + 128) as u32) << 16);
+        }
+        i += 1;
+    }
+    t
+}
+
 /// The coder of one column of residuals. A residual is sent as its bit length `L` (0 to 32)
 /// and the `L − 1` bits below its leading one, raw. The length is sent as its difference from
 /// an adaptive centre (a running average of the column's recent lengths), zigzagged, in an
@@ -81,26 +104,50 @@ impl LengthModel {
     }
 
     /// Decodes a residual.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn decode(&mut self, raw: &mut BitReader) -> u32 {
-        // One look at the next 56 bits serves the whole residual when q <= 5 (every valid
-        // stream): 12 bits of length code and at most 31 raw bits.
-        let window = raw.peek56();
-        let q = window.trailing_zeros().min(15);
-        if q <= 5 {
-            let code = 2 * q + 2;
-            let v = (1u32 << (q + 1)) | ((window >> (q + 1)) as u32 & ((1 << (q + 1)) - 1));
-            let len = self.length_of(v);
-            let extra = if len >= 2 { len as u32 - 1 } else { 0 };
-            raw.consume(code + extra);
-            let low = ((window >> code) & ((1u64 << extra) - 1)) as u32;
-            return match len {
-                0 => 0,
-                1 => 1,
-                n => (1u32 << (n - 1)) | low,
-            };
+        // One look at the next 57 bits serves the whole residual when q <= 5 (every valid
+        // stream): at most 12 bits of length code, found in a table, and at most 31 raw bits.
+        let window = raw.window();
+        let entry = LENGTH_CODE[(window & 0xfff) as usize];
+        if entry == 0 {
+            return self.decode_long(raw);
         }
-        // Forged input only: held to something bounded.
+        let code = entry & 0xff;
+        let center = self.center();
+        let len = center + ((entry >> 8) & 0xff) as i32 - 128;
+        if len as u32 > 32 {
+            // Forged input only: the length is clamped.
+            return self.decode_clamped(raw, code, len);
+        }
+        self.learn(len);
+        // The code and the len − 1 bits below the leading one (none for len 0).
+        let end = ((center + (entry >> 16) as i32 - 128) as u32).max(code);
+        let low = (window >> code) & ((1u64 << (end - code)) - 1);
+        raw.consume(end);
+        (((1u64 << len) >> 1) | low) as u32
+    }
+
+    /// The rest of [`decode`](Self::decode) for a length outside 0..=32.
+    #[cold]
+    #[inline(never)]
+    fn decode_clamped(&mut self, raw: &mut BitReader, code: u32, len: i32) -> u32 {
+        raw.consume(code);
+        let len = len.clamp(0, 32);
+        self.learn(len);
+        match len {
+            0 => 0,
+            1 => 1,
+            n => (1u32 << (n - 1)) | raw.get(n as u32 - 1),
+        }
+    }
+
+    /// A length code of more than 12 bits (q > 5): forged input only, held to something
+    /// bounded.
+    #[cold]
+    #[inline(never)]
+    fn decode_long(&mut self, raw: &mut BitReader) -> u32 {
+        let q = raw.window().trailing_zeros().min(15);
         let bits = raw.get(2 * q + 2);
         let v = (1u32 << (q + 1)) | (bits >> (q + 1));
         let len = self.length_of(v);
@@ -163,85 +210,60 @@ impl BitWriter {
     }
 }
 
-/// Reads bits packed by [`BitWriter`]; past the end it yields zeros and counts the overrun.
+/// Reads bits packed by [`BitWriter`]; past the end it yields zeros.
 #[derive(Debug)]
 pub(crate) struct BitReader<'a> {
     input: &'a [u8],
-    pos: usize,
-    acc: u64,
-    n: u32,
-    overrun_bits: u64,
+    /// Bits consumed so far.
+    pos: u64,
 }
 
 impl<'a> BitReader<'a> {
     pub(crate) fn new(input: &'a [u8]) -> Self {
-        BitReader {
-            input,
-            pos: 0,
-            acc: 0,
-            n: 0,
-            overrun_bits: 0,
-        }
+        BitReader { input, pos: 0 }
     }
 
-    /// Makes at least 56 bits available (zeros past the end of the input).
-    #[inline]
-    fn refill(&mut self) {
-        if let Some(w) = self.input.get(self.pos..self.pos + 8) {
-            let word = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
-            self.acc |= word << self.n;
-            let taken = (63 - self.n) >> 3;
-            self.pos += taken as usize;
-            self.n += taken * 8;
-            return;
+    /// The next 57 bits or more, least significant first (zeros past the end of the
+    /// input), without consuming them.
+    #[inline(always)]
+    pub(crate) fn window(&self) -> u64 {
+        let byte = (self.pos >> 3) as usize;
+        let word = match self.input.get(byte..).and_then(|r| r.first_chunk::<8>()) {
+            Some(w) => u64::from_le_bytes(*w),
+            None => self.tail_word(byte),
+        };
+        word >> (self.pos & 7)
+    }
+
+    /// The 8 bytes from `byte` on, near or past the end of the input.
+    #[cold]
+    fn tail_word(&self, byte: usize) -> u64 {
+        let mut w = [0u8; 8];
+        for (slot, &b) in w.iter_mut().zip(self.input.get(byte..).unwrap_or_default()) {
+            *slot = b;
         }
-        while self.n <= 56 {
-            match self.input.get(self.pos) {
-                Some(&b) => self.acc |= u64::from(b) << self.n,
-                None => self.overrun_bits += 8,
-            }
-            self.pos += 1;
-            self.n += 8;
-        }
+        u64::from_le_bytes(w)
     }
 
     /// The next `n` bits (`n` at most 32).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn get(&mut self, n: u32) -> u32 {
-        if n == 0 {
-            return 0;
-        }
-        if self.n < n {
-            self.refill();
-        }
-        let v = (self.acc & (u64::MAX >> (64 - n))) as u32;
-        self.acc >>= n;
-        self.n -= n;
+        let v = (self.window() & ((1u64 << n) - 1)) as u32;
+        self.pos += u64::from(n);
         v
     }
 
-    /// The next 56 bits (zeros past the end of the input), without consuming them.
-    #[inline]
-    pub(crate) fn peek56(&mut self) -> u64 {
-        if self.n < 56 {
-            self.refill();
-        }
-        self.acc & ((1 << 56) - 1)
-    }
-
-    /// Consumes `n` bits (at most 56) after [`peek56`](Self::peek56).
-    #[inline]
+    /// Consumes `n` bits (at most 57) after [`window`](Self::window).
+    #[inline(always)]
     pub(crate) fn consume(&mut self, n: u32) {
-        let n = n.min(self.n);
-        self.acc >>= n;
-        self.n -= n;
+        self.pos += u64::from(n);
     }
 
     /// Bytes read beyond the input (trailing zero bytes are left out by the writer, so a
     /// few of these are normal).
     #[cfg(test)]
     pub(crate) fn overrun(&self) -> u64 {
-        self.overrun_bits / 8
+        self.pos.div_ceil(8).saturating_sub(self.input.len() as u64)
     }
 }
 
@@ -299,6 +321,67 @@ mod tests {
         for _ in 0..100 {
             // All zeros: the longest prefix a reader accepts, then a bounded value.
             let _ = model.decode(&mut rr);
+        }
+    }
+
+    /// format.md section 8's decode(), bit by bit, as the spec writes it.
+    fn spec_decode(bytes: &[u8], pos: &mut u64, avg: &mut i32) -> u32 {
+        let bit = |p: u64| {
+            bytes
+                .get((p / 8) as usize)
+                .map_or(0, |b| u32::from(b >> (p % 8)) & 1)
+        };
+        let mut get = |n: u32| {
+            let mut v = 0;
+            for i in 0..n {
+                v |= bit(*pos) << i;
+                *pos += 1;
+            }
+            v
+        };
+        let mut q = 0;
+        while q < 15 && get(1) == 0 {
+            q += 1;
+        }
+        if q == 15 {
+            get(1);
+        }
+        let v = (1 << (q + 1)) + get(q + 1);
+        let d = unzigzag(v - 2);
+        let len = (((*avg + 8) >> 4) + d).clamp(0, 32);
+        *avg += (len * 16 - *avg) >> 2;
+        match len {
+            0 => 0,
+            1 => 1,
+            n => (1 << (n - 1)) + get(n as u32 - 1),
+        }
+    }
+
+    #[test]
+    fn any_bits_decode_as_the_spec_says() {
+        let mut state = 99u32;
+        for round in 0..200 {
+            // Random bytes, sparse ones (long zero runs: q > 5) and dense ones.
+            let bytes: Vec<u8> = (0..64 + round)
+                .map(|_| {
+                    state = state.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                    let b = (state >> 16) as u8;
+                    match round % 3 {
+                        0 => b,
+                        1 => b & (b >> 3) & 0x91,
+                        _ => b | 0x5a,
+                    }
+                })
+                .collect();
+            let mut rr = BitReader::new(&bytes);
+            let mut model = LengthModel::default();
+            let (mut pos, mut avg) = (0u64, 12 * 16);
+            for i in 0..300 {
+                let want = spec_decode(&bytes, &mut pos, &mut avg);
+                assert_eq!(model.decode(&mut rr), want, "round {round}, residual {i}");
+                assert_eq!(model.avg, avg, "round {round}, residual {i}");
+                assert_eq!(rr.pos, pos, "round {round}, residual {i}");
+            }
         }
     }
 

@@ -120,11 +120,6 @@ impl Default for EventCodec {
     }
 }
 
-fn words(b: &[u8]) -> impl Iterator<Item = u32> + '_ {
-    b.chunks_exact(4)
-        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-}
-
 impl EventCodec {
     /// A new keyframe group.
     pub(crate) fn reset(&mut self) {
@@ -155,9 +150,8 @@ impl EventCodec {
     }
 
     /// Codes the words of one record (its bytes when encoding, nothing when decoding) and
-    /// returns its bytes.
-    fn record(&mut self, c: &mut Coder, kinds: &[Word], base: usize, bytes: &[u8]) -> Vec<u8> {
-        let input: Vec<u32> = words(bytes).collect();
+    /// writes its bytes into `out` (as many as the record has words × 4).
+    fn record(&mut self, c: &mut Coder, kinds: &[Word], base: usize, bytes: &[u8], out: &mut [u8]) {
         let mut cur = [0u32; 17];
         for (i, &kind) in kinds.iter().enumerate() {
             let col = base + i;
@@ -179,14 +173,16 @@ impl EventCodec {
                     )
                 }
             };
-            let v = input.get(i).copied().unwrap_or(0);
+            let v = bytes
+                .get(4 * i..)
+                .and_then(|w| w.first_chunk::<4>())
+                .map_or(0, |w| u32::from_le_bytes(*w));
             cur[i] = self.code(c, col, int, pred, v);
         }
         self.prev[base..base + kinds.len()].copy_from_slice(&cur[..kinds.len()]);
-        cur[..kinds.len()]
-            .iter()
-            .flat_map(|w| w.to_le_bytes())
-            .collect()
+        for (slot, w) in out.chunks_exact_mut(4).zip(&cur[..kinds.len()]) {
+            slot.copy_from_slice(&w.to_le_bytes());
+        }
     }
 
     fn bools(&mut self, c: &mut Coder, bytes: &[u8]) -> [u8; 4] {
@@ -203,23 +199,28 @@ impl EventCodec {
 
     fn encode_into(&mut self, b: &EventBatch, raw: &mut BitWriter) {
         let mut c = Coder::Enc(raw);
+        let mut scratch = [0u8; NOTE_HEAD + CUT];
+        let mut rec = Vec::with_capacity(NOTE_HEAD + CUT);
         for n in &b.notes.1 {
-            let mut rec = Vec::with_capacity(NOTE_HEAD + CUT);
+            rec.clear();
             bsor::encode_note(n, &mut rec);
-            self.record(&mut c, &NOTE_HEAD_WORDS, COL_NOTE, &rec[..NOTE_HEAD]);
+            self.record(&mut c, &NOTE_HEAD_WORDS, COL_NOTE, &rec[..NOTE_HEAD], &mut scratch);
             if rec.len() == NOTE_HEAD + CUT {
                 self.bools(&mut c, &rec[NOTE_HEAD..NOTE_HEAD + 4]);
-                self.record(&mut c, &CUT_WORDS, COL_CUT, &rec[NOTE_HEAD + 4..]);
+                self.record(&mut c, &CUT_WORDS, COL_CUT, &rec[NOTE_HEAD + 4..], &mut scratch);
             }
         }
         for w in &b.walls.1 {
-            self.record(&mut c, &WALL_WORDS, COL_WALL, &bsor::encode_wall(w));
+            let rec = bsor::encode_wall(w);
+            self.record(&mut c, &WALL_WORDS, COL_WALL, &rec, &mut scratch);
         }
         for h in &b.heights.1 {
-            self.record(&mut c, &HEIGHT_WORDS, COL_HEIGHT, &bsor::encode_height(h));
+            let rec = bsor::encode_height(h);
+            self.record(&mut c, &HEIGHT_WORDS, COL_HEIGHT, &rec, &mut scratch);
         }
         for p in &b.pauses.1 {
-            self.record(&mut c, &PAUSE_WORDS, COL_PAUSE, &bsor::encode_pause(p));
+            let rec = bsor::encode_pause(p);
+            self.record(&mut c, &PAUSE_WORDS, COL_PAUSE, &rec, &mut scratch);
         }
     }
 
@@ -230,30 +231,39 @@ impl EventCodec {
         batch: &mut EventBatch,
     ) -> Result<(), &'static str> {
         let mut c = Coder::Dec(raw);
+        batch.notes.1.reserve(counts[0]);
         for _ in 0..counts[0] {
-            let mut rec = self.record(&mut c, &NOTE_HEAD_WORDS, COL_NOTE, &[]);
+            let mut rec = [0u8; NOTE_HEAD + CUT];
+            self.record(&mut c, &NOTE_HEAD_WORDS, COL_NOTE, &[], &mut rec[..NOTE_HEAD]);
             let kind = i32::from_le_bytes([rec[12], rec[13], rec[14], rec[15]]);
-            if matches!(kind, 0 | 1) {
-                rec.extend_from_slice(&self.bools(&mut c, &[]));
-                rec.extend(self.record(&mut c, &CUT_WORDS, COL_CUT, &[]));
-            }
-            let (note, _) = bsor::decode_note(&rec).ok_or("malformed note")?;
+            let len = if matches!(kind, 0 | 1) {
+                let bools = self.bools(&mut c, &[]);
+                rec[NOTE_HEAD..NOTE_HEAD + 4].copy_from_slice(&bools);
+                self.record(&mut c, &CUT_WORDS, COL_CUT, &[], &mut rec[NOTE_HEAD + 4..]);
+                NOTE_HEAD + CUT
+            } else {
+                NOTE_HEAD
+            };
+            let (note, _) = bsor::decode_note(&rec[..len]).ok_or("malformed note")?;
             batch.notes.1.push(note);
         }
+        batch.walls.1.reserve(counts[1]);
         for _ in 0..counts[1] {
-            let rec = self.record(&mut c, &WALL_WORDS, COL_WALL, &[]);
-            let rec: &[u8; WALL] = rec.as_slice().try_into().map_err(|_| "wall")?;
-            batch.walls.1.push(bsor::decode_wall(rec));
+            let mut rec = [0u8; WALL];
+            self.record(&mut c, &WALL_WORDS, COL_WALL, &[], &mut rec);
+            batch.walls.1.push(bsor::decode_wall(&rec));
         }
+        batch.heights.1.reserve(counts[2]);
         for _ in 0..counts[2] {
-            let rec = self.record(&mut c, &HEIGHT_WORDS, COL_HEIGHT, &[]);
-            let rec: &[u8; HEIGHT] = rec.as_slice().try_into().map_err(|_| "height")?;
-            batch.heights.1.push(bsor::decode_height(rec));
+            let mut rec = [0u8; HEIGHT];
+            self.record(&mut c, &HEIGHT_WORDS, COL_HEIGHT, &[], &mut rec);
+            batch.heights.1.push(bsor::decode_height(&rec));
         }
+        batch.pauses.1.reserve(counts[3]);
         for _ in 0..counts[3] {
-            let rec = self.record(&mut c, &PAUSE_WORDS, COL_PAUSE, &[]);
-            let rec: &[u8; PAUSE] = rec.as_slice().try_into().map_err(|_| "pause")?;
-            batch.pauses.1.push(bsor::decode_pause(rec));
+            let mut rec = [0u8; PAUSE];
+            self.record(&mut c, &PAUSE_WORDS, COL_PAUSE, &[], &mut rec);
+            batch.pauses.1.push(bsor::decode_pause(&rec));
         }
         Ok(())
     }

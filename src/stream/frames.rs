@@ -362,28 +362,46 @@ impl FrameCodec {
         frame_from(actual)
     }
 
+    /// Decodes a lossless frame: the same walk as [`plan`](Self::plan) and
+    /// [`encode_lossless`](Self::encode_lossless), written out part by part.
     fn decode_lossless(&mut self, raw: &mut BitReader) -> Frame {
-        let plan = self.plan();
+        #[inline(always)]
+        fn add(pred: u32, z: u32) -> u32 {
+            unordered(ordered(pred).wrapping_add(unzigzag(z) as u32))
+        }
         let mask = self.mask_dec(raw);
-        let mut actual = [0u32; COLUMNS];
-        let mut start = 0;
-        for (part, &end) in plan.ends.iter().enumerate() {
-            let included = mask & (1 << part) != 0;
-            for &c in &plan.order[start..usize::from(end)] {
-                let c = usize::from(c);
-                let z = if included {
-                    self.residual_dec(raw, c)
-                } else {
-                    0
-                };
-                let pred = Self::predict(&plan, c, &actual);
-                actual[c] = if c == 1 {
-                    (pred as i32).wrapping_add(unzigzag(z)) as u32
-                } else {
-                    unordered(ordered(pred).wrapping_add(unzigzag(z) as u32))
-                };
+        let mut actual = self.plain_predictions();
+        let models = &mut self.models.length;
+        if mask & 1 != 0 {
+            actual[0] = add(actual[0], models[0].decode(raw));
+        }
+        if mask & 2 != 0 {
+            actual[1] = (actual[1] as i32).wrapping_add(unzigzag(models[1].decode(raw))) as u32;
+        }
+        for d in 0..3 {
+            let b = 2 + 7 * d;
+            if mask & (4 << (2 * d)) != 0 {
+                for c in b..b + 3 {
+                    actual[c] = add(actual[c], models[c].decode(raw));
+                }
             }
-            start = usize::from(end);
+            let q0 = b + 3;
+            let prev = self.h1.as_ref().map(|h| &h[q0..q0 + 4]);
+            let skip = largest(prev);
+            let negative = prev.is_some_and(|q| q[skip] >> 31 == 1);
+            let included = mask & (8 << (2 * d)) != 0;
+            if included {
+                for c in (q0..q0 + 4).filter(|&c| c != q0 + skip) {
+                    actual[c] = add(actual[c], models[c].decode(raw));
+                }
+            }
+            let q = [actual[q0], actual[q0 + 1], actual[q0 + 2], actual[q0 + 3]];
+            let pred = derived(&q, skip, negative);
+            actual[q0 + skip] = if included {
+                add(pred, models[q0 + skip].decode(raw))
+            } else {
+                pred
+            };
         }
         self.h2 = self.h1;
         self.h1 = Some(actual);
