@@ -27,6 +27,36 @@ pub(crate) fn unordered(o: u32) -> u32 {
     }
 }
 
+/// The index of the component with the largest magnitude: scanning in order, a later one
+/// replaces the current best only if its magnitude is strictly greater (the first wins ties;
+/// a NaN never replaces, and a NaN first component is never replaced).
+pub(crate) fn largest_of(q: &[u32]) -> usize {
+    let mut best = 0;
+    let mut mag = q.first().map_or(0.0, |&b| f32::from_bits(b).abs());
+    for (i, &bits) in q.iter().enumerate().skip(1) {
+        let m = f32::from_bits(bits).abs();
+        if m > mag {
+            best = i;
+            mag = m;
+        }
+    }
+    best
+}
+
+/// The magnitude of the component `skip` of a unit vector given the others:
+/// `sqrt(max(0, 1 − Σ others²))` in `f32`, summed in index order (each square rounded, then
+/// each subtraction; a NaN sum gives 0).
+pub(crate) fn unit_rest(q: &[u32], skip: usize) -> f32 {
+    let mut s = 1.0f32;
+    for (i, &bits) in q.iter().enumerate() {
+        if i != skip {
+            let v = f32::from_bits(bits);
+            s -= v * v;
+        }
+    }
+    s.max(0.0).sqrt()
+}
+
 pub(crate) fn zigzag(d: i32) -> u32 {
     ((d << 1) ^ (d >> 31)) as u32
 }

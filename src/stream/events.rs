@@ -10,7 +10,9 @@
 
 use crate::bsor::{self, Height, NoteEvent, Pause, Wall};
 
-use super::bits::{ordered, unordered, unzigzag, zigzag, BitReader, BitWriter, LengthModel};
+use super::bits::{
+    largest_of, ordered, unit_rest, unordered, unzigzag, zigzag, BitReader, BitWriter, LengthModel,
+};
 use super::chunk::{put_varint, Reader, Short};
 
 use crate::bsor::{
@@ -75,15 +77,19 @@ enum Word {
     Int,
     /// A float: the difference, in ordered-float integers, from the previous record's word.
     Float,
+    /// The first of the three components of a unit vector (the two after it are part of
+    /// it): the component whose previous value was largest is coded last, as its sign bit
+    /// and its magnitude against `sqrt(1 − the others²)`; the other two as floats.
+    Unit,
     /// A spawn time: predicted as this record's time minus the previous record's gap
     /// between time and spawn time (word 1 of a note, word 2 of a wall, is the time).
     Spawn(usize),
 }
 
-use Word::{Float as F, Int as I};
+use Word::{Float as F, Int as I, Unit as U};
 
 const NOTE_HEAD_WORDS: [Word; 4] = [I, F, Word::Spawn(1), I];
-const CUT_WORDS: [Word; 17] = [F, F, F, F, I, F, F, F, F, F, F, F, F, F, F, F, F];
+const CUT_WORDS: [Word; 17] = [F, U, U, U, I, F, F, F, F, F, U, U, U, F, F, F, F];
 const WALL_WORDS: [Word; 4] = [I, F, F, Word::Spawn(2)];
 const HEIGHT_WORDS: [Word; 2] = [F, F];
 const PAUSE_WORDS: [Word; 3] = [I, I, F];
@@ -153,11 +159,23 @@ impl EventCodec {
     /// writes its bytes into `out` (as many as the record has words × 4).
     fn record(&mut self, c: &mut Coder, kinds: &[Word], base: usize, bytes: &[u8], out: &mut [u8]) {
         let mut cur = [0u32; 17];
-        for (i, &kind) in kinds.iter().enumerate() {
+        let input = |i: usize| {
+            bytes
+                .get(4 * i..)
+                .and_then(|w| w.first_chunk::<4>())
+                .map_or(0, |w| u32::from_le_bytes(*w))
+        };
+        let mut i = 0;
+        while i < kinds.len() {
             let col = base + i;
-            let (int, pred) = match kind {
+            let (int, pred) = match kinds[i] {
                 Word::Int => (true, self.prev[col]),
                 Word::Float => (false, self.prev[col]),
+                Word::Unit => {
+                    self.unit(c, col, &mut cur[i..i + 3], |k| input(i + k));
+                    i += 3;
+                    continue;
+                }
                 Word::Spawn(t) => {
                     let gap = f32::from_bits(self.prev[base + t]) - f32::from_bits(self.prev[col]);
                     let p = f32::from_bits(cur[t]) - gap;
@@ -173,16 +191,35 @@ impl EventCodec {
                     )
                 }
             };
-            let v = bytes
-                .get(4 * i..)
-                .and_then(|w| w.first_chunk::<4>())
-                .map_or(0, |w| u32::from_le_bytes(*w));
-            cur[i] = self.code(c, col, int, pred, v);
+            cur[i] = self.code(c, col, int, pred, input(i));
+            i += 1;
         }
         self.prev[base..base + kinds.len()].copy_from_slice(&cur[..kinds.len()]);
         for (slot, w) in out.chunks_exact_mut(4).zip(&cur[..kinds.len()]) {
             slot.copy_from_slice(&w.to_le_bytes());
         }
+    }
+
+    /// Codes a unit vector at columns `col..col + 3` (format.md 11.3): the two components
+    /// other than the previous record's largest as floats, then the largest's sign bit and
+    /// its magnitude against the one the other two leave to a unit vector.
+    fn unit(&mut self, c: &mut Coder, col: usize, cur: &mut [u32], input: impl Fn(usize) -> u32) {
+        let skip = largest_of(&self.prev[col..col + 3]);
+        for k in (0..3).filter(|&k| k != skip) {
+            cur[k] = self.code(c, col + k, false, self.prev[col + k], input(k));
+        }
+        let rest = unit_rest(cur, skip).to_bits();
+        let sign = match c {
+            Coder::Enc(raw) => {
+                let sign = input(skip) >> 31;
+                raw.put(sign, 1);
+                sign
+            }
+            Coder::Dec(raw) => raw.get(1),
+        };
+        let magnitude = self.code(c, col + skip, false, rest, input(skip) & 0x7fff_ffff);
+        // A decoded magnitude with bit 31 set (forged input) keeps it: the sign is ORed in.
+        cur[skip] = magnitude | (sign << 31);
     }
 
     fn bools(&mut self, c: &mut Coder, bytes: &[u8]) -> [u8; 4] {
@@ -204,10 +241,22 @@ impl EventCodec {
         for n in &b.notes.1 {
             rec.clear();
             bsor::encode_note(n, &mut rec);
-            self.record(&mut c, &NOTE_HEAD_WORDS, COL_NOTE, &rec[..NOTE_HEAD], &mut scratch);
+            self.record(
+                &mut c,
+                &NOTE_HEAD_WORDS,
+                COL_NOTE,
+                &rec[..NOTE_HEAD],
+                &mut scratch,
+            );
             if rec.len() == NOTE_HEAD + CUT {
                 self.bools(&mut c, &rec[NOTE_HEAD..NOTE_HEAD + 4]);
-                self.record(&mut c, &CUT_WORDS, COL_CUT, &rec[NOTE_HEAD + 4..], &mut scratch);
+                self.record(
+                    &mut c,
+                    &CUT_WORDS,
+                    COL_CUT,
+                    &rec[NOTE_HEAD + 4..],
+                    &mut scratch,
+                );
             }
         }
         for w in &b.walls.1 {
@@ -234,7 +283,13 @@ impl EventCodec {
         batch.notes.1.reserve(counts[0]);
         for _ in 0..counts[0] {
             let mut rec = [0u8; NOTE_HEAD + CUT];
-            self.record(&mut c, &NOTE_HEAD_WORDS, COL_NOTE, &[], &mut rec[..NOTE_HEAD]);
+            self.record(
+                &mut c,
+                &NOTE_HEAD_WORDS,
+                COL_NOTE,
+                &[],
+                &mut rec[..NOTE_HEAD],
+            );
             let kind = i32::from_le_bytes([rec[12], rec[13], rec[14], rec[15]]);
             let len = if matches!(kind, 0 | 1) {
                 let bools = self.bools(&mut c, &[]);

@@ -8,7 +8,10 @@
 
 use crate::bsor::{Frame, Pose, Quat, Vec3};
 
-use super::bits::{ordered, unordered, unzigzag, zigzag, BitReader, BitWriter, LengthModel};
+use super::accuracy::{position_error_mm, rotation_error_deg};
+use super::bits::{
+    largest_of, ordered, unit_rest, unordered, unzigzag, zigzag, BitReader, BitWriter, LengthModel,
+};
 use super::header::Quantization;
 
 /// Values per frame: time, fps, then per device position x y z and rotation x y z w.
@@ -136,34 +139,31 @@ fn frame_from(c: &[u32; COLUMNS]) -> Frame {
     }
 }
 
-/// The component of the previous rotation with the largest magnitude (the first on ties; a
-/// NaN compares as smaller than anything, except that a NaN first component is kept as the
-/// start; 3 when there is no previous rotation).
-fn largest(prev: Option<&[u32]>) -> usize {
-    let Some(q) = prev else { return 3 };
-    let mut best = 0;
-    let mut mag = f32::from_bits(q[0]).abs();
-    for (i, &bits) in q.iter().enumerate().skip(1) {
-        let m = f32::from_bits(bits).abs();
-        if m > mag {
-            best = i;
-            mag = m;
+/// The prediction of the fps column from this frame's time and the previous frame (format.md
+/// 9.3): the frame rate the time step gives, `round(1 / (t − t₁))` in `f64`, when that step
+/// is positive and the rate fits in an `i32`; else the previous frame's fps; 0 without one.
+fn fps_prediction(h1: Option<&[u32; COLUMNS]>, time: u32) -> u32 {
+    let Some(h1) = h1 else { return 0 };
+    let dt = f64::from(f32::from_bits(time)) - f64::from(f32::from_bits(h1[0]));
+    if dt > 0.0 {
+        let rate = (1.0 / dt).round();
+        if rate <= f64::from(i32::MAX) {
+            return rate as i32 as u32;
         }
     }
-    best
+    h1[1]
+}
+
+/// The component of the previous rotation with the largest magnitude (3 when there is no
+/// previous rotation; see [`largest_of`]).
+fn largest(prev: Option<&[u32]>) -> usize {
+    prev.map_or(3, largest_of)
 }
 
 /// `±sqrt(max(0, 1 − Σ others²))`, summed in index order, with the sign of the previous
 /// frame's component.
 fn derived(q: &[u32; 4], skip: usize, negative: bool) -> u32 {
-    let mut s = 1.0f32;
-    for (i, &bits) in q.iter().enumerate() {
-        if i != skip {
-            let v = f32::from_bits(bits);
-            s -= v * v;
-        }
-    }
-    let r = s.max(0.0).sqrt();
+    let r = unit_rest(q, skip);
     if negative {
         (-r).to_bits()
     } else {
@@ -197,26 +197,28 @@ impl FrameCodec {
         self.models.length[col].decode(raw)
     }
 
-    /// The inclusion mask: one bit "same as the previous frame's", or a zero bit and the
-    /// eight mask bits.
+    /// The inclusion mask of the six device parts (mask bits 2 to 7): one bit "same as the
+    /// previous frame's", or a zero bit and the six bits. Time and fps (bits 0 and 1) are
+    /// always coded: their bits are always set.
     fn mask_enc(&mut self, raw: &mut BitWriter, mask: u8) {
-        if mask == self.prev_mask {
+        let parts = mask >> 2;
+        if parts == self.prev_mask {
             raw.put(1, 1);
         } else {
             raw.put(0, 1);
-            raw.put(u32::from(mask), 8);
+            raw.put(u32::from(parts), 6);
         }
-        self.prev_mask = mask;
+        self.prev_mask = parts;
     }
 
     fn mask_dec(&mut self, raw: &mut BitReader) -> u8 {
-        let mask = if raw.get(1) == 1 {
+        let parts = if raw.get(1) == 1 {
             self.prev_mask
         } else {
-            raw.get(8) as u8
+            raw.get(6) as u8
         };
-        self.prev_mask = mask;
-        mask
+        self.prev_mask = parts;
+        (parts << 2) | 3
     }
 
     /// A lossy part's flag (escape, largest component changed): a raw bit, present only in
@@ -310,7 +312,10 @@ impl FrameCodec {
 
     /// The prediction of column `c`, given the columns decoded so far in this frame.
     #[inline]
-    fn predict(plan: &Plan, c: usize, actual: &[u32; COLUMNS]) -> u32 {
+    fn predict(&self, plan: &Plan, c: usize, actual: &[u32; COLUMNS]) -> u32 {
+        if c == 1 {
+            return fps_prediction(self.h1.as_ref(), actual[0]);
+        }
         if c >= 5 {
             let d = (c - 2) / 7;
             let (q0, skip, negative) = plan.derive[d];
@@ -322,8 +327,8 @@ impl FrameCodec {
         plan.plain[c]
     }
 
-    fn residual_of(plan: &Plan, c: usize, actual: &[u32; COLUMNS]) -> u32 {
-        let pred = Self::predict(plan, c, actual);
+    fn residual_of(&self, plan: &Plan, c: usize, actual: &[u32; COLUMNS]) -> u32 {
+        let pred = self.predict(plan, c, actual);
         if c == 1 {
             zigzag((actual[1] as i32).wrapping_sub(pred as i32))
         } else {
@@ -339,13 +344,15 @@ impl FrameCodec {
         for (part, &end) in plan.ends.iter().enumerate() {
             for &c in &plan.order[start..usize::from(end)] {
                 let c = usize::from(c);
-                residuals[c] = Self::residual_of(&plan, c, actual);
+                residuals[c] = self.residual_of(&plan, c, actual);
                 if residuals[c] != 0 {
                     mask |= 1 << part;
                 }
             }
             start = usize::from(end);
         }
+        // Time and fps are always coded.
+        mask |= 3;
         self.mask_enc(raw, mask);
         let mut start = 0;
         for (part, &end) in plan.ends.iter().enumerate() {
@@ -372,12 +379,9 @@ impl FrameCodec {
         let mask = self.mask_dec(raw);
         let mut actual = self.plain_predictions();
         let models = &mut self.models.length;
-        if mask & 1 != 0 {
-            actual[0] = add(actual[0], models[0].decode(raw));
-        }
-        if mask & 2 != 0 {
-            actual[1] = (actual[1] as i32).wrapping_add(unzigzag(models[1].decode(raw))) as u32;
-        }
+        actual[0] = add(actual[0], models[0].decode(raw));
+        let fps = fps_prediction(self.h1.as_ref(), actual[0]);
+        actual[1] = (fps as i32).wrapping_add(unzigzag(models[1].decode(raw))) as u32;
         for d in 0..3 {
             let b = 2 + 7 * d;
             if mask & (4 << (2 * d)) != 0 {
@@ -412,9 +416,10 @@ impl FrameCodec {
         match self.quant {
             Quantization::Lossy {
                 position_step,
-                rotation_bits,
+                rotation_steps,
+                ..
             } => {
-                let m = (1i32 << (rotation_bits.clamp(2, 24) - 1)) - 1;
+                let m = rotation_steps.clamp(1, 1 << 23) as i32;
                 (
                     f64::from(position_step),
                     std::f64::consts::SQRT_2 * f64::from(m),
@@ -494,13 +499,22 @@ impl FrameCodec {
             }
             *slot = r as i32;
         }
-        Some(q)
+        // The steps keep every position within the bound; f32 rounding of far-off
+        // coordinates could not be: such a position is sent verbatim.
+        let error = position_error_mm(p, &self.dequantize_pos(q));
+        error.is_some_and(|e| e <= self.bounds().0).then_some(q)
+    }
+
+    fn bounds(&self) -> (f64, f64) {
+        match self.quant {
+            Quantization::Lossy { bounds, .. } => bounds,
+            Quantization::Lossless => (0.0, 0.0),
+        }
     }
 
     /// Smallest three of a unit quaternion; `None` (escape) for non-finite components or a
     /// squared norm more than 1e-3 away from 1 (placeholders such as (-1,-1,-1,-1) or zeros).
-    fn quantize_rot(&self, q: &Quat) -> Option<SmallestThree> {
-        let (_, scale, m) = self.lossy_params();
+    fn quantize_rot(&self, q: &Quat, prefer: u8) -> Option<SmallestThree> {
         let mut c = [q.x, q.y, q.z, q.w].map(f64::from);
         let n2: f64 = c.iter().map(|v| v * v).sum();
         if !n2.is_finite() || (n2 - 1.0).abs() > 1e-3 {
@@ -514,6 +528,22 @@ impl FrameCodec {
                 index = i;
             }
         }
+        // The predicted component is dropped as long as the others stay in range and the
+        // rotation within the bound: a change of index costs flags and residuals coded
+        // against 0.
+        let prefer = usize::from(prefer & 3);
+        if prefer != index {
+            if let Some(r) = self.smallest_three(q, c, prefer) {
+                return Some(r);
+            }
+        }
+        self.smallest_three(q, c, index)
+    }
+
+    /// `c` (normalized) without its component `index`, quantized, if no component is out
+    /// of range and the rotation is within the bound.
+    fn smallest_three(&self, q: &Quat, mut c: [f64; 4], index: usize) -> Option<SmallestThree> {
+        let (_, scale, m) = self.lossy_params();
         if c[index] < 0.0 {
             c = c.map(|v| -v);
         }
@@ -521,14 +551,22 @@ impl FrameCodec {
         let mut j = 0;
         for (i, &ci) in c.iter().enumerate() {
             if i != index {
-                v[j] = ((ci * scale).round() as i32).clamp(-m, m);
+                let x = (ci * scale).round();
+                if x.abs() > f64::from(m) {
+                    return None;
+                }
+                v[j] = x as i32;
                 j += 1;
             }
         }
-        Some(SmallestThree {
+        let r = SmallestThree {
             index: index as u8,
             v,
-        })
+        };
+        // Within the bound by the choice of M for the largest component; checked all the
+        // same (a rotation outside it is sent verbatim).
+        let error = rotation_error_deg(q, &self.dequantize_rot(r));
+        error.is_some_and(|e| e <= self.bounds().1).then_some(r)
     }
 
     fn raw_floats_enc(raw: &mut BitWriter, v: &[f32]) {
@@ -545,7 +583,7 @@ impl FrameCodec {
         let plan = self.plan();
         let mut plain = [0u32; 2];
         for (i, slot) in plain.iter_mut().enumerate() {
-            *slot = Self::residual_of(&plan, i, actual);
+            *slot = self.residual_of(&plan, i, actual);
             if *slot != 0 {
                 mask |= 1 << i;
             }
@@ -565,7 +603,7 @@ impl FrameCodec {
             if pos_code[d] != Some([0; 3]) {
                 mask |= 1 << (2 + 2 * d);
             }
-            rot_code[d] = self.quantize_rot(&pose.rotation);
+            rot_code[d] = self.quantize_rot(&pose.rotation, self.predict_rot(d).index);
             if rot_code[d] != Some(self.predict_rot(d)) {
                 mask |= 1 << (3 + 2 * d);
             }
@@ -576,6 +614,8 @@ impl FrameCodec {
                 || (mask & (1 << (3 + 2 * d)) != 0
                     && rot_code[d].is_none_or(|r| r.index != self.predict_rot(d).index))
         });
+        // Time and fps are always coded.
+        mask |= 3;
         self.mask_enc(raw, mask);
         raw.put(u32::from(special), 1);
         for (i, &z) in plain.iter().enumerate() {
@@ -656,19 +696,11 @@ impl FrameCodec {
         let special = raw.get(1) == 1;
         let mut actual = [0u32; COLUMNS];
         let plain = self.plain_predictions();
-        for (i, slot) in actual.iter_mut().enumerate().take(2) {
-            let z = if mask & (1 << i) != 0 {
-                self.residual_dec(raw, i)
-            } else {
-                0
-            };
-            let pred = plain[i];
-            *slot = if i == 1 {
-                (pred as i32).wrapping_add(unzigzag(z)) as u32
-            } else {
-                unordered(ordered(pred).wrapping_add(unzigzag(z) as u32))
-            };
-        }
+        let z = self.residual_dec(raw, 0);
+        actual[0] = unordered(ordered(plain[0]).wrapping_add(unzigzag(z) as u32));
+        let fps = fps_prediction(self.h1.as_ref(), actual[0]);
+        let z = self.residual_dec(raw, 1);
+        actual[1] = (fps as i32).wrapping_add(unzigzag(z)) as u32;
         let mut decoded = [Pose::default(); 3];
         for (d, out) in decoded.iter_mut().enumerate() {
             let col = 2 + 7 * d;
