@@ -8,7 +8,7 @@
 
 use crate::bsor::{Frame, Pose, Quat, Vec3};
 
-use super::accuracy::{position_error_mm, rotation_error_deg};
+use super::accuracy::{position_within, rotation_within};
 use super::bits::{
     largest_of, ordered, unit_rest, unordered, unzigzag, zigzag, BitReader, BitWriter, LengthModel,
 };
@@ -501,8 +501,7 @@ impl FrameCodec {
         }
         // The steps keep every position within the bound; f32 rounding of far-off
         // coordinates could not be: such a position is sent verbatim.
-        let error = position_error_mm(p, &self.dequantize_pos(q));
-        error.is_some_and(|e| e <= self.bounds().0).then_some(q)
+        position_within(p, &self.dequantize_pos(q), self.bounds().0).then_some(q)
     }
 
     fn bounds(&self) -> (f64, f64) {
@@ -565,8 +564,7 @@ impl FrameCodec {
         };
         // Within the bound by the choice of M for the largest component; checked all the
         // same (a rotation outside it is sent verbatim).
-        let error = rotation_error_deg(q, &self.dequantize_rot(r));
-        error.is_some_and(|e| e <= self.bounds().1).then_some(r)
+        rotation_within(q, &self.dequantize_rot(r), self.bounds().1).then_some(r)
     }
 
     fn raw_floats_enc(raw: &mut BitWriter, v: &[f32]) {
