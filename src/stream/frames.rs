@@ -139,6 +139,22 @@ fn frame_from(c: &[u32; COLUMNS]) -> Frame {
     }
 }
 
+/// The 26 neighbours of a point of the smallest-three grid, in the order the encoder tries
+/// them (format.md 10.1): offsets in −1..=1, the first component slowest, without (0, 0, 0).
+const NEIGHBOURS: [[i32; 3]; 26] = {
+    let mut n = [[0i32; 3]; 26];
+    let mut k = 0;
+    let mut i = 0;
+    while i < 27 {
+        if i != 13 {
+            n[k] = [i / 9 - 1, (i / 3) % 3 - 1, i % 3 - 1];
+            k += 1;
+        }
+        i += 1;
+    }
+    n
+};
+
 /// The prediction of the fps column from this frame's time and the previous frame (format.md
 /// 9.3): the frame rate the time step gives, `round(1 / (t − t₁))` in `f64`, when that step
 /// is positive and the rate fits in an `i32`; else the previous frame's fps; 0 without one.
@@ -558,13 +574,22 @@ impl FrameCodec {
                 j += 1;
             }
         }
-        let r = SmallestThree {
-            index: index as u8,
-            v,
+        let within = |v: [i32; 3]| {
+            let r = SmallestThree {
+                index: index as u8,
+                v,
+            };
+            let fits = v.iter().all(|x| x.abs() <= m);
+            (fits && rotation_within(q, &self.dequantize_rot(r), self.bounds().1)).then_some(r)
         };
-        // Within the bound by the choice of M for the largest component; checked all the
-        // same (a rotation outside it is sent verbatim).
-        rotation_within(q, &self.dequantize_rot(r), self.bounds().1).then_some(r)
+        // The rounded values are within the bound for almost every rotation; where they
+        // are not (the dropped component's error adds up the others'), a neighbour on the
+        // grid often is.
+        within(v).or_else(|| {
+            NEIGHBOURS
+                .iter()
+                .find_map(|d| within([v[0] + d[0], v[1] + d[1], v[2] + d[2]]))
+        })
     }
 
     fn raw_floats_enc(raw: &mut BitWriter, v: &[f32]) {
