@@ -105,6 +105,11 @@ impl Default for LengthModel {
 }
 
 impl LengthModel {
+    /// A model whose centre starts at `center` bits.
+    pub(crate) fn starting_at(center: i32) -> Self {
+        LengthModel { avg: center * 16 }
+    }
+
     fn center(&self) -> i32 {
         (self.avg + 8) >> 4
     }

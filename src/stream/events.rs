@@ -81,6 +81,9 @@ enum Word {
     /// it): the component whose previous value was largest is coded last, as its sign bit
     /// and its magnitude against `sqrt(1 − the others²)`; the other two as floats.
     Unit,
+    /// A note's `timeDeviation`: predicted as its `spawnTime − eventTime` (the note head,
+    /// coded just before), which it equals in every cut of the corpus.
+    TimeDeviation,
     /// A spawn time: predicted as this record's time minus the previous record's gap
     /// between time and spawn time (word 1 of a note, word 2 of a wall, is the time).
     Spawn(usize),
@@ -89,7 +92,25 @@ enum Word {
 use Word::{Float as F, Int as I, Unit as U};
 
 const NOTE_HEAD_WORDS: [Word; 4] = [I, F, Word::Spawn(1), I];
-const CUT_WORDS: [Word; 17] = [F, U, U, U, I, F, F, F, F, F, U, U, U, F, F, F, F];
+const CUT_WORDS: [Word; 17] = [
+    F,
+    U,
+    U,
+    U,
+    I,
+    Word::TimeDeviation,
+    F,
+    F,
+    F,
+    F,
+    U,
+    U,
+    U,
+    F,
+    F,
+    F,
+    F,
+];
 const WALL_WORDS: [Word; 4] = [I, F, F, Word::Spawn(2)];
 const HEIGHT_WORDS: [Word; 2] = [F, F];
 const PAUSE_WORDS: [Word; 3] = [I, I, F];
@@ -103,6 +124,8 @@ const COL_WALL: usize = 25;
 const COL_HEIGHT: usize = 29;
 const COL_PAUSE: usize = 31;
 const COLUMNS: usize = 34;
+/// Columns of integers and bytes (the rest are floats).
+const INT_COLUMNS: [usize; 10] = [0, 3, 4, 5, 6, 7, 12, 25, 31, 32];
 
 /// One side of the coder: the same record walk encodes or decodes.
 enum Coder<'a, 'b> {
@@ -115,13 +138,19 @@ enum Coder<'a, 'b> {
 pub(crate) struct EventCodec {
     models: Box<[LengthModel; COLUMNS]>,
     prev: [u32; COLUMNS],
+    /// Per kind: the index after the last record of the group's previous event chunks (0
+    /// at the start of a group): what a chunk's first index is coded against.
+    next: [u32; 4],
 }
 
 impl Default for EventCodec {
     fn default() -> Self {
         EventCodec {
-            models: Box::new([LengthModel::default(); COLUMNS]),
+            models: Box::new(std::array::from_fn(|col| {
+                LengthModel::starting_at(if INT_COLUMNS.contains(&col) { 2 } else { 20 })
+            })),
             prev: [0; COLUMNS],
+            next: [0; 4],
         }
     }
 }
@@ -175,6 +204,18 @@ impl EventCodec {
                     self.unit(c, col, &mut cur[i..i + 3], |k| input(i + k));
                     i += 3;
                     continue;
+                }
+                Word::TimeDeviation => {
+                    let p = f32::from_bits(self.prev[COL_NOTE + 2])
+                        - f32::from_bits(self.prev[COL_NOTE + 1]);
+                    (
+                        false,
+                        if p.is_nan() {
+                            self.prev[col]
+                        } else {
+                            p.to_bits()
+                        },
+                    )
                 }
                 Word::Spawn(t) => {
                     let gap = f32::from_bits(self.prev[base + t]) - f32::from_bits(self.prev[col]);
@@ -332,10 +373,20 @@ impl EventCodec {
             (batch.heights.0, batch.heights.1.len()),
             (batch.pauses.0, batch.pauses.1.len()),
         ];
-        for (first, n) in kinds {
-            put_varint(&mut payload, n as u64);
+        // Which kinds are there, then for each: its count and its first index against the
+        // one expected after the group's previous chunks.
+        let present = kinds
+            .iter()
+            .enumerate()
+            .filter(|(_, &(_, n))| n > 0)
+            .fold(0u8, |bits, (k, _)| bits | 1 << k);
+        payload.push(present);
+        for (k, (first, n)) in kinds.into_iter().enumerate() {
             if n > 0 {
-                put_varint(&mut payload, u64::from(first));
+                put_varint(&mut payload, n as u64);
+                let delta = first.wrapping_sub(self.next[k]) as i32;
+                put_varint(&mut payload, u64::from(zigzag(delta)));
+                self.next[k] = first.wrapping_add(n as u32);
             }
         }
         let mut raw = BitWriter::default();
@@ -351,18 +402,23 @@ impl EventCodec {
             Short::More => "event chunk ends inside its counts",
             Short::Bad(m) => m,
         };
+        let present = r.u8().map_err(bad)?;
+        if present > 0x0f {
+            return Err("unknown event kinds in an event chunk");
+        }
         let mut kinds = [(0u32, 0usize); 4];
-        for k in kinds.iter_mut() {
+        for (k, slot) in kinds.iter_mut().enumerate() {
+            if present & (1 << k) == 0 {
+                continue;
+            }
             let n = r.varint_u32("event count").map_err(bad)?;
             if n > MAX_RECORDS {
                 return Err("more than 65536 events of one kind in a chunk");
             }
-            let first = if n > 0 {
-                r.varint_u32("first event index").map_err(bad)?
-            } else {
-                0
-            };
-            *k = (first, n as usize);
+            let delta = r.varint_u32("first event index").map_err(bad)?;
+            let first = self.next[k].wrapping_add(unzigzag(delta) as u32);
+            self.next[k] = first.wrapping_add(n);
+            *slot = (first, n as usize);
         }
         let raw_bytes = &payload[r.pos..];
         let mut batch = EventBatch {

@@ -38,10 +38,23 @@ struct Models {
     length: [LengthModel; COLUMNS],
 }
 
-impl Default for Models {
-    fn default() -> Self {
+impl Models {
+    /// Models whose centres start near the lengths of the columns' residuals (format.md
+    /// 9.5): the time 8 bits, fps 2, poses 18 (lossless) or 5 (lossy). In 1-second groups
+    /// this saves what the first residuals would spend moving a centre of 12 there.
+    fn new(quant: Quantization) -> Self {
+        let pose = match quant {
+            Quantization::Lossless => 18,
+            Quantization::Lossy { .. } => 5,
+        };
         Models {
-            length: [LengthModel::default(); COLUMNS],
+            length: std::array::from_fn(|col| {
+                LengthModel::starting_at(match col {
+                    0 => 8,
+                    1 => 2,
+                    _ => pose,
+                })
+            }),
         }
     }
 }
@@ -155,19 +168,21 @@ const NEIGHBOURS: [[i32; 3]; 26] = {
     n
 };
 
-/// The prediction of the fps column from this frame's time and the previous frame (format.md
-/// 9.3): the frame rate the time step gives, `round(1 / (t − t₁))` in `f64`, when that step
-/// is positive and the rate fits in an `i32`; else the previous frame's fps; 0 without one.
-fn fps_prediction(h1: Option<&[u32; COLUMNS]>, time: u32) -> u32 {
-    let Some(h1) = h1 else { return 0 };
-    let dt = f64::from(f32::from_bits(time)) - f64::from(f32::from_bits(h1[0]));
-    if dt > 0.0 {
-        let rate = (1.0 / dt).round();
-        if rate <= f64::from(i32::MAX) {
-            return rate as i32 as u32;
+/// The prediction of the time column once this frame's fps is known (format.md 9.3): the
+/// previous frame's time plus `1 / fps`, in `f64` rounded to `f32`, when there is a previous
+/// frame, the fps is positive and the sum is finite; else the plain prediction. (A frame's
+/// fps is, in most recorded frames, the rate of the time step that led to it.)
+fn time_prediction(h1: Option<&[u32; COLUMNS]>, fps: u32, plain: u32) -> u32 {
+    let fps = fps as i32;
+    if let Some(h1) = h1 {
+        if fps > 0 {
+            let t = (f64::from(f32::from_bits(h1[0])) + 1.0 / f64::from(fps)) as f32;
+            if t.is_finite() {
+                return t.to_bits();
+            }
         }
     }
-    h1[1]
+    plain
 }
 
 /// The component of the previous rotation with the largest magnitude (3 when there is no
@@ -191,7 +206,7 @@ impl FrameCodec {
     pub(crate) fn new(quant: Quantization) -> Self {
         FrameCodec {
             quant,
-            models: Box::default(),
+            models: Box::new(Models::new(quant)),
             h1: None,
             h2: None,
             prev_mask: 0,
@@ -293,8 +308,9 @@ impl FrameCodec {
         let mut order = [0u8; COLUMNS];
         let mut ends = [0u8; PARTS];
         let mut derive = [(0usize, 0usize, false); 3];
-        order[0] = 0;
-        order[1] = 1;
+        // fps before time: the time is predicted from the fps.
+        order[0] = 1;
+        order[1] = 0;
         ends[0] = 1;
         ends[1] = 2;
         let mut n = 2;
@@ -329,8 +345,8 @@ impl FrameCodec {
     /// The prediction of column `c`, given the columns decoded so far in this frame.
     #[inline]
     fn predict(&self, plan: &Plan, c: usize, actual: &[u32; COLUMNS]) -> u32 {
-        if c == 1 {
-            return fps_prediction(self.h1.as_ref(), actual[0]);
+        if c == 0 {
+            return time_prediction(self.h1.as_ref(), actual[1], plan.plain[0]);
         }
         if c >= 5 {
             let d = (c - 2) / 7;
@@ -395,9 +411,9 @@ impl FrameCodec {
         let mask = self.mask_dec(raw);
         let mut actual = self.plain_predictions();
         let models = &mut self.models.length;
-        actual[0] = add(actual[0], models[0].decode(raw));
-        let fps = fps_prediction(self.h1.as_ref(), actual[0]);
-        actual[1] = (fps as i32).wrapping_add(unzigzag(models[1].decode(raw))) as u32;
+        actual[1] = (actual[1] as i32).wrapping_add(unzigzag(models[1].decode(raw))) as u32;
+        let time = time_prediction(self.h1.as_ref(), actual[1], actual[0]);
+        actual[0] = add(time, models[0].decode(raw));
         for d in 0..3 {
             let b = 2 + 7 * d;
             if mask & (4 << (2 * d)) != 0 {
@@ -484,6 +500,39 @@ impl FrameCodec {
     }
 
     fn dequantize_rot(&self, r: SmallestThree) -> Quat {
+        let c = self.rotation_f64(r);
+        Quat {
+            x: c[0] as f32,
+            y: c[1] as f32,
+            z: c[2] as f32,
+            w: c[3] as f32,
+        }
+    }
+
+    /// The base of a rotation whose largest component changed from the prediction's to
+    /// `index` (format.md 10.5): the predicted rotation (in `f64`, before its rounding to
+    /// `f32`) without its component `index`, quantized again.
+    fn rebase(&self, pred: SmallestThree, index: u8) -> [i32; 3] {
+        let (_, scale, m) = self.lossy_params();
+        let mut c = self.rotation_f64(pred);
+        let k = usize::from(index & 3);
+        if c[k] < 0.0 {
+            c = c.map(|v| -v);
+        }
+        let mut base = [0i32; 3];
+        for (slot, &ci) in base.iter_mut().zip(
+            c.iter()
+                .enumerate()
+                .filter(|&(i, _)| i != k)
+                .map(|(_, c)| c),
+        ) {
+            *slot = ((ci * scale).round() as i32).clamp(-m, m);
+        }
+        base
+    }
+
+    /// A quantized rotation's components in `f64` (10.2).
+    fn rotation_f64(&self, r: SmallestThree) -> [f64; 4] {
         let (_, scale, _) = self.lossy_params();
         let mut c = [0f64; 4];
         let mut s = 1.0f64;
@@ -497,12 +546,7 @@ impl FrameCodec {
             }
         }
         c[usize::from(r.index & 3)] = s.max(0.0).sqrt();
-        Quat {
-            x: c[0] as f32,
-            y: c[1] as f32,
-            z: c[2] as f32,
-            w: c[3] as f32,
-        }
+        c
     }
 
     fn quantize_pos(&self, p: &Vec3) -> Option<[i32; 3]> {
@@ -604,13 +648,7 @@ impl FrameCodec {
         // Decide every part first: the mask comes before the parts.
         let mut mask = 0u8;
         let plan = self.plan();
-        let mut plain = [0u32; 2];
-        for (i, slot) in plain.iter_mut().enumerate() {
-            *slot = self.residual_of(&plan, i, actual);
-            if *slot != 0 {
-                mask |= 1 << i;
-            }
-        }
+        let plain = [0, 1].map(|i| self.residual_of(&plan, i, actual));
         let mut pos_code: [Option<[u32; 3]>; 3] = [None; 3];
         let mut rot_code: [Option<SmallestThree>; 3] = [None; 3];
         for (d, pose) in poses.iter().enumerate() {
@@ -641,11 +679,9 @@ impl FrameCodec {
         mask |= 3;
         self.mask_enc(raw, mask);
         raw.put(u32::from(special), 1);
-        for (i, &z) in plain.iter().enumerate() {
-            if mask & (1 << i) != 0 {
-                self.residual_enc(raw, i, z);
-            }
-        }
+        // fps, then the time predicted from it.
+        self.residual_enc(raw, 1, plain[1]);
+        self.residual_enc(raw, 0, plain[0]);
         let mut out = frame;
         out.time = f32::from_bits(actual[0]);
         out.fps = actual[1] as i32;
@@ -684,7 +720,11 @@ impl FrameCodec {
                     self.flag_enc(raw, special, false);
                     let changed = r.index != pred.index;
                     self.flag_enc(raw, special, changed);
-                    let base = if changed { [0; 3] } else { pred.v };
+                    let base = if changed {
+                        self.rebase(pred, r.index)
+                    } else {
+                        pred.v
+                    };
                     if changed {
                         raw.put(u32::from(r.index), 2);
                     }
@@ -719,11 +759,11 @@ impl FrameCodec {
         let special = raw.get(1) == 1;
         let mut actual = [0u32; COLUMNS];
         let plain = self.plain_predictions();
-        let z = self.residual_dec(raw, 0);
-        actual[0] = unordered(ordered(plain[0]).wrapping_add(unzigzag(z) as u32));
-        let fps = fps_prediction(self.h1.as_ref(), actual[0]);
         let z = self.residual_dec(raw, 1);
-        actual[1] = (fps as i32).wrapping_add(unzigzag(z)) as u32;
+        actual[1] = (plain[1] as i32).wrapping_add(unzigzag(z)) as u32;
+        let time = time_prediction(self.h1.as_ref(), actual[1], plain[0]);
+        let z = self.residual_dec(raw, 0);
+        actual[0] = unordered(ordered(time).wrapping_add(unzigzag(z) as u32));
         let mut decoded = [Pose::default(); 3];
         for (d, out) in decoded.iter_mut().enumerate() {
             let col = 2 + 7 * d;
@@ -758,7 +798,8 @@ impl FrameCodec {
             } else {
                 let changed = self.flag_dec(raw, special);
                 let (index, base) = if changed {
-                    (raw.get(2) as u8, [0; 3])
+                    let index = raw.get(2) as u8;
+                    (index, self.rebase(pred, index))
                 } else {
                     (pred.index, pred.v)
                 };
