@@ -1,13 +1,16 @@
 //! Bit-level coding of frame and event chunks: residuals (integers made small and unsigned
-//! by prediction), each sent as its bit length, coded against an adaptive centre in an
-//! Exp-Golomb code, and the bits below its leading one, raw; all through a bit packer that
+//! by prediction), each sent as its bit length, coded against an adaptive centre in a fixed
+//! prefix code, and the bits below its leading one, raw; all through a bit packer that
 //! writes least significant bits first.
 //!
 //! Why not an entropy coder: an adaptive binary range coder (the LZMA design) coding the
 //! lengths through a 6-bit tree was the first design. It made lossless streams 1.7% of BSOR
 //! smaller on the corpus, but its six dependent steps per value held encoding and decoding
-//! to about 60 MB/s; this code runs at 120 to 200 MB/s and keeps the lossless stream within
-//! its size targets. Specified bit for bit in `proto-spec/format.md`, sections 7 to 9.
+//! to about 60 MB/s. Measured on the corpus's residuals, an adaptive model of the lengths
+//! would still save 13% of the compact profile's residual bits in archive groups, 7% in
+//! 1-second live groups, over this code; the fixed prefix code (a Huffman code of the
+//! length's distance from its centre) took most of that at no cost in speed, decoded by one
+//! table look-up per residual. Specified bit for bit in `proto-spec/format.md`, sections 7 to 9.
 
 /// Maps float bits to an unsigned integer whose order is the floats' order, so that close
 /// floats have close integers (negative floats are reflected below positive ones).
@@ -65,33 +68,82 @@ pub(crate) fn unzigzag(z: u32) -> i32 {
     ((z >> 1) as i32) ^ -((z & 1) as i32)
 }
 
-/// The length code (format.md section 8) of every 12-bit window whose code fits in it
-/// (`q <= 5`), least significant bit first: bits 0..8 hold the code's length `c` in bits (2
-/// to 12), bits 8..16 the length difference `d` plus 128, bits 16..24 `c − 1 + d` plus 128;
-/// 0 for windows that start with more than 5 zeros.
+/// The length difference `d = L − centre` of a residual is sent in a prefix code over
+/// `d = −10..=10` and an escape (format.md section 8): these are the code lengths of
+/// `d = −10, …, 10` and then of the escape, which is followed by `L` itself in 6 bits. The
+/// lengths are those of a Huffman code of `d` on the corpus (lossless and lossy frames, live
+/// and archive, weighted alike); they fill the code space exactly (Kraft sum 1).
+const CODE_LENGTHS: [u32; 22] = [
+    10, 10, 10, 9, 8, 7, 6, 5, 3, 3, 2, 2, 3, 5, 7, 9, 10, 10, 10, 10, 10, 6,
+];
+/// The symbol of the escape in [`CODE_LENGTHS`] and [`CODES`].
+const ESCAPE: usize = 21;
+
+/// The code words, canonical: symbols in order of (length, position in [`CODE_LENGTHS`])
+/// get consecutive values, each the previous plus one, shifted left when the length grows;
+/// a word goes into the stream most significant bit first, so it is stored here bit-reversed
+/// (ready for [`BitWriter::put`], which writes least significant bits first).
+static CODES: [u32; 22] = canonical_codes();
+
+const fn canonical_codes() -> [u32; 22] {
+    let mut codes = [0u32; 22];
+    let mut code = 0u32;
+    let mut len = 1;
+    while len <= 12 {
+        let mut s = 0;
+        while s < 22 {
+            if CODE_LENGTHS[s] == len {
+                // Reverse the `len` bits of `code`.
+                let mut r = 0;
+                let mut i = 0;
+                while i < len {
+                    r |= ((code >> i) & 1) << (len - 1 - i);
+                    i += 1;
+                }
+                codes[s] = r;
+                code += 1;
+            }
+            s += 1;
+        }
+        code <<= 1;
+        len += 1;
+    }
+    codes
+}
+
+/// What the next 12 bits of a stream say, for every value of them (least significant bit
+/// first, as they come): bits 0..8 hold the bits the length code takes (2 to 12, the
+/// escape's 6 bits of `L` included), bits 8..16 the value plus 128, bit 16 whether the
+/// value is `L` itself (after an escape) rather than `d`.
 static LENGTH_CODE: [u32; 4096] = length_code_table();
 
 const fn length_code_table() -> [u32; 4096] {
+    let codes = canonical_codes();
     let mut t = [0u32; 4096];
-    let mut i = 1usize;
-    while i < 4096 {
-        let q = i.trailing_zeros();
-        if q <= 5 {
-            let v = (1u32 << (q + 1)) | ((i as u32 >> (q + 1)) & ((1 << (q + 1)) - 1));
-            let zz = v - 2;
-            let d = ((zz >> 1) as i32) ^ -((zz & 1) as i32);
-            let code = 2 * q as i32 + 2;
-            t[i] = code as u32 | (((d + 128) as u32) << 8) | (((code - 1 + d + 128) as u32) << 16);
+    let mut w = 0usize;
+    while w < 4096 {
+        let mut s = 0;
+        while s < 22 {
+            let len = CODE_LENGTHS[s];
+            if (w as u32) & ((1 << len) - 1) == codes[s] {
+                t[w] = if s == ESCAPE {
+                    let l = ((w as u32) >> len) & 63;
+                    (len + 6) | ((l + 128) << 8) | (1 << 16)
+                } else {
+                    len | ((s as u32 + 128 - 10) << 8)
+                };
+            }
+            s += 1;
         }
-        i += 1;
+        w += 1;
     }
     t
 }
 
 /// The coder of one column of residuals. A residual is sent as its bit length `L` (0 to 32)
 /// and the `L − 1` bits below its leading one, raw. The length is sent as its difference from
-/// an adaptive centre (a running average of the column's recent lengths), zigzagged, in an
-/// order-1 Exp-Golomb code.
+/// an adaptive centre (a running average of the column's recent lengths) in a fixed prefix
+/// code, or escaped.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LengthModel {
     /// Running average of the lengths, in sixteenths.
@@ -123,15 +175,13 @@ impl LengthModel {
     pub(crate) fn encode(&mut self, raw: &mut BitWriter, z: u32) {
         let len = (32 - z.leading_zeros()) as i32;
         let d = len - self.center();
-        let zz = ((d << 1) ^ (d >> 31)) as u32;
-        // Exp-Golomb, order 1, least significant bit first: q zeros, a one, then the q + 1
-        // bits of zz + 2 below its leading one.
-        let v = zz + 2;
-        let q = 30 - v.leading_zeros();
-        // As one value: bit q is the one, the bits of v below its leading one above it
-        // (2q + 2 bits; q is at most 5 for lengths within 0..=32).
-        let low = v & ((1 << (q + 1)) - 1);
-        raw.put((1 << q) | (low << (q + 1)), 2 * q + 2);
+        if (-10..=10).contains(&d) {
+            let s = (d + 10) as usize;
+            raw.put(CODES[s], CODE_LENGTHS[s]);
+        } else {
+            raw.put(CODES[ESCAPE], CODE_LENGTHS[ESCAPE]);
+            raw.put(len as u32, 6);
+        }
         if len >= 2 {
             raw.put(z, len as u32 - 1);
         }
@@ -141,25 +191,27 @@ impl LengthModel {
     /// Decodes a residual.
     #[inline(always)]
     pub(crate) fn decode(&mut self, raw: &mut BitReader) -> u32 {
-        // One look at the next 57 bits serves the whole residual when q <= 5 (every valid
-        // stream): at most 12 bits of length code, found in a table, and at most 31 raw bits.
+        // One look at the next 57 bits serves the whole residual: at most 12 bits of length
+        // code, found in a table (every 12-bit value starts with a code word), and at most
+        // 31 raw bits.
         let window = raw.window();
         let entry = LENGTH_CODE[(window & 0xfff) as usize];
-        if entry == 0 {
-            return self.decode_long(raw);
-        }
         let code = entry & 0xff;
-        let center = self.center();
-        let len = center + ((entry >> 8) & 0xff) as i32 - 128;
+        let value = ((entry >> 8) & 0xff) as i32 - 128;
+        let len = if entry >> 16 == 0 {
+            self.center() + value
+        } else {
+            value
+        };
         if len as u32 > 32 {
             // Forged input only: the length is clamped.
             return self.decode_clamped(raw, code, len);
         }
         self.learn(len);
         // The code and the len − 1 bits below the leading one (none for len 0).
-        let end = ((center + (entry >> 16) as i32 - 128) as u32).max(code);
-        let low = (window >> code) & ((1u64 << (end - code)) - 1);
-        raw.consume(end);
+        let extra = (len - 1).max(0) as u32;
+        let low = (window >> code) & ((1u64 << extra) - 1);
+        raw.consume(code + extra);
         (((1u64 << len) >> 1) | low) as u32
     }
 
@@ -175,32 +227,6 @@ impl LengthModel {
             1 => 1,
             n => (1u32 << (n - 1)) | raw.get(n as u32 - 1),
         }
-    }
-
-    /// A length code of more than 12 bits (q > 5): forged input only, held to something
-    /// bounded.
-    #[cold]
-    #[inline(never)]
-    fn decode_long(&mut self, raw: &mut BitReader) -> u32 {
-        let q = raw.window().trailing_zeros().min(15);
-        let bits = raw.get(2 * q + 2);
-        let v = (1u32 << (q + 1)) | (bits >> (q + 1));
-        let len = self.length_of(v);
-        match len {
-            0 => 0,
-            1 => 1,
-            n => (1u32 << (n - 1)) | raw.get(n as u32 - 1),
-        }
-    }
-
-    /// The length a code value `v = zz + 2` stands for, learned.
-    #[inline]
-    fn length_of(&mut self, v: u32) -> i32 {
-        let zz = v - 2;
-        let d = ((zz >> 1) as i32) ^ -((zz & 1) as i32);
-        let len = (self.center() + d).clamp(0, 32);
-        self.learn(len);
-        len
     }
 }
 
@@ -359,12 +385,47 @@ mod tests {
         }
     }
 
+    /// The code words of format.md section 8's table, most significant (first) bit first.
+    const SPEC_CODES: [&str; 22] = [
+        "1111111000",
+        "1111111001",
+        "1111111010",
+        "111111010",
+        "11111100",
+        "1111100",
+        "111100",
+        "11100",
+        "100",
+        "101",
+        "00",
+        "01",
+        "110",
+        "11101",
+        "1111101",
+        "111111011",
+        "1111111011",
+        "1111111100",
+        "1111111101",
+        "1111111110",
+        "1111111111",
+        "111101",
+    ];
+
     /// format.md section 8's decode(), bit by bit, as the spec writes it.
     fn spec_decode(bytes: &[u8], pos: &mut u64, avg: &mut i32) -> u32 {
         let bit = |p: u64| {
             bytes
                 .get((p / 8) as usize)
                 .map_or(0, |b| u32::from(b >> (p % 8)) & 1)
+        };
+        let mut word = String::new();
+        let symbol = loop {
+            word.push(if bit(*pos) == 1 { '1' } else { '0' });
+            *pos += 1;
+            if let Some(s) = SPEC_CODES.iter().position(|c| *c == word) {
+                break s;
+            }
+            assert!(word.len() <= 10, "the code is complete");
         };
         let mut get = |n: u32| {
             let mut v = 0;
@@ -374,22 +435,31 @@ mod tests {
             }
             v
         };
-        let mut q = 0;
-        while q < 15 && get(1) == 0 {
-            q += 1;
-        }
-        if q == 15 {
-            get(1);
-        }
-        let v = (1 << (q + 1)) + get(q + 1);
-        let d = unzigzag(v - 2);
-        let len = (((*avg + 8) >> 4) + d).clamp(0, 32);
+        let len = if symbol == 21 {
+            get(6) as i32
+        } else {
+            ((*avg + 8) >> 4) + symbol as i32 - 10
+        };
+        let len = len.clamp(0, 32);
         *avg += (len * 16 - *avg) >> 2;
         match len {
             0 => 0,
             1 => 1,
             n => (1 << (n - 1)) + get(n as u32 - 1),
         }
+    }
+
+    #[test]
+    fn the_code_is_the_specs() {
+        for (s, word) in SPEC_CODES.iter().enumerate() {
+            assert_eq!(CODE_LENGTHS[s] as usize, word.len(), "symbol {s}");
+            let reversed: String = (0..CODE_LENGTHS[s])
+                .map(|i| if CODES[s] >> i & 1 == 1 { '1' } else { '0' })
+                .collect();
+            assert_eq!(&reversed, word, "symbol {s}");
+        }
+        let kraft: f64 = CODE_LENGTHS.iter().map(|&l| 0.5f64.powi(l as i32)).sum();
+        assert_eq!(kraft, 1.0);
     }
 
     #[test]
