@@ -48,11 +48,18 @@ pub(crate) fn position_within(a: &Vec3, b: &Vec3, bound_mm: f64) -> bool {
     d[0] * d[0] + d[1] * d[1] + d[2] * d[2] <= limit * limit
 }
 
-/// Whether [`rotation_error_deg`] of a rotation and its decoded value is at most `bound_deg`
-/// (with a relative margin of 1e-9), without `atan2`: `4·atan2(d, s) ≤ B` is
-/// `d ≤ s·tan(B/4)` for `d, s ≥ 0`. The encoder's check of every rotation; false where
-/// `rotation_error_deg` gives `None`.
-pub(crate) fn rotation_within(original: &Quat, decoded: &Quat, bound_deg: f64) -> bool {
+/// What [`rotation_within`] compares with for a bound in degrees: `tan(B/4)²`, `tan(B/4)`
+/// less 1e-9 of it.
+pub(crate) fn rotation_limit(bound_deg: f64) -> f64 {
+    let t = (bound_deg.to_radians() / 4.0).tan() * (1.0 - 1e-9);
+    t * t
+}
+
+/// Whether [`rotation_error_deg`] of a rotation and its decoded value is at most the bound
+/// whose [`rotation_limit`] is `limit` (with a relative margin of 1e-9), without `atan2`:
+/// `4·atan2(d, s) ≤ B` is `d ≤ s·tan(B/4)` for `d, s ≥ 0`. The encoder's check of every
+/// rotation; false where `rotation_error_deg` gives `None`.
+pub(crate) fn rotation_within(original: &Quat, decoded: &Quat, limit: f64) -> bool {
     let a = [original.x, original.y, original.z, original.w].map(f64::from);
     let b = [decoded.x, decoded.y, decoded.z, decoded.w].map(f64::from);
     let na2: f64 = a.iter().map(|v| v * v).sum();
@@ -70,8 +77,7 @@ pub(crate) fn rotation_within(original: &Quat, decoded: &Quat, bound_deg: f64) -
         diff += (a[i] - s * b[i]).powi(2);
         sum += (a[i] + s * b[i]).powi(2);
     }
-    let t = (bound_deg.to_radians() / 4.0).tan() * (1.0 - 1e-9);
-    diff <= sum * t * t
+    diff <= sum * limit
 }
 
 #[cfg(test)]
@@ -152,7 +158,7 @@ mod tests {
             for bound in [0.02, 0.2, 1.0, 10.0, 90.0] {
                 if (deg - bound).abs() > 1e-6 * bound {
                     assert_eq!(
-                        rotation_within(&a, &b, bound),
+                        rotation_within(&a, &b, rotation_limit(bound)),
                         deg <= bound,
                         "{deg} {bound}"
                     );

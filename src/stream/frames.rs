@@ -8,7 +8,7 @@
 
 use crate::bsor::{Frame, Pose, Quat, Vec3};
 
-use super::accuracy::{position_within, rotation_within};
+use super::accuracy::{position_within, rotation_limit, rotation_within};
 use super::bits::{
     largest_of, ordered, unit_rest, unordered, unzigzag, zigzag, BitReader, BitWriter, LengthModel,
 };
@@ -104,6 +104,8 @@ pub(crate) struct FrameCodec {
     h1: Option<[u32; COLUMNS]>,
     h2: Option<[u32; COLUMNS]>,
     prev_mask: u8,
+    /// [`rotation_limit`] of the profile's rotation bound (the encoder's check).
+    rotation_limit: f64,
     pos: [LossyPart<[i32; 3]>; 3],
     rot: [LossyPart<SmallestThree>; 3],
 }
@@ -168,6 +170,24 @@ const NEIGHBOURS: [[i32; 3]; 26] = {
     n
 };
 
+/// `f64::round` (half away from zero) without a call into the maths library (which it is on
+/// x86-64 without SSE4.1): the same value for every input.
+#[inline]
+fn round(x: f64) -> f64 {
+    if !(x.abs() < 4_503_599_627_370_496.0) {
+        return x; // 2^52 and beyond are integers already; NaN stays NaN
+    }
+    let t = (x as i64 as f64).copysign(x); // truncated, exactly
+    let f = x - t; // exact
+    if f >= 0.5 {
+        t + 1.0
+    } else if f <= -0.5 {
+        t - 1.0
+    } else {
+        t
+    }
+}
+
 /// The prediction of the time column once this frame's fps is known (format.md 9.3): the
 /// previous frame's time plus `1 / fps`, in `f64` rounded to `f32`, when there is a previous
 /// frame, the fps is positive and the sum is finite; else the plain prediction. (A frame's
@@ -210,6 +230,10 @@ impl FrameCodec {
             h1: None,
             h2: None,
             prev_mask: 0,
+            rotation_limit: match quant {
+                Quantization::Lossy { bounds, .. } => rotation_limit(bounds.1),
+                Quantization::Lossless => 0.0,
+            },
             pos: [LossyPart::default(); 3],
             rot: [LossyPart::default(); 3],
         }
@@ -220,10 +244,12 @@ impl FrameCodec {
         *self = FrameCodec::new(self.quant);
     }
 
+    #[inline]
     fn residual_enc(&mut self, raw: &mut BitWriter, col: usize, z: u32) {
         self.models.length[col].encode(raw, z);
     }
 
+    #[inline]
     fn residual_dec(&mut self, raw: &mut BitReader, col: usize) -> u32 {
         self.models.length[col].decode(raw)
     }
@@ -526,7 +552,7 @@ impl FrameCodec {
                 .filter(|&(i, _)| i != k)
                 .map(|(_, c)| c),
         ) {
-            *slot = ((ci * scale).round() as i32).clamp(-m, m);
+            *slot = (round(ci * scale) as i32).clamp(-m, m);
         }
         base
     }
@@ -553,7 +579,7 @@ impl FrameCodec {
         let (step, _, _) = self.lossy_params();
         let mut q = [0i32; 3];
         for (slot, v) in q.iter_mut().zip([p.x, p.y, p.z]) {
-            let r = (f64::from(v) / step).round();
+            let r = round(f64::from(v) / step);
             if !r.is_finite() || r.abs() > f64::from(1 << 30) {
                 return None;
             }
@@ -610,7 +636,7 @@ impl FrameCodec {
         let mut j = 0;
         for (i, &ci) in c.iter().enumerate() {
             if i != index {
-                let x = (ci * scale).round();
+                let x = round(ci * scale);
                 if x.abs() > f64::from(m) {
                     return None;
                 }
@@ -624,7 +650,7 @@ impl FrameCodec {
                 v,
             };
             let fits = v.iter().all(|x| x.abs() <= m);
-            (fits && rotation_within(q, &self.dequantize_rot(r), self.bounds().1)).then_some(r)
+            (fits && rotation_within(q, &self.dequantize_rot(r), self.rotation_limit)).then_some(r)
         };
         // The rounded values are within the bound for almost every rotation; where they
         // are not (the dropped component's error adds up the others'), a neighbour on the
@@ -832,5 +858,52 @@ impl FrameCodec {
             left_hand: decoded[1],
             right_hand: decoded[2],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_is_f64_round() {
+        let mut values = vec![
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            -2.5,
+            0.49999999999999994,
+            -0.49999999999999994,
+            4_503_599_627_370_495.5,
+            -4_503_599_627_370_495.5,
+            4_503_599_627_370_496.0,
+            1e300,
+            -1e300,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MIN_POSITIVE,
+            -f64::MIN_POSITIVE,
+        ];
+        let mut state = 1u64;
+        for _ in 0..100_000 {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let x = f64::from_bits(state);
+            values.push(x);
+            values.push((state >> 11) as f64 / 1024.0 - 4e12);
+        }
+        for x in values {
+            if x.is_nan() {
+                assert!(round(x).is_nan());
+            } else {
+                assert_eq!(round(x).to_bits(), x.round().to_bits(), "{x}");
+            }
+        }
+        assert!(round(f64::NAN).is_nan());
     }
 }
