@@ -174,7 +174,7 @@ const NEIGHBOURS: [[i32; 3]; 26] = {
 /// x86-64 without SSE4.1): the same value for every input.
 #[inline]
 fn round(x: f64) -> f64 {
-    if !(x.abs() < 4_503_599_627_370_496.0) {
+    if x.is_nan() || x.abs() >= 4_503_599_627_370_496.0 {
         return x; // 2^52 and beyond are integers already; NaN stays NaN
     }
     let t = (x as i64 as f64).copysign(x); // truncated, exactly
