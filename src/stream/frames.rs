@@ -575,7 +575,9 @@ impl FrameCodec {
         c
     }
 
-    fn quantize_pos(&self, p: &Vec3) -> Option<[i32; 3]> {
+    /// The quantized position and what it decodes to; `None` (escape) for one that cannot
+    /// be quantized within the bound.
+    fn quantize_pos(&self, p: &Vec3) -> Option<([i32; 3], Vec3)> {
         let (step, _, _) = self.lossy_params();
         let mut q = [0i32; 3];
         for (slot, v) in q.iter_mut().zip([p.x, p.y, p.z]) {
@@ -587,7 +589,8 @@ impl FrameCodec {
         }
         // The steps keep every position within the bound; f32 rounding of far-off
         // coordinates could not be: such a position is sent verbatim.
-        position_within(p, &self.dequantize_pos(q), self.bounds().0).then_some(q)
+        let decoded = self.dequantize_pos(q);
+        position_within(p, &decoded, self.bounds().0).then_some((q, decoded))
     }
 
     fn bounds(&self) -> (f64, f64) {
@@ -599,7 +602,8 @@ impl FrameCodec {
 
     /// Smallest three of a unit quaternion; `None` (escape) for non-finite components or a
     /// squared norm more than 1e-3 away from 1 (placeholders such as (-1,-1,-1,-1) or zeros).
-    fn quantize_rot(&self, q: &Quat, prefer: u8) -> Option<SmallestThree> {
+    /// With what it decodes to.
+    fn quantize_rot(&self, q: &Quat, prefer: u8) -> Option<(SmallestThree, Quat)> {
         let mut c = [q.x, q.y, q.z, q.w].map(f64::from);
         let n2: f64 = c.iter().map(|v| v * v).sum();
         if !n2.is_finite() || (n2 - 1.0).abs() > 1e-3 {
@@ -627,7 +631,12 @@ impl FrameCodec {
 
     /// `c` (normalized) without its component `index`, quantized, if no component is out
     /// of range and the rotation is within the bound.
-    fn smallest_three(&self, q: &Quat, mut c: [f64; 4], index: usize) -> Option<SmallestThree> {
+    fn smallest_three(
+        &self,
+        q: &Quat,
+        mut c: [f64; 4],
+        index: usize,
+    ) -> Option<(SmallestThree, Quat)> {
         let (_, scale, m) = self.lossy_params();
         if c[index] < 0.0 {
             c = c.map(|v| -v);
@@ -649,8 +658,11 @@ impl FrameCodec {
                 index: index as u8,
                 v,
             };
-            let fits = v.iter().all(|x| x.abs() <= m);
-            (fits && rotation_within(q, &self.dequantize_rot(r), self.rotation_limit)).then_some(r)
+            if v.iter().any(|x| x.abs() > m) {
+                return None;
+            }
+            let decoded = self.dequantize_rot(r);
+            rotation_within(q, &decoded, self.rotation_limit).then_some((r, decoded))
         };
         // The rounded values are within the bound for almost every rotation; where they
         // are not (the dropped component's error adds up the others'), a neighbour on the
@@ -677,9 +689,14 @@ impl FrameCodec {
         let plain = [0, 1].map(|i| self.residual_of(&plan, i, actual));
         let mut pos_code: [Option<[u32; 3]>; 3] = [None; 3];
         let mut rot_code: [Option<SmallestThree>; 3] = [None; 3];
+        // What the decoder will make of the quantized values (computed for the bound checks).
+        let mut pos_dec: [Option<Vec3>; 3] = [None; 3];
+        let mut rot_dec: [Option<Quat>; 3] = [None; 3];
         for (d, pose) in poses.iter().enumerate() {
             let pred = self.predict_pos(d);
-            pos_code[d] = self.quantize_pos(&pose.position).and_then(|q| {
+            let quantized = self.quantize_pos(&pose.position);
+            pos_dec[d] = quantized.map(|(_, v)| v);
+            pos_code[d] = quantized.and_then(|(q, _)| {
                 let mut z = [0u32; 3];
                 for i in 0..3 {
                     let r = i32::try_from(i64::from(q[i]) - pred[i]).ok()?;
@@ -690,7 +707,9 @@ impl FrameCodec {
             if pos_code[d] != Some([0; 3]) {
                 mask |= 1 << (2 + 2 * d);
             }
-            rot_code[d] = self.quantize_rot(&pose.rotation, self.predict_rot(d).index);
+            let quantized = self.quantize_rot(&pose.rotation, self.predict_rot(d).index);
+            rot_dec[d] = quantized.map(|(_, q)| q);
+            rot_code[d] = quantized.map(|(r, _)| r);
             if rot_code[d] != Some(self.predict_rot(d)) {
                 mask |= 1 << (3 + 2 * d);
             }
@@ -732,9 +751,10 @@ impl FrameCodec {
                     None
                 }
             };
-            decoded[d].position = match q {
-                Some(q) => self.dequantize_pos(q),
-                None => pose.position,
+            decoded[d].position = match (q, pos_dec[d]) {
+                (Some(_), Some(v)) => v, // q is the quantized position (or equals it)
+                (Some(q), None) => self.dequantize_pos(q),
+                (None, _) => pose.position,
             };
             self.pos[d].push(q);
 
@@ -766,9 +786,10 @@ impl FrameCodec {
                     None
                 }
             };
-            decoded[d].rotation = match r {
-                Some(r) => self.dequantize_rot(r),
-                None => pose.rotation,
+            decoded[d].rotation = match (r, rot_dec[d]) {
+                (Some(_), Some(q)) => q, // r is the quantized rotation (or equals it)
+                (Some(r), None) => self.dequantize_rot(r),
+                (None, _) => pose.rotation,
             };
             self.rot[d].push(r);
         }
