@@ -203,23 +203,24 @@ impl StreamHeader {
         out.extend_from_slice(&STREAM_MAGIC);
         out.push(FORMAT_VERSION);
         let s = &self.settings;
-        let (profile, step, bits) = match (s.profile, s.profile.quantization()) {
+        let (profile, step, steps) = match (s.profile, s.profile.quantization()) {
             (
                 p,
                 Quantization::Lossy {
                     position_step,
-                    rotation_bits,
+                    rotation_steps,
+                    ..
                 },
             ) => (
                 if p == Profile::Fine { 1 } else { 2 },
                 position_step,
-                rotation_bits,
+                rotation_steps,
             ),
             (_, Quantization::Lossless) => (0, 0.0, 0),
         };
         out.push(profile);
         out.extend_from_slice(&step.to_le_bytes());
-        out.push(bits);
+        put_varint(&mut out, u64::from(steps));
         out.extend_from_slice(&s.keyframe_seconds.to_le_bytes());
         put_varint(&mut out, u64::from(s.keyframe_frames));
         out.extend_from_slice(&s.flush_seconds.to_le_bytes());
@@ -266,7 +267,7 @@ impl StreamHeader {
             _ => return Err(Short::Bad("unknown profile")),
         };
         let step = r.f32()?;
-        let bits = r.u8()?;
+        let steps = r.varint_u32("rotation steps")?;
         let keyframe_seconds = r.f32()?;
         let keyframe_frames = r.varint_u32("keyframe frame interval")?;
         let flush_seconds = r.f32()?;
@@ -280,14 +281,15 @@ impl StreamHeader {
         if crc != crc32fast::hash(&buf[..end]) {
             return Err(Short::Bad("stream header CRC mismatch"));
         }
-        if profile.quantization()
-            != (Quantization::Lossy {
-                position_step: step,
-                rotation_bits: bits,
-            })
-            && profile != Profile::Lossless
+        if let Quantization::Lossy {
+            position_step,
+            rotation_steps,
+            ..
+        } = profile.quantization()
         {
-            return Err(Short::Bad("quantization does not match the profile"));
+            if step != position_step || steps != rotation_steps {
+                return Err(Short::Bad("quantization does not match the profile"));
+            }
         }
         let info = parse_info(info_bytes).ok_or(Short::Bad("malformed info block"))?;
         Ok((

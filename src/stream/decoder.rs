@@ -374,8 +374,7 @@ impl StreamDecoder {
             return Ok(true);
         }
         let offset = self.offset;
-        let payload = pending[hlen..total].to_vec();
-        if crc32fast::hash(&payload) != h.payload_crc {
+        if crc32fast::hash(&pending[hlen..total]) != h.payload_crc {
             self.next_seq = Some(h.seq.wrapping_add(1));
             match h.kind {
                 // The group's start is gone: its events' context too.
@@ -401,23 +400,38 @@ impl StreamDecoder {
             }
         }
         self.next_seq = Some(h.seq.wrapping_add(1));
+        // The payload stays where it is: the buffer is lent out while the chunk is decoded.
+        let buf = std::mem::take(&mut self.buf);
+        let payload = &buf[self.start + hlen..self.start + total];
         self.consume(total);
+        let result = self.dispatch(&h, payload, offset, total);
+        self.buf = buf;
+        result
+    }
+
+    fn dispatch(
+        &mut self,
+        h: &ChunkHeader,
+        payload: &[u8],
+        offset: u64,
+        total: usize,
+    ) -> Result<bool, StreamError> {
         self.stats.chunks += 1;
         match h.kind {
             ChunkType::Keyframes | ChunkType::Frames => {
                 self.stats.keyframes += u64::from(h.kind == ChunkType::Keyframes);
                 self.stats.frame_bytes += total as u64;
-                self.frames_chunk(&h, &payload, offset);
+                self.frames_chunk(h, payload, offset);
             }
             ChunkType::Events => {
                 self.stats.event_bytes += total as u64;
-                self.events_chunk(&h, &payload, offset);
+                self.events_chunk(h, payload, offset);
             }
-            ChunkType::Trailer => match Trailer::decode(&payload) {
+            ChunkType::Trailer => match Trailer::decode(payload) {
                 Ok(t) => self.queue.push_back(StreamEvent::Trailer(Box::new(t))),
                 Err(m) => self.damage_at(offset, m),
             },
-            ChunkType::Index => match decode_index(&payload) {
+            ChunkType::Index => match decode_index(payload) {
                 Ok(i) => self.queue.push_back(StreamEvent::Index(i)),
                 Err(m) => self.damage_at(offset, m),
             },

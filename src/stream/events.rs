@@ -10,7 +10,9 @@
 
 use crate::bsor::{self, Height, NoteEvent, Pause, Wall};
 
-use super::bits::{ordered, unordered, unzigzag, zigzag, BitReader, BitWriter, LengthModel};
+use super::bits::{
+    largest_of, ordered, unit_rest, unordered, unzigzag, zigzag, BitReader, BitWriter, LengthModel,
+};
 use super::chunk::{put_varint, Reader, Short};
 
 use crate::bsor::{
@@ -75,15 +77,40 @@ enum Word {
     Int,
     /// A float: the difference, in ordered-float integers, from the previous record's word.
     Float,
+    /// The first of the three components of a unit vector (the two after it are part of
+    /// it): the component whose previous value was largest is coded last, as its sign bit
+    /// and its magnitude against `sqrt(1 − the others²)`; the other two as floats.
+    Unit,
+    /// A note's `timeDeviation`: predicted as its `spawnTime − eventTime` (the note head,
+    /// coded just before), which it equals in every cut of the corpus.
+    TimeDeviation,
     /// A spawn time: predicted as this record's time minus the previous record's gap
     /// between time and spawn time (word 1 of a note, word 2 of a wall, is the time).
     Spawn(usize),
 }
 
-use Word::{Float as F, Int as I};
+use Word::{Float as F, Int as I, Unit as U};
 
 const NOTE_HEAD_WORDS: [Word; 4] = [I, F, Word::Spawn(1), I];
-const CUT_WORDS: [Word; 17] = [F, F, F, F, I, F, F, F, F, F, F, F, F, F, F, F, F];
+const CUT_WORDS: [Word; 17] = [
+    F,
+    U,
+    U,
+    U,
+    I,
+    Word::TimeDeviation,
+    F,
+    F,
+    F,
+    F,
+    U,
+    U,
+    U,
+    F,
+    F,
+    F,
+    F,
+];
 const WALL_WORDS: [Word; 4] = [I, F, F, Word::Spawn(2)];
 const HEIGHT_WORDS: [Word; 2] = [F, F];
 const PAUSE_WORDS: [Word; 3] = [I, I, F];
@@ -97,6 +124,8 @@ const COL_WALL: usize = 25;
 const COL_HEIGHT: usize = 29;
 const COL_PAUSE: usize = 31;
 const COLUMNS: usize = 34;
+/// Columns of integers and bytes (the rest are floats).
+const INT_COLUMNS: [usize; 10] = [0, 3, 4, 5, 6, 7, 12, 25, 31, 32];
 
 /// One side of the coder: the same record walk encodes or decodes.
 enum Coder<'a, 'b> {
@@ -109,20 +138,21 @@ enum Coder<'a, 'b> {
 pub(crate) struct EventCodec {
     models: Box<[LengthModel; COLUMNS]>,
     prev: [u32; COLUMNS],
+    /// Per kind: the index after the last record of the group's previous event chunks (0
+    /// at the start of a group): what a chunk's first index is coded against.
+    next: [u32; 4],
 }
 
 impl Default for EventCodec {
     fn default() -> Self {
         EventCodec {
-            models: Box::new([LengthModel::default(); COLUMNS]),
+            models: Box::new(std::array::from_fn(|col| {
+                LengthModel::starting_at(if INT_COLUMNS.contains(&col) { 2 } else { 20 })
+            })),
             prev: [0; COLUMNS],
+            next: [0; 4],
         }
     }
-}
-
-fn words(b: &[u8]) -> impl Iterator<Item = u32> + '_ {
-    b.chunks_exact(4)
-        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
 }
 
 impl EventCodec {
@@ -155,15 +185,38 @@ impl EventCodec {
     }
 
     /// Codes the words of one record (its bytes when encoding, nothing when decoding) and
-    /// returns its bytes.
-    fn record(&mut self, c: &mut Coder, kinds: &[Word], base: usize, bytes: &[u8]) -> Vec<u8> {
-        let input: Vec<u32> = words(bytes).collect();
+    /// writes its bytes into `out` (as many as the record has words × 4).
+    fn record(&mut self, c: &mut Coder, kinds: &[Word], base: usize, bytes: &[u8], out: &mut [u8]) {
         let mut cur = [0u32; 17];
-        for (i, &kind) in kinds.iter().enumerate() {
+        let input = |i: usize| {
+            bytes
+                .get(4 * i..)
+                .and_then(|w| w.first_chunk::<4>())
+                .map_or(0, |w| u32::from_le_bytes(*w))
+        };
+        let mut i = 0;
+        while i < kinds.len() {
             let col = base + i;
-            let (int, pred) = match kind {
+            let (int, pred) = match kinds[i] {
                 Word::Int => (true, self.prev[col]),
                 Word::Float => (false, self.prev[col]),
+                Word::Unit => {
+                    self.unit(c, col, &mut cur[i..i + 3], |k| input(i + k));
+                    i += 3;
+                    continue;
+                }
+                Word::TimeDeviation => {
+                    let p = f32::from_bits(self.prev[COL_NOTE + 2])
+                        - f32::from_bits(self.prev[COL_NOTE + 1]);
+                    (
+                        false,
+                        if p.is_nan() {
+                            self.prev[col]
+                        } else {
+                            p.to_bits()
+                        },
+                    )
+                }
                 Word::Spawn(t) => {
                     let gap = f32::from_bits(self.prev[base + t]) - f32::from_bits(self.prev[col]);
                     let p = f32::from_bits(cur[t]) - gap;
@@ -179,14 +232,35 @@ impl EventCodec {
                     )
                 }
             };
-            let v = input.get(i).copied().unwrap_or(0);
-            cur[i] = self.code(c, col, int, pred, v);
+            cur[i] = self.code(c, col, int, pred, input(i));
+            i += 1;
         }
         self.prev[base..base + kinds.len()].copy_from_slice(&cur[..kinds.len()]);
-        cur[..kinds.len()]
-            .iter()
-            .flat_map(|w| w.to_le_bytes())
-            .collect()
+        for (slot, w) in out.chunks_exact_mut(4).zip(&cur[..kinds.len()]) {
+            slot.copy_from_slice(&w.to_le_bytes());
+        }
+    }
+
+    /// Codes a unit vector at columns `col..col + 3` (format.md 11.3): the two components
+    /// other than the previous record's largest as floats, then the largest's sign bit and
+    /// its magnitude against the one the other two leave to a unit vector.
+    fn unit(&mut self, c: &mut Coder, col: usize, cur: &mut [u32], input: impl Fn(usize) -> u32) {
+        let skip = largest_of(&self.prev[col..col + 3]);
+        for k in (0..3).filter(|&k| k != skip) {
+            cur[k] = self.code(c, col + k, false, self.prev[col + k], input(k));
+        }
+        let rest = unit_rest(cur, skip).to_bits();
+        let sign = match c {
+            Coder::Enc(raw) => {
+                let sign = input(skip) >> 31;
+                raw.put(sign, 1);
+                sign
+            }
+            Coder::Dec(raw) => raw.get(1),
+        };
+        let magnitude = self.code(c, col + skip, false, rest, input(skip) & 0x7fff_ffff);
+        // A decoded magnitude with bit 31 set (forged input) keeps it: the sign is ORed in.
+        cur[skip] = magnitude | (sign << 31);
     }
 
     fn bools(&mut self, c: &mut Coder, bytes: &[u8]) -> [u8; 4] {
@@ -203,23 +277,40 @@ impl EventCodec {
 
     fn encode_into(&mut self, b: &EventBatch, raw: &mut BitWriter) {
         let mut c = Coder::Enc(raw);
+        let mut scratch = [0u8; NOTE_HEAD + CUT];
+        let mut rec = Vec::with_capacity(NOTE_HEAD + CUT);
         for n in &b.notes.1 {
-            let mut rec = Vec::with_capacity(NOTE_HEAD + CUT);
+            rec.clear();
             bsor::encode_note(n, &mut rec);
-            self.record(&mut c, &NOTE_HEAD_WORDS, COL_NOTE, &rec[..NOTE_HEAD]);
+            self.record(
+                &mut c,
+                &NOTE_HEAD_WORDS,
+                COL_NOTE,
+                &rec[..NOTE_HEAD],
+                &mut scratch,
+            );
             if rec.len() == NOTE_HEAD + CUT {
                 self.bools(&mut c, &rec[NOTE_HEAD..NOTE_HEAD + 4]);
-                self.record(&mut c, &CUT_WORDS, COL_CUT, &rec[NOTE_HEAD + 4..]);
+                self.record(
+                    &mut c,
+                    &CUT_WORDS,
+                    COL_CUT,
+                    &rec[NOTE_HEAD + 4..],
+                    &mut scratch,
+                );
             }
         }
         for w in &b.walls.1 {
-            self.record(&mut c, &WALL_WORDS, COL_WALL, &bsor::encode_wall(w));
+            let rec = bsor::encode_wall(w);
+            self.record(&mut c, &WALL_WORDS, COL_WALL, &rec, &mut scratch);
         }
         for h in &b.heights.1 {
-            self.record(&mut c, &HEIGHT_WORDS, COL_HEIGHT, &bsor::encode_height(h));
+            let rec = bsor::encode_height(h);
+            self.record(&mut c, &HEIGHT_WORDS, COL_HEIGHT, &rec, &mut scratch);
         }
         for p in &b.pauses.1 {
-            self.record(&mut c, &PAUSE_WORDS, COL_PAUSE, &bsor::encode_pause(p));
+            let rec = bsor::encode_pause(p);
+            self.record(&mut c, &PAUSE_WORDS, COL_PAUSE, &rec, &mut scratch);
         }
     }
 
@@ -230,30 +321,45 @@ impl EventCodec {
         batch: &mut EventBatch,
     ) -> Result<(), &'static str> {
         let mut c = Coder::Dec(raw);
+        batch.notes.1.reserve(counts[0]);
         for _ in 0..counts[0] {
-            let mut rec = self.record(&mut c, &NOTE_HEAD_WORDS, COL_NOTE, &[]);
+            let mut rec = [0u8; NOTE_HEAD + CUT];
+            self.record(
+                &mut c,
+                &NOTE_HEAD_WORDS,
+                COL_NOTE,
+                &[],
+                &mut rec[..NOTE_HEAD],
+            );
             let kind = i32::from_le_bytes([rec[12], rec[13], rec[14], rec[15]]);
-            if matches!(kind, 0 | 1) {
-                rec.extend_from_slice(&self.bools(&mut c, &[]));
-                rec.extend(self.record(&mut c, &CUT_WORDS, COL_CUT, &[]));
-            }
-            let (note, _) = bsor::decode_note(&rec).ok_or("malformed note")?;
+            let len = if matches!(kind, 0 | 1) {
+                let bools = self.bools(&mut c, &[]);
+                rec[NOTE_HEAD..NOTE_HEAD + 4].copy_from_slice(&bools);
+                self.record(&mut c, &CUT_WORDS, COL_CUT, &[], &mut rec[NOTE_HEAD + 4..]);
+                NOTE_HEAD + CUT
+            } else {
+                NOTE_HEAD
+            };
+            let (note, _) = bsor::decode_note(&rec[..len]).ok_or("malformed note")?;
             batch.notes.1.push(note);
         }
+        batch.walls.1.reserve(counts[1]);
         for _ in 0..counts[1] {
-            let rec = self.record(&mut c, &WALL_WORDS, COL_WALL, &[]);
-            let rec: &[u8; WALL] = rec.as_slice().try_into().map_err(|_| "wall")?;
-            batch.walls.1.push(bsor::decode_wall(rec));
+            let mut rec = [0u8; WALL];
+            self.record(&mut c, &WALL_WORDS, COL_WALL, &[], &mut rec);
+            batch.walls.1.push(bsor::decode_wall(&rec));
         }
+        batch.heights.1.reserve(counts[2]);
         for _ in 0..counts[2] {
-            let rec = self.record(&mut c, &HEIGHT_WORDS, COL_HEIGHT, &[]);
-            let rec: &[u8; HEIGHT] = rec.as_slice().try_into().map_err(|_| "height")?;
-            batch.heights.1.push(bsor::decode_height(rec));
+            let mut rec = [0u8; HEIGHT];
+            self.record(&mut c, &HEIGHT_WORDS, COL_HEIGHT, &[], &mut rec);
+            batch.heights.1.push(bsor::decode_height(&rec));
         }
+        batch.pauses.1.reserve(counts[3]);
         for _ in 0..counts[3] {
-            let rec = self.record(&mut c, &PAUSE_WORDS, COL_PAUSE, &[]);
-            let rec: &[u8; PAUSE] = rec.as_slice().try_into().map_err(|_| "pause")?;
-            batch.pauses.1.push(bsor::decode_pause(rec));
+            let mut rec = [0u8; PAUSE];
+            self.record(&mut c, &PAUSE_WORDS, COL_PAUSE, &[], &mut rec);
+            batch.pauses.1.push(bsor::decode_pause(&rec));
         }
         Ok(())
     }
@@ -267,10 +373,20 @@ impl EventCodec {
             (batch.heights.0, batch.heights.1.len()),
             (batch.pauses.0, batch.pauses.1.len()),
         ];
-        for (first, n) in kinds {
-            put_varint(&mut payload, n as u64);
+        // Which kinds are there, then for each: its count and its first index against the
+        // one expected after the group's previous chunks.
+        let present = kinds
+            .iter()
+            .enumerate()
+            .filter(|(_, &(_, n))| n > 0)
+            .fold(0u8, |bits, (k, _)| bits | 1 << k);
+        payload.push(present);
+        for (k, (first, n)) in kinds.into_iter().enumerate() {
             if n > 0 {
-                put_varint(&mut payload, u64::from(first));
+                put_varint(&mut payload, n as u64);
+                let delta = first.wrapping_sub(self.next[k]) as i32;
+                put_varint(&mut payload, u64::from(zigzag(delta)));
+                self.next[k] = first.wrapping_add(n as u32);
             }
         }
         let mut raw = BitWriter::default();
@@ -286,18 +402,23 @@ impl EventCodec {
             Short::More => "event chunk ends inside its counts",
             Short::Bad(m) => m,
         };
+        let present = r.u8().map_err(bad)?;
+        if present > 0x0f {
+            return Err("unknown event kinds in an event chunk");
+        }
         let mut kinds = [(0u32, 0usize); 4];
-        for k in kinds.iter_mut() {
+        for (k, slot) in kinds.iter_mut().enumerate() {
+            if present & (1 << k) == 0 {
+                continue;
+            }
             let n = r.varint_u32("event count").map_err(bad)?;
             if n > MAX_RECORDS {
                 return Err("more than 65536 events of one kind in a chunk");
             }
-            let first = if n > 0 {
-                r.varint_u32("first event index").map_err(bad)?
-            } else {
-                0
-            };
-            *k = (first, n as usize);
+            let delta = r.varint_u32("first event index").map_err(bad)?;
+            let first = self.next[k].wrapping_add(unzigzag(delta) as u32);
+            self.next[k] = first.wrapping_add(n);
+            *slot = (first, n as usize);
         }
         let raw_bytes = &payload[r.pos..];
         let mut batch = EventBatch {

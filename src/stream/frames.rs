@@ -8,7 +8,10 @@
 
 use crate::bsor::{Frame, Pose, Quat, Vec3};
 
-use super::bits::{ordered, unordered, unzigzag, zigzag, BitReader, BitWriter, LengthModel};
+use super::accuracy::{position_within, rotation_limit, rotation_within};
+use super::bits::{
+    largest_of, ordered, unit_rest, unordered, unzigzag, zigzag, BitReader, BitWriter, LengthModel,
+};
 use super::header::Quantization;
 
 /// Values per frame: time, fps, then per device position x y z and rotation x y z w.
@@ -35,10 +38,23 @@ struct Models {
     length: [LengthModel; COLUMNS],
 }
 
-impl Default for Models {
-    fn default() -> Self {
+impl Models {
+    /// Models whose centres start near the lengths of the columns' residuals (format.md
+    /// 9.5): the time 8 bits, fps 2, poses 18 (lossless) or 5 (lossy). In 1-second groups
+    /// this saves what the first residuals would spend moving a centre of 12 there.
+    fn new(quant: Quantization) -> Self {
+        let pose = match quant {
+            Quantization::Lossless => 18,
+            Quantization::Lossy { .. } => 5,
+        };
         Models {
-            length: [LengthModel::default(); COLUMNS],
+            length: std::array::from_fn(|col| {
+                LengthModel::starting_at(match col {
+                    0 => 8,
+                    1 => 2,
+                    _ => pose,
+                })
+            }),
         }
     }
 }
@@ -88,6 +104,8 @@ pub(crate) struct FrameCodec {
     h1: Option<[u32; COLUMNS]>,
     h2: Option<[u32; COLUMNS]>,
     prev_mask: u8,
+    /// [`rotation_limit`] of the profile's rotation bound (the encoder's check).
+    rotation_limit: f64,
     pos: [LossyPart<[i32; 3]>; 3],
     rot: [LossyPart<SmallestThree>; 3],
 }
@@ -136,34 +154,67 @@ fn frame_from(c: &[u32; COLUMNS]) -> Frame {
     }
 }
 
-/// The component of the previous rotation with the largest magnitude (the first on ties; a
-/// NaN compares as smaller than anything, except that a NaN first component is kept as the
-/// start; 3 when there is no previous rotation).
-fn largest(prev: Option<&[u32]>) -> usize {
-    let Some(q) = prev else { return 3 };
-    let mut best = 0;
-    let mut mag = f32::from_bits(q[0]).abs();
-    for (i, &bits) in q.iter().enumerate().skip(1) {
-        let m = f32::from_bits(bits).abs();
-        if m > mag {
-            best = i;
-            mag = m;
+/// The 26 neighbours of a point of the smallest-three grid, in the order the encoder tries
+/// them (format.md 10.1): offsets in −1..=1, the first component slowest, without (0, 0, 0).
+const NEIGHBOURS: [[i32; 3]; 26] = {
+    let mut n = [[0i32; 3]; 26];
+    let mut k = 0;
+    let mut i = 0;
+    while i < 27 {
+        if i != 13 {
+            n[k] = [i / 9 - 1, (i / 3) % 3 - 1, i % 3 - 1];
+            k += 1;
+        }
+        i += 1;
+    }
+    n
+};
+
+/// `f64::round` (half away from zero) without a call into the maths library (which it is on
+/// x86-64 without SSE4.1): the same value for every input.
+#[inline]
+fn round(x: f64) -> f64 {
+    if x.is_nan() || x.abs() >= 4_503_599_627_370_496.0 {
+        return x; // 2^52 and beyond are integers already; NaN stays NaN
+    }
+    let t = (x as i64 as f64).copysign(x); // truncated, exactly
+    let f = x - t; // exact
+    if f >= 0.5 {
+        t + 1.0
+    } else if f <= -0.5 {
+        t - 1.0
+    } else {
+        t
+    }
+}
+
+/// The prediction of the time column once this frame's fps is known (format.md 9.3): the
+/// previous frame's time plus `1 / fps`, in `f64` rounded to `f32`, when there is a previous
+/// frame, the fps is positive and the sum is finite; else the plain prediction. (A frame's
+/// fps is, in most recorded frames, the rate of the time step that led to it.)
+fn time_prediction(h1: Option<&[u32; COLUMNS]>, fps: u32, plain: u32) -> u32 {
+    let fps = fps as i32;
+    if let Some(h1) = h1 {
+        if fps > 0 {
+            let t = (f64::from(f32::from_bits(h1[0])) + 1.0 / f64::from(fps)) as f32;
+            if t.is_finite() {
+                return t.to_bits();
+            }
         }
     }
-    best
+    plain
+}
+
+/// The component of the previous rotation with the largest magnitude (3 when there is no
+/// previous rotation; see [`largest_of`]).
+fn largest(prev: Option<&[u32]>) -> usize {
+    prev.map_or(3, largest_of)
 }
 
 /// `±sqrt(max(0, 1 − Σ others²))`, summed in index order, with the sign of the previous
 /// frame's component.
 fn derived(q: &[u32; 4], skip: usize, negative: bool) -> u32 {
-    let mut s = 1.0f32;
-    for (i, &bits) in q.iter().enumerate() {
-        if i != skip {
-            let v = f32::from_bits(bits);
-            s -= v * v;
-        }
-    }
-    let r = s.max(0.0).sqrt();
+    let r = unit_rest(q, skip);
     if negative {
         (-r).to_bits()
     } else {
@@ -175,10 +226,14 @@ impl FrameCodec {
     pub(crate) fn new(quant: Quantization) -> Self {
         FrameCodec {
             quant,
-            models: Box::default(),
+            models: Box::new(Models::new(quant)),
             h1: None,
             h2: None,
             prev_mask: 0,
+            rotation_limit: match quant {
+                Quantization::Lossy { bounds, .. } => rotation_limit(bounds.1),
+                Quantization::Lossless => 0.0,
+            },
             pos: [LossyPart::default(); 3],
             rot: [LossyPart::default(); 3],
         }
@@ -189,34 +244,38 @@ impl FrameCodec {
         *self = FrameCodec::new(self.quant);
     }
 
+    #[inline]
     fn residual_enc(&mut self, raw: &mut BitWriter, col: usize, z: u32) {
         self.models.length[col].encode(raw, z);
     }
 
+    #[inline]
     fn residual_dec(&mut self, raw: &mut BitReader, col: usize) -> u32 {
         self.models.length[col].decode(raw)
     }
 
-    /// The inclusion mask: one bit "same as the previous frame's", or a zero bit and the
-    /// eight mask bits.
+    /// The inclusion mask of the six device parts (mask bits 2 to 7): one bit "same as the
+    /// previous frame's", or a zero bit and the six bits. Time and fps (bits 0 and 1) are
+    /// always coded: their bits are always set.
     fn mask_enc(&mut self, raw: &mut BitWriter, mask: u8) {
-        if mask == self.prev_mask {
+        let parts = mask >> 2;
+        if parts == self.prev_mask {
             raw.put(1, 1);
         } else {
             raw.put(0, 1);
-            raw.put(u32::from(mask), 8);
+            raw.put(u32::from(parts), 6);
         }
-        self.prev_mask = mask;
+        self.prev_mask = parts;
     }
 
     fn mask_dec(&mut self, raw: &mut BitReader) -> u8 {
-        let mask = if raw.get(1) == 1 {
+        let parts = if raw.get(1) == 1 {
             self.prev_mask
         } else {
-            raw.get(8) as u8
+            raw.get(6) as u8
         };
-        self.prev_mask = mask;
-        mask
+        self.prev_mask = parts;
+        (parts << 2) | 3
     }
 
     /// A lossy part's flag (escape, largest component changed): a raw bit, present only in
@@ -275,8 +334,9 @@ impl FrameCodec {
         let mut order = [0u8; COLUMNS];
         let mut ends = [0u8; PARTS];
         let mut derive = [(0usize, 0usize, false); 3];
-        order[0] = 0;
-        order[1] = 1;
+        // fps before time: the time is predicted from the fps.
+        order[0] = 1;
+        order[1] = 0;
         ends[0] = 1;
         ends[1] = 2;
         let mut n = 2;
@@ -310,7 +370,10 @@ impl FrameCodec {
 
     /// The prediction of column `c`, given the columns decoded so far in this frame.
     #[inline]
-    fn predict(plan: &Plan, c: usize, actual: &[u32; COLUMNS]) -> u32 {
+    fn predict(&self, plan: &Plan, c: usize, actual: &[u32; COLUMNS]) -> u32 {
+        if c == 0 {
+            return time_prediction(self.h1.as_ref(), actual[1], plan.plain[0]);
+        }
         if c >= 5 {
             let d = (c - 2) / 7;
             let (q0, skip, negative) = plan.derive[d];
@@ -322,8 +385,8 @@ impl FrameCodec {
         plan.plain[c]
     }
 
-    fn residual_of(plan: &Plan, c: usize, actual: &[u32; COLUMNS]) -> u32 {
-        let pred = Self::predict(plan, c, actual);
+    fn residual_of(&self, plan: &Plan, c: usize, actual: &[u32; COLUMNS]) -> u32 {
+        let pred = self.predict(plan, c, actual);
         if c == 1 {
             zigzag((actual[1] as i32).wrapping_sub(pred as i32))
         } else {
@@ -339,13 +402,15 @@ impl FrameCodec {
         for (part, &end) in plan.ends.iter().enumerate() {
             for &c in &plan.order[start..usize::from(end)] {
                 let c = usize::from(c);
-                residuals[c] = Self::residual_of(&plan, c, actual);
+                residuals[c] = self.residual_of(&plan, c, actual);
                 if residuals[c] != 0 {
                     mask |= 1 << part;
                 }
             }
             start = usize::from(end);
         }
+        // Time and fps are always coded.
+        mask |= 3;
         self.mask_enc(raw, mask);
         let mut start = 0;
         for (part, &end) in plan.ends.iter().enumerate() {
@@ -362,28 +427,43 @@ impl FrameCodec {
         frame_from(actual)
     }
 
+    /// Decodes a lossless frame: the same walk as [`plan`](Self::plan) and
+    /// [`encode_lossless`](Self::encode_lossless), written out part by part.
     fn decode_lossless(&mut self, raw: &mut BitReader) -> Frame {
-        let plan = self.plan();
+        #[inline(always)]
+        fn add(pred: u32, z: u32) -> u32 {
+            unordered(ordered(pred).wrapping_add(unzigzag(z) as u32))
+        }
         let mask = self.mask_dec(raw);
-        let mut actual = [0u32; COLUMNS];
-        let mut start = 0;
-        for (part, &end) in plan.ends.iter().enumerate() {
-            let included = mask & (1 << part) != 0;
-            for &c in &plan.order[start..usize::from(end)] {
-                let c = usize::from(c);
-                let z = if included {
-                    self.residual_dec(raw, c)
-                } else {
-                    0
-                };
-                let pred = Self::predict(&plan, c, &actual);
-                actual[c] = if c == 1 {
-                    (pred as i32).wrapping_add(unzigzag(z)) as u32
-                } else {
-                    unordered(ordered(pred).wrapping_add(unzigzag(z) as u32))
-                };
+        let mut actual = self.plain_predictions();
+        let models = &mut self.models.length;
+        actual[1] = (actual[1] as i32).wrapping_add(unzigzag(models[1].decode(raw))) as u32;
+        let time = time_prediction(self.h1.as_ref(), actual[1], actual[0]);
+        actual[0] = add(time, models[0].decode(raw));
+        for d in 0..3 {
+            let b = 2 + 7 * d;
+            if mask & (4 << (2 * d)) != 0 {
+                for c in b..b + 3 {
+                    actual[c] = add(actual[c], models[c].decode(raw));
+                }
             }
-            start = usize::from(end);
+            let q0 = b + 3;
+            let prev = self.h1.as_ref().map(|h| &h[q0..q0 + 4]);
+            let skip = largest(prev);
+            let negative = prev.is_some_and(|q| q[skip] >> 31 == 1);
+            let included = mask & (8 << (2 * d)) != 0;
+            if included {
+                for c in (q0..q0 + 4).filter(|&c| c != q0 + skip) {
+                    actual[c] = add(actual[c], models[c].decode(raw));
+                }
+            }
+            let q = [actual[q0], actual[q0 + 1], actual[q0 + 2], actual[q0 + 3]];
+            let pred = derived(&q, skip, negative);
+            actual[q0 + skip] = if included {
+                add(pred, models[q0 + skip].decode(raw))
+            } else {
+                pred
+            };
         }
         self.h2 = self.h1;
         self.h1 = Some(actual);
@@ -394,9 +474,10 @@ impl FrameCodec {
         match self.quant {
             Quantization::Lossy {
                 position_step,
-                rotation_bits,
+                rotation_steps,
+                ..
             } => {
-                let m = (1i32 << (rotation_bits.clamp(2, 24) - 1)) - 1;
+                let m = rotation_steps.clamp(1, 1 << 23) as i32;
                 (
                     f64::from(position_step),
                     std::f64::consts::SQRT_2 * f64::from(m),
@@ -445,6 +526,39 @@ impl FrameCodec {
     }
 
     fn dequantize_rot(&self, r: SmallestThree) -> Quat {
+        let c = self.rotation_f64(r);
+        Quat {
+            x: c[0] as f32,
+            y: c[1] as f32,
+            z: c[2] as f32,
+            w: c[3] as f32,
+        }
+    }
+
+    /// The base of a rotation whose largest component changed from the prediction's to
+    /// `index` (format.md 10.5): the predicted rotation (in `f64`, before its rounding to
+    /// `f32`) without its component `index`, quantized again.
+    fn rebase(&self, pred: SmallestThree, index: u8) -> [i32; 3] {
+        let (_, scale, m) = self.lossy_params();
+        let mut c = self.rotation_f64(pred);
+        let k = usize::from(index & 3);
+        if c[k] < 0.0 {
+            c = c.map(|v| -v);
+        }
+        let mut base = [0i32; 3];
+        for (slot, &ci) in base.iter_mut().zip(
+            c.iter()
+                .enumerate()
+                .filter(|&(i, _)| i != k)
+                .map(|(_, c)| c),
+        ) {
+            *slot = (round(ci * scale) as i32).clamp(-m, m);
+        }
+        base
+    }
+
+    /// A quantized rotation's components in `f64` (10.2).
+    fn rotation_f64(&self, r: SmallestThree) -> [f64; 4] {
         let (_, scale, _) = self.lossy_params();
         let mut c = [0f64; 4];
         let mut s = 1.0f64;
@@ -458,31 +572,38 @@ impl FrameCodec {
             }
         }
         c[usize::from(r.index & 3)] = s.max(0.0).sqrt();
-        Quat {
-            x: c[0] as f32,
-            y: c[1] as f32,
-            z: c[2] as f32,
-            w: c[3] as f32,
-        }
+        c
     }
 
-    fn quantize_pos(&self, p: &Vec3) -> Option<[i32; 3]> {
+    /// The quantized position and what it decodes to; `None` (escape) for one that cannot
+    /// be quantized within the bound.
+    fn quantize_pos(&self, p: &Vec3) -> Option<([i32; 3], Vec3)> {
         let (step, _, _) = self.lossy_params();
         let mut q = [0i32; 3];
         for (slot, v) in q.iter_mut().zip([p.x, p.y, p.z]) {
-            let r = (f64::from(v) / step).round();
+            let r = round(f64::from(v) / step);
             if !r.is_finite() || r.abs() > f64::from(1 << 30) {
                 return None;
             }
             *slot = r as i32;
         }
-        Some(q)
+        // The steps keep every position within the bound; f32 rounding of far-off
+        // coordinates could not be: such a position is sent verbatim.
+        let decoded = self.dequantize_pos(q);
+        position_within(p, &decoded, self.bounds().0).then_some((q, decoded))
+    }
+
+    fn bounds(&self) -> (f64, f64) {
+        match self.quant {
+            Quantization::Lossy { bounds, .. } => bounds,
+            Quantization::Lossless => (0.0, 0.0),
+        }
     }
 
     /// Smallest three of a unit quaternion; `None` (escape) for non-finite components or a
     /// squared norm more than 1e-3 away from 1 (placeholders such as (-1,-1,-1,-1) or zeros).
-    fn quantize_rot(&self, q: &Quat) -> Option<SmallestThree> {
-        let (_, scale, m) = self.lossy_params();
+    /// With what it decodes to.
+    fn quantize_rot(&self, q: &Quat, prefer: u8) -> Option<(SmallestThree, Quat)> {
         let mut c = [q.x, q.y, q.z, q.w].map(f64::from);
         let n2: f64 = c.iter().map(|v| v * v).sum();
         if !n2.is_finite() || (n2 - 1.0).abs() > 1e-3 {
@@ -496,6 +617,27 @@ impl FrameCodec {
                 index = i;
             }
         }
+        // The predicted component is dropped as long as the others stay in range and the
+        // rotation within the bound: a change of index costs flags and residuals coded
+        // against 0.
+        let prefer = usize::from(prefer & 3);
+        if prefer != index {
+            if let Some(r) = self.smallest_three(q, c, prefer) {
+                return Some(r);
+            }
+        }
+        self.smallest_three(q, c, index)
+    }
+
+    /// `c` (normalized) without its component `index`, quantized, if no component is out
+    /// of range and the rotation is within the bound.
+    fn smallest_three(
+        &self,
+        q: &Quat,
+        mut c: [f64; 4],
+        index: usize,
+    ) -> Option<(SmallestThree, Quat)> {
+        let (_, scale, m) = self.lossy_params();
         if c[index] < 0.0 {
             c = c.map(|v| -v);
         }
@@ -503,13 +645,32 @@ impl FrameCodec {
         let mut j = 0;
         for (i, &ci) in c.iter().enumerate() {
             if i != index {
-                v[j] = ((ci * scale).round() as i32).clamp(-m, m);
+                let x = round(ci * scale);
+                if x.abs() > f64::from(m) {
+                    return None;
+                }
+                v[j] = x as i32;
                 j += 1;
             }
         }
-        Some(SmallestThree {
-            index: index as u8,
-            v,
+        let within = |v: [i32; 3]| {
+            let r = SmallestThree {
+                index: index as u8,
+                v,
+            };
+            if v.iter().any(|x| x.abs() > m) {
+                return None;
+            }
+            let decoded = self.dequantize_rot(r);
+            rotation_within(q, &decoded, self.rotation_limit).then_some((r, decoded))
+        };
+        // The rounded values are within the bound for almost every rotation; where they
+        // are not (the dropped component's error adds up the others'), a neighbour on the
+        // grid often is.
+        within(v).or_else(|| {
+            NEIGHBOURS
+                .iter()
+                .find_map(|d| within([v[0] + d[0], v[1] + d[1], v[2] + d[2]]))
         })
     }
 
@@ -525,18 +686,17 @@ impl FrameCodec {
         // Decide every part first: the mask comes before the parts.
         let mut mask = 0u8;
         let plan = self.plan();
-        let mut plain = [0u32; 2];
-        for (i, slot) in plain.iter_mut().enumerate() {
-            *slot = Self::residual_of(&plan, i, actual);
-            if *slot != 0 {
-                mask |= 1 << i;
-            }
-        }
+        let plain = [0, 1].map(|i| self.residual_of(&plan, i, actual));
         let mut pos_code: [Option<[u32; 3]>; 3] = [None; 3];
         let mut rot_code: [Option<SmallestThree>; 3] = [None; 3];
+        // What the decoder will make of the quantized values (computed for the bound checks).
+        let mut pos_dec: [Option<Vec3>; 3] = [None; 3];
+        let mut rot_dec: [Option<Quat>; 3] = [None; 3];
         for (d, pose) in poses.iter().enumerate() {
             let pred = self.predict_pos(d);
-            pos_code[d] = self.quantize_pos(&pose.position).and_then(|q| {
+            let quantized = self.quantize_pos(&pose.position);
+            pos_dec[d] = quantized.map(|(_, v)| v);
+            pos_code[d] = quantized.and_then(|(q, _)| {
                 let mut z = [0u32; 3];
                 for i in 0..3 {
                     let r = i32::try_from(i64::from(q[i]) - pred[i]).ok()?;
@@ -547,7 +707,9 @@ impl FrameCodec {
             if pos_code[d] != Some([0; 3]) {
                 mask |= 1 << (2 + 2 * d);
             }
-            rot_code[d] = self.quantize_rot(&pose.rotation);
+            let quantized = self.quantize_rot(&pose.rotation, self.predict_rot(d).index);
+            rot_dec[d] = quantized.map(|(_, q)| q);
+            rot_code[d] = quantized.map(|(r, _)| r);
             if rot_code[d] != Some(self.predict_rot(d)) {
                 mask |= 1 << (3 + 2 * d);
             }
@@ -558,13 +720,13 @@ impl FrameCodec {
                 || (mask & (1 << (3 + 2 * d)) != 0
                     && rot_code[d].is_none_or(|r| r.index != self.predict_rot(d).index))
         });
+        // Time and fps are always coded.
+        mask |= 3;
         self.mask_enc(raw, mask);
         raw.put(u32::from(special), 1);
-        for (i, &z) in plain.iter().enumerate() {
-            if mask & (1 << i) != 0 {
-                self.residual_enc(raw, i, z);
-            }
-        }
+        // fps, then the time predicted from it.
+        self.residual_enc(raw, 1, plain[1]);
+        self.residual_enc(raw, 0, plain[0]);
         let mut out = frame;
         out.time = f32::from_bits(actual[0]);
         out.fps = actual[1] as i32;
@@ -589,9 +751,10 @@ impl FrameCodec {
                     None
                 }
             };
-            decoded[d].position = match q {
-                Some(q) => self.dequantize_pos(q),
-                None => pose.position,
+            decoded[d].position = match (q, pos_dec[d]) {
+                (Some(_), Some(v)) => v, // q is the quantized position (or equals it)
+                (Some(q), None) => self.dequantize_pos(q),
+                (None, _) => pose.position,
             };
             self.pos[d].push(q);
 
@@ -603,7 +766,11 @@ impl FrameCodec {
                     self.flag_enc(raw, special, false);
                     let changed = r.index != pred.index;
                     self.flag_enc(raw, special, changed);
-                    let base = if changed { [0; 3] } else { pred.v };
+                    let base = if changed {
+                        self.rebase(pred, r.index)
+                    } else {
+                        pred.v
+                    };
                     if changed {
                         raw.put(u32::from(r.index), 2);
                     }
@@ -619,9 +786,10 @@ impl FrameCodec {
                     None
                 }
             };
-            decoded[d].rotation = match r {
-                Some(r) => self.dequantize_rot(r),
-                None => pose.rotation,
+            decoded[d].rotation = match (r, rot_dec[d]) {
+                (Some(_), Some(q)) => q, // r is the quantized rotation (or equals it)
+                (Some(r), None) => self.dequantize_rot(r),
+                (None, _) => pose.rotation,
             };
             self.rot[d].push(r);
         }
@@ -638,19 +806,11 @@ impl FrameCodec {
         let special = raw.get(1) == 1;
         let mut actual = [0u32; COLUMNS];
         let plain = self.plain_predictions();
-        for (i, slot) in actual.iter_mut().enumerate().take(2) {
-            let z = if mask & (1 << i) != 0 {
-                self.residual_dec(raw, i)
-            } else {
-                0
-            };
-            let pred = plain[i];
-            *slot = if i == 1 {
-                (pred as i32).wrapping_add(unzigzag(z)) as u32
-            } else {
-                unordered(ordered(pred).wrapping_add(unzigzag(z) as u32))
-            };
-        }
+        let z = self.residual_dec(raw, 1);
+        actual[1] = (plain[1] as i32).wrapping_add(unzigzag(z)) as u32;
+        let time = time_prediction(self.h1.as_ref(), actual[1], plain[0]);
+        let z = self.residual_dec(raw, 0);
+        actual[0] = unordered(ordered(time).wrapping_add(unzigzag(z) as u32));
         let mut decoded = [Pose::default(); 3];
         for (d, out) in decoded.iter_mut().enumerate() {
             let col = 2 + 7 * d;
@@ -685,7 +845,8 @@ impl FrameCodec {
             } else {
                 let changed = self.flag_dec(raw, special);
                 let (index, base) = if changed {
-                    (raw.get(2) as u8, [0; 3])
+                    let index = raw.get(2) as u8;
+                    (index, self.rebase(pred, index))
                 } else {
                     (pred.index, pred.v)
                 };
@@ -718,5 +879,52 @@ impl FrameCodec {
             left_hand: decoded[1],
             right_hand: decoded[2],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_is_f64_round() {
+        let mut values = vec![
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            -2.5,
+            0.49999999999999994,
+            -0.49999999999999994,
+            4_503_599_627_370_495.5,
+            -4_503_599_627_370_495.5,
+            4_503_599_627_370_496.0,
+            1e300,
+            -1e300,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MIN_POSITIVE,
+            -f64::MIN_POSITIVE,
+        ];
+        let mut state = 1u64;
+        for _ in 0..100_000 {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let x = f64::from_bits(state);
+            values.push(x);
+            values.push((state >> 11) as f64 / 1024.0 - 4e12);
+        }
+        for x in values {
+            if x.is_nan() {
+                assert!(round(x).is_nan());
+            } else {
+                assert_eq!(round(x).to_bits(), x.round().to_bits(), "{x}");
+            }
+        }
+        assert!(round(f64::NAN).is_nan());
     }
 }
