@@ -6,8 +6,8 @@ use crate::bsor::{
     self, Event, Frame, Height, NoteEvent, ParseError, Pause, PushParser, Replay, Wall,
 };
 use crate::stream::{
-    ChunkType, DecodeStats, EventBatch, IndexEntry, Settings, StreamDecoder, StreamEncoder,
-    StreamError, StreamEvent, StreamHeader, Trailer,
+    split_stream, ChunkSpan, ChunkType, DecodeStats, EventBatch, IndexEntry, Settings,
+    StreamDecoder, StreamEncoder, StreamError, StreamEvent, StreamHeader, Trailer,
 };
 
 /// Pushes the events of `r` whose time has come (not after `t`), each section in its own
@@ -551,4 +551,30 @@ pub fn decode_span(bytes: &[u8], from: f32, to: f32) -> Result<(Replay, Recovery
     // A span is whole when nothing was lost on the way to it.
     rec.complete = rec.damage.is_empty();
     Ok((r, rec))
+}
+
+/// A chunk of a stream and the song times of the frames it carries.
+pub type TimedChunk = (ChunkSpan, Vec<f32>);
+
+/// The stream header's length and the whole chunks after it, each with the song times of
+/// the frames it carries (none for event, trailer and index chunks), decoded as a viewer
+/// would: what a publisher needs to send each chunk when a recorder would have had it (once
+/// its last frame was captured). `None` without a stream header.
+pub fn chunk_frame_times(stream: &[u8]) -> Option<(usize, Vec<TimedChunk>)> {
+    let (_, header_len, spans) = split_stream(stream)?;
+    let mut d = StreamDecoder::new();
+    d.push(&stream[..header_len]);
+    while let Ok(Some(_)) = d.next_event() {}
+    let mut out = Vec::with_capacity(spans.len());
+    for span in spans {
+        d.push(span.bytes(stream));
+        let mut times = Vec::new();
+        while let Ok(Some(ev)) = d.next_event() {
+            if let StreamEvent::Frame { frame, .. } = ev {
+                times.push(frame.time);
+            }
+        }
+        out.push((span, times));
+    }
+    Some((header_len, out))
 }

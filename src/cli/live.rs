@@ -8,7 +8,7 @@ use bsor_stream::net::archive::StreamWriter;
 use bsor_stream::net::server::{MessageSink, MessageStream};
 use bsor_stream::net::wire::{EndReason, Message, Role, ViewMode, DEFAULT_MAX_FRAME};
 use bsor_stream::net::{publisher, tcp, ws};
-use bsor_stream::stream::{split_stream, Settings, StreamDecoder, StreamEvent};
+use bsor_stream::stream::{Settings, StreamDecoder, StreamEvent};
 use bsor_stream::transcode;
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
@@ -83,11 +83,9 @@ struct Parts {
 }
 
 /// The stream header and chunks of a `.bsors`, or of a `.bsor` encoded live. A frame chunk
-/// is due when its last frame is captured: when the next frame chunk starts (a chunk header
-/// carries only its first time; the last one is taken to last as long as the one before).
-/// Event, trailer and index chunks go out with the frame chunk before them.
+/// is due when its last frame is captured (a recorder's encoder closes it then); event,
+/// trailer and index chunks go out with the frame chunk before them.
 fn stream_parts(file: &Path, settings: Settings) -> Result<Parts, Failure> {
-    use bsor_stream::stream::ChunkType;
     let bytes = read_all(file)?;
     let stream = if super::is_stream(&bytes) {
         bytes
@@ -95,39 +93,22 @@ fn stream_parts(file: &Path, settings: Settings) -> Result<Parts, Failure> {
         let r = bsor::parse(&bytes).map_err(|e| Failure::from((file, e)))?;
         transcode::encode_replay(&r, settings)
     };
-    let (_, header_len, spans) = split_stream(&stream)
+    let (header_len, spans) = transcode::chunk_frame_times(&stream)
         .ok_or_else(|| Failure(format!("{}: no stream header", file.display())))?;
-    let frames = |i: usize| {
-        matches!(
-            spans[i].header.kind,
-            ChunkType::Keyframes | ChunkType::Frames
-        ) && spans[i].header.t0.is_finite()
-    };
-    let starts: Vec<(usize, f32)> = (0..spans.len())
-        .filter(|&i| frames(i))
-        .map(|i| (i, spans[i].header.t0))
-        .collect();
-    let first_t = starts.first().map_or(0.0, |s| s.1);
-    let mut due = vec![first_t; spans.len()];
-    for (k, &(i, t0)) in starts.iter().enumerate() {
-        due[i] = match (starts.get(k + 1), k.checked_sub(1).map(|p| starts[p].1)) {
-            (Some(next), _) => next.1,
-            (None, Some(prev)) => t0 + (t0 - prev).max(0.0),
-            (None, None) => t0,
-        };
-    }
-    let mut last = first_t;
-    for (i, d) in due.iter_mut().enumerate() {
-        if frames(i) {
-            last = *d;
-        } else {
-            *d = last;
-        }
-    }
+    let first_t = spans
+        .iter()
+        .flat_map(|(_, t)| t.iter().copied())
+        .find(|t| t.is_finite())
+        .unwrap_or(0.0);
+    let mut due = first_t;
     let chunks = spans
         .iter()
-        .zip(due)
-        .map(|(c, d)| (d, Bytes::copy_from_slice(c.bytes(&stream))))
+        .map(|(c, times)| {
+            if let Some(&t) = times.iter().rev().find(|t| t.is_finite()) {
+                due = due.max(t);
+            }
+            (due, Bytes::copy_from_slice(c.bytes(&stream)))
+        })
         .collect();
     Ok(Parts {
         header: Bytes::copy_from_slice(&stream[..header_len]),

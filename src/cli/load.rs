@@ -18,9 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bsor_stream::net::wire::{EndReason, Message, Role, ViewMode, WireCodec};
-use bsor_stream::stream::{
-    split_stream, ChunkHeader, Profile, Settings, StreamDecoder, StreamEvent,
-};
+use bsor_stream::stream::{ChunkHeader, Profile, Settings};
 use bsor_stream::{bsor, synth, transcode};
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::{SinkExt, StreamExt};
@@ -71,8 +69,8 @@ const MAX_CONNECTIONS: usize = 5000;
 struct Song {
     header: Bytes,
     chunks: Vec<Bytes>,
-    /// When the publisher sends each chunk, in seconds from its start (the capture of the
-    /// next chunk's first frame: a recorder flushes a chunk once its last frame is in).
+    /// When the publisher sends each chunk, in seconds from its start (the capture of its
+    /// last frame: a recorder flushes a chunk once its last frame is in).
     send_at: Vec<f64>,
     /// For each chunk, when each of its frames was captured, in seconds from the start.
     frames: Vec<Vec<f64>>,
@@ -91,43 +89,24 @@ fn song(seconds: f32, speed: f32) -> Result<Song, Failure> {
     let bytes = bsor::to_vec(&replay).map_err(|e| Failure(e.to_string()))?;
     let replay = bsor::parse(&bytes).map_err(|e| Failure(e.to_string()))?;
     let stream = transcode::encode_replay(&replay, settings);
-    let (_, header_len, spans) = split_stream(&stream)
+    let (header_len, spans) = transcode::chunk_frame_times(&stream)
         .ok_or_else(|| Failure("the synthetic stream has no header".into()))?;
     let header = Bytes::copy_from_slice(&stream[..header_len]);
     let chunks: Vec<Bytes> = spans
         .iter()
-        .map(|c| Bytes::copy_from_slice(c.bytes(&stream)))
+        .map(|(c, _)| Bytes::copy_from_slice(c.bytes(&stream)))
         .collect();
-    // The frames of each chunk (their song times), from decoding the stream as a viewer
-    // would.
-    let mut d = StreamDecoder::new();
-    d.push(&header);
-    while let Ok(Some(_)) = d.next_event() {}
-    let mut song_times: Vec<Vec<f32>> = Vec::with_capacity(chunks.len());
-    for c in &chunks {
-        d.push(c);
-        let mut times = Vec::new();
-        while let Ok(Some(ev)) = d.next_event() {
-            if let StreamEvent::Frame { frame, .. } = ev {
-                times.push(frame.time);
-            }
-        }
-        song_times.push(times);
-    }
+    let song_times: Vec<Vec<f32>> = spans.into_iter().map(|(_, t)| t).collect();
     let first_t = song_times.iter().flatten().copied().next().unwrap_or(0.0);
     let at = |t: f32| f64::from(((t - first_t) / speed).max(0.0));
-    // A recorder sends a frame chunk when the frame after its last one is captured (the
-    // next chunk's first; 1/90 s after the last for the song's last chunk), and the event,
-    // trailer and index chunks right after the chunk before them.
+    // A recorder sends a frame chunk when its last frame is captured (the encoder closes a
+    // chunk on the frame after which the next would pass the flush interval), and the
+    // event, trailer and index chunks right after the chunk before them.
     let mut send_at = Vec::with_capacity(chunks.len());
     let mut last = 0.0f64;
-    for (i, times) in song_times.iter().enumerate() {
+    for times in &song_times {
         if let Some(&end) = times.last() {
-            let next = song_times[i + 1..]
-                .iter()
-                .find_map(|t| t.first().copied())
-                .unwrap_or(end + 1.0 / 90.0);
-            last = last.max(at(next));
+            last = last.max(at(end));
         }
         send_at.push(last);
     }

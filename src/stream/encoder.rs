@@ -45,6 +45,8 @@ pub struct StreamEncoder {
     counts: SectionCounts,
     index: Vec<IndexEntry>,
     finished: bool,
+    /// The time of the last frame pushed.
+    last_t: Option<f32>,
 }
 
 impl StreamEncoder {
@@ -66,6 +68,7 @@ impl StreamEncoder {
             counts: SectionCounts::default(),
             index: Vec::new(),
             finished: false,
+            last_t: None,
         }
     }
 
@@ -122,6 +125,16 @@ impl StreamEncoder {
             g.frames += 1;
         }
         self.counts.frames += 1;
+        // If the next frame, one more step of the same length away, would be past the
+        // flush interval, the chunk goes out now rather than when that frame comes: no
+        // frame waits longer than the flush interval for its chunk.
+        if let (Some(c), Some(prev)) = (self.chunk, self.last_t) {
+            let step = t - prev;
+            if s.flush_seconds > 0.0 && step > 0.0 && (t - c.t0) + step >= s.flush_seconds {
+                self.close_chunk();
+            }
+        }
+        self.last_t = Some(t);
         decoded
     }
 
