@@ -339,17 +339,26 @@ impl Relay {
         }
     }
 
-    /// Acknowledges chunks up to `seq`. Acks are cumulative: one that still waits is
-    /// replaced, so a publisher that does not read them does not grow its queue.
+    /// Acknowledges chunks up to `seq`. Acks are cumulative: one that still waits, wherever
+    /// it stands in the queue (a Pong or a Ping may have come after it), is raised to `seq`,
+    /// so a publisher that does not read them has one Ack waiting at most.
     fn ack(&mut self, conn: ConnId, seq: u32) {
-        match self.outgoing.get_mut(&conn).and_then(|q| q.back_mut()) {
+        let waiting = self
+            .outgoing
+            .get_mut(&conn)
+            .and_then(|q| q.iter_mut().find(|m| matches!(m, Message::Ack(_))));
+        match waiting {
             Some(Message::Ack(waiting)) => *waiting = (*waiting).max(seq),
             _ => self.send(conn, Message::Ack(seq)),
         }
     }
 
-    /// Sends an error and closes `conn` (only it).
+    /// Sends an error and closes `conn` (only it). A connection already closing gets
+    /// nothing more: its error or `End` is its last message.
     fn fail(&mut self, conn: ConnId, code: ErrorCode, message: &str) {
+        if matches!(self.conns.get(&conn), Some(Conn::Closing)) {
+            return;
+        }
         self.send(
             conn,
             Message::Error {
@@ -870,7 +879,7 @@ impl Relay {
             self.config.viewer_queue_messages,
             self.config.viewer_queue_bytes,
         );
-        let queued = self.queued(conn);
+        let mut queued = self.queued(conn);
         let queued_bytes = self.queued_bytes.get(&conn).copied().unwrap_or(0);
         let Some(Conn::Viewer(v)) = self.conns.get_mut(&conn) else {
             return;
@@ -890,8 +899,8 @@ impl Relay {
             if let Some(q) = self.outgoing.get_mut(&conn) {
                 q.retain(|m| match m {
                     Message::Chunk(b) => {
-                        v.skipped_chunks += 1;
-                        v.skipped_bytes += b.len() as u64;
+                        v.skipped_chunks = v.skipped_chunks.saturating_add(1);
+                        v.skipped_bytes = v.skipped_bytes.saturating_add(b.len() as u64);
                         false
                     }
                     Message::Skipped { chunks, bytes } => {
@@ -901,13 +910,18 @@ impl Relay {
                     }
                     _ => true,
                 });
+                queued = q.len();
             }
             self.queued_bytes.insert(conn, 0);
         }
         if v.skipping {
-            if !keyframe {
-                v.skipped_chunks += 1;
-                v.skipped_bytes += c.len() as u64;
+            // It resumes at a keyframe chunk, and only if the queue has room for it: control
+            // messages (Hello, the header, Pong, Ping) may fill a small queue on their own,
+            // and a viewer that has not read them is still behind. (The bytes limit does not
+            // hold the keyframe back: the queue holds no chunk now, and one chunk always goes.)
+            if !keyframe || queued >= max_msgs {
+                v.skipped_chunks = v.skipped_chunks.saturating_add(1);
+                v.skipped_bytes = v.skipped_bytes.saturating_add(c.len() as u64);
                 return;
             }
             v.skipping = false;
@@ -1024,6 +1038,15 @@ impl Relay {
         for c in ping {
             if let Some(m) = self.meters.get_mut(&c) {
                 m.pinged = now;
+            }
+            // One Ping waits at most: a peer that has not read the last one is asked nothing
+            // new (its idle timeout closes it if it stays silent).
+            let waiting = self
+                .outgoing
+                .get(&c)
+                .is_some_and(|q| q.iter().any(|m| matches!(m, Message::Ping(_))));
+            if waiting {
+                continue;
             }
             self.next_nonce += 1;
             let n = self.next_nonce;
