@@ -347,3 +347,25 @@ fn a_closing_connection_gets_no_second_error() {
     assert_eq!(errors, 1, "{got:?}");
     assert!(matches!(got.last(), Some(Message::Error { .. })));
 }
+
+#[test]
+fn a_queue_limit_of_zero_counts_as_one() {
+    // A keyframe goes in only while the queue is under its limit; with a limit of 0 taken
+    // literally no chunk would ever go, even to a viewer that reads everything.
+    let mut r = Relay::new(
+        RelayConfig {
+            viewer_queue_messages: 0,
+            ..config()
+        },
+        Tokens::parse("t"),
+    );
+    let p = publisher(&mut r);
+    let v = viewer(&mut r, ViewMode::Live);
+    drain(&mut r, v);
+    r.receive(p, Message::Chunk(chunk(0, true)), 1);
+    let got = drain(&mut r, v);
+    assert!(
+        matches!(got.last(), Some(Message::Chunk(c)) if seq_of(c) == 0),
+        "{got:?}"
+    );
+}

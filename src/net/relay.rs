@@ -28,7 +28,8 @@ pub type ConnId = u64;
 /// Limits and timeouts.
 #[derive(Clone, Copy, Debug)]
 pub struct RelayConfig {
-    /// Messages a live viewer may have waiting before it skips to the next keyframe group.
+    /// Messages (of every kind) a live viewer may have waiting before it skips to the next
+    /// keyframe group (1 at least: 0 counts as 1).
     pub viewer_queue_messages: usize,
     /// Bytes of chunks a live viewer may have waiting before it skips.
     pub viewer_queue_bytes: usize,
@@ -728,7 +729,8 @@ impl Relay {
         // A group longer than the live queue takes is skipped like a slow viewer's: the
         // viewer starts at the next keyframe chunk, told how much it missed.
         let group_bytes: usize = live_chunks.iter().map(Bytes::len).sum();
-        let fits = self.queued(conn) + 1 + live_chunks.len() <= self.config.viewer_queue_messages
+        let max_msgs = self.config.viewer_queue_messages.max(1);
+        let fits = self.queued(conn) + 1 + live_chunks.len() <= max_msgs
             && group_bytes <= self.config.viewer_queue_bytes;
         let skipped = (mode == ViewMode::Live && !fits).then_some((live_chunks.len(), group_bytes));
         if let Some(Conn::Viewer(v)) = self.conns.get_mut(&conn) {
@@ -876,7 +878,7 @@ impl Relay {
     /// A live chunk to a viewer: queued, or skipped when the viewer has fallen behind.
     fn deliver(&mut self, conn: ConnId, c: &Bytes, keyframe: bool) {
         let (max_msgs, max_bytes) = (
-            self.config.viewer_queue_messages,
+            self.config.viewer_queue_messages.max(1),
             self.config.viewer_queue_bytes,
         );
         let mut queued = self.queued(conn);
