@@ -9,10 +9,11 @@
 # after the last field, a conversation cut short.
 #
 # relay_session: scripts in the target's own operation encoding (see `Harness::step`: one
-# byte per choice, read by arbitrary's Unstructured), each after the five bytes that pick
-# the relay's limits: a publisher and fast and slow viewers through a whole song, a viewer
-# waiting for a session that starts later, a publisher that drops and resumes, a late and a
-# complete-mode joiner, a ping flood, and refused publishers.
+# byte per choice, read by arbitrary's Unstructured), each after the nine bytes that pick
+# the relay's limits (the target's `config`): a publisher and fast and slow viewers through
+# a whole song, a viewer waiting for a session that starts later, a publisher that drops
+# and resumes, a late and a complete-mode joiner, pings from a viewer that never reads,
+# refused publishers, a silent publisher that never reads the relay's pings, and a flood.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mkdir -p "$here/corpus/wire_frame" "$here/corpus/relay_session"
@@ -79,15 +80,18 @@ for name, data in seeds.items():
 
 class Script:
     """Operations in relay_session's encoding (Harness::step)."""
-    def __init__(self, msgs=3, qbytes=2, backlog=3, pt=1, hs=1):
-        # Indices into the target's lists of limits.
-        self.b = bytearray([msgs, qbytes, backlog, pt, hs])
+    def __init__(self, msgs=3, qbytes=2, backlog=3, pt=1, hs=1, idle=1, ping=1, rate=2,
+                 burst=2):
+        # Indices into the target's lists of limits, in the order `config` reads them
+        # (by default: idle timeout 60 s, pings every 15 s, no flood limit to speak of).
+        self.b = bytearray([msgs, qbytes, backlog, pt, hs, idle, ping, rate, burst])
         self.conns = 0
     def op(self, code, *args):
         self.b += bytes([0, code]) + bytes(args)
         return self
     def pick(self, c):
-        return (c,) if self.conns else ()
+        # `choose` among one connection reads no byte (arbitrary's int_in_range(0..=0)).
+        return (c,) if self.conns > 1 else ()
     def connect(self, fast=True):
         self.op(0, 1 if fast else 0); self.conns += 1; return self.conns - 1
     def hello(self, c, role):  # role: 1 publisher, 2 viewer
@@ -154,6 +158,22 @@ for _ in range(40):
     sc.ping(f)
 sc.tick(6000)
 scripts['flood-and-refusals'] = sc
+# A publisher that says nothing after its header and reads nothing, pinged every 50 ms by
+# the relay until its idle timeout (what relay_session found after the timeouts' merge),
+# beside a viewer that reads.
+sc = Script(msgs=2, ping=0)
+p = sc.connect(False); sc.hello(p, 1).publish(p).header(p)
+v = sc.connect(); sc.hello(v, 2).subscribe(v)
+for _ in range(12):
+    sc.tick(60)
+sc.drain(p, 2).tick(60).tick(60)
+scripts['silent-publisher-pinged'] = sc
+# A viewer over the flood allowance (1 a second, a burst of 1), and the relay's idle timeout.
+sc = Script(idle=0, ping=0, rate=0, burst=0)
+p = sc.connect(); sc.hello(p, 1)
+f = sc.connect(); sc.hello(f, 2).subscribe(f).ping(f).ping(f)
+sc.tick(300)
+scripts['flood-and-idle'] = sc
 for name, sc in scripts.items():
     with open(os.path.join(out, 'relay_session', name), 'wb') as f:
         f.write(bytes(sc.b))

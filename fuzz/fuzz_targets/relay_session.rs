@@ -7,8 +7,9 @@
 //! session and the connection that sent them. Checked after every operation:
 //! - no panic;
 //! - no connection has more messages waiting than a live viewer's queue limit plus the few
-//!   control messages (Hello, StreamHeader, Skipped, Pong, End or Error) that may wait
-//!   beside it, whatever it does (pings it never reads, chunks it never acknowledges);
+//!   control messages (Hello, StreamHeader, Skipped, Pong, the relay's Ping, End or Error)
+//!   that may wait beside it, whatever it does (pings it never reads, the relay's pings it
+//!   never reads, chunks it never acknowledges); on failure, what waits is printed;
 //! - what a viewer receives, in order: the relay's Hello first; nothing after End or Error;
 //!   one StreamHeader, before any chunk; live mode: chunks in sequence, a gap only right
 //!   after `Skipped`, exactly as long as `Skipped` says, and then a keyframe chunk;
@@ -33,7 +34,12 @@ use libfuzzer_sys::fuzz_target;
 const SESSIONS: [&str; 3] = ["a", "duel", "c"];
 const TOKEN_FILE: &str = "any\nduel:only\n";
 const TOKENS: [&str; 4] = ["any", "only", "wrong", ""];
-/// Control messages that may wait beside a full queue of chunks.
+/// Control messages that may wait beside a full queue of chunks. The relay keeps at most
+/// one of each kind waiting (Hello, Resume, Ack, StreamHeader, Skipped, Pong, its own Ping,
+/// and End or Error last), and takes a live chunk only while the queue is under its limit
+/// (with a Skipped notice, one over): a live viewer has at most the limit plus 4 (one over,
+/// then Pong, Ping and End), a publisher at most 6 messages (Hello, Resume, Ack, Pong, Ping,
+/// Error), which is the smallest limit (1) plus 5.
 const SLACK: usize = 5;
 
 /// What the harness knows of a connection: what it said, and what it received so far.
@@ -406,11 +412,25 @@ impl Harness {
         Ok(())
     }
 
-    fn check_bounds(&self) {
+    fn check_bounds(&mut self) {
         let limit = self.config.viewer_queue_messages + SLACK;
-        for &c in &self.ids {
+        for c in self.ids.clone() {
             let q = self.relay.queued(c);
-            assert!(q <= limit, "{c}: {q} messages waiting, over {limit}");
+            if q > limit {
+                // Say what piles up (chunks by sequence number, not their bytes).
+                let waiting: Vec<String> = std::iter::from_fn(|| self.relay.poll_outgoing(c))
+                    .take(q)
+                    .map(|m| match m {
+                        Message::Chunk(b) => match ChunkHeader::parse_at(&b) {
+                            Some((h, _)) => format!("Chunk({})", h.seq),
+                            None => "Chunk(?)".into(),
+                        },
+                        Message::StreamHeader(_) => "StreamHeader".into(),
+                        m => format!("{m:?}"),
+                    })
+                    .collect();
+                panic!("{c}: {q} messages waiting, over {limit}: {waiting:?}");
+            }
             if self.peers[&c].gone {
                 assert_eq!(q, 0, "{c}: messages kept for a closed connection");
             }

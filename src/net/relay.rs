@@ -28,7 +28,8 @@ pub type ConnId = u64;
 /// Limits and timeouts.
 #[derive(Clone, Copy, Debug)]
 pub struct RelayConfig {
-    /// Messages a live viewer may have waiting before it skips to the next keyframe group.
+    /// Messages (of every kind) a live viewer may have waiting before it skips to the next
+    /// keyframe group (1 at least: 0 counts as 1).
     pub viewer_queue_messages: usize,
     /// Bytes of chunks a live viewer may have waiting before it skips.
     pub viewer_queue_bytes: usize,
@@ -339,17 +340,26 @@ impl Relay {
         }
     }
 
-    /// Acknowledges chunks up to `seq`. Acks are cumulative: one that still waits is
-    /// replaced, so a publisher that does not read them does not grow its queue.
+    /// Acknowledges chunks up to `seq`. Acks are cumulative: one that still waits, wherever
+    /// it stands in the queue (a Pong or a Ping may have come after it), is raised to `seq`,
+    /// so a publisher that does not read them has one Ack waiting at most.
     fn ack(&mut self, conn: ConnId, seq: u32) {
-        match self.outgoing.get_mut(&conn).and_then(|q| q.back_mut()) {
+        let waiting = self
+            .outgoing
+            .get_mut(&conn)
+            .and_then(|q| q.iter_mut().find(|m| matches!(m, Message::Ack(_))));
+        match waiting {
             Some(Message::Ack(waiting)) => *waiting = (*waiting).max(seq),
             _ => self.send(conn, Message::Ack(seq)),
         }
     }
 
-    /// Sends an error and closes `conn` (only it).
+    /// Sends an error and closes `conn` (only it). A connection already closing gets
+    /// nothing more: its error or `End` is its last message.
     fn fail(&mut self, conn: ConnId, code: ErrorCode, message: &str) {
+        if matches!(self.conns.get(&conn), Some(Conn::Closing)) {
+            return;
+        }
         self.send(
             conn,
             Message::Error {
@@ -719,7 +729,8 @@ impl Relay {
         // A group longer than the live queue takes is skipped like a slow viewer's: the
         // viewer starts at the next keyframe chunk, told how much it missed.
         let group_bytes: usize = live_chunks.iter().map(Bytes::len).sum();
-        let fits = self.queued(conn) + 1 + live_chunks.len() <= self.config.viewer_queue_messages
+        let max_msgs = self.config.viewer_queue_messages.max(1);
+        let fits = self.queued(conn) + 1 + live_chunks.len() <= max_msgs
             && group_bytes <= self.config.viewer_queue_bytes;
         let skipped = (mode == ViewMode::Live && !fits).then_some((live_chunks.len(), group_bytes));
         if let Some(Conn::Viewer(v)) = self.conns.get_mut(&conn) {
@@ -867,10 +878,10 @@ impl Relay {
     /// A live chunk to a viewer: queued, or skipped when the viewer has fallen behind.
     fn deliver(&mut self, conn: ConnId, c: &Bytes, keyframe: bool) {
         let (max_msgs, max_bytes) = (
-            self.config.viewer_queue_messages,
+            self.config.viewer_queue_messages.max(1),
             self.config.viewer_queue_bytes,
         );
-        let queued = self.queued(conn);
+        let mut queued = self.queued(conn);
         let queued_bytes = self.queued_bytes.get(&conn).copied().unwrap_or(0);
         let Some(Conn::Viewer(v)) = self.conns.get_mut(&conn) else {
             return;
@@ -890,8 +901,8 @@ impl Relay {
             if let Some(q) = self.outgoing.get_mut(&conn) {
                 q.retain(|m| match m {
                     Message::Chunk(b) => {
-                        v.skipped_chunks += 1;
-                        v.skipped_bytes += b.len() as u64;
+                        v.skipped_chunks = v.skipped_chunks.saturating_add(1);
+                        v.skipped_bytes = v.skipped_bytes.saturating_add(b.len() as u64);
                         false
                     }
                     Message::Skipped { chunks, bytes } => {
@@ -901,13 +912,18 @@ impl Relay {
                     }
                     _ => true,
                 });
+                queued = q.len();
             }
             self.queued_bytes.insert(conn, 0);
         }
         if v.skipping {
-            if !keyframe {
-                v.skipped_chunks += 1;
-                v.skipped_bytes += c.len() as u64;
+            // It resumes at a keyframe chunk, and only if the queue has room for it: control
+            // messages (Hello, the header, Pong, Ping) may fill a small queue on their own,
+            // and a viewer that has not read them is still behind. (The bytes limit does not
+            // hold the keyframe back: the queue holds no chunk now, and one chunk always goes.)
+            if !keyframe || queued >= max_msgs {
+                v.skipped_chunks = v.skipped_chunks.saturating_add(1);
+                v.skipped_bytes = v.skipped_bytes.saturating_add(c.len() as u64);
                 return;
             }
             v.skipping = false;
@@ -1024,6 +1040,15 @@ impl Relay {
         for c in ping {
             if let Some(m) = self.meters.get_mut(&c) {
                 m.pinged = now;
+            }
+            // One Ping waits at most: a peer that has not read the last one is asked nothing
+            // new (its idle timeout closes it if it stays silent).
+            let waiting = self
+                .outgoing
+                .get(&c)
+                .is_some_and(|q| q.iter().any(|m| matches!(m, Message::Ping(_))));
+            if waiting {
+                continue;
             }
             self.next_nonce += 1;
             let n = self.next_nonce;
