@@ -71,6 +71,26 @@ fn play(rec: &mut Recorder, r: &Replay) -> Vec<Push> {
     out
 }
 
+/// A stream file and a classic file in `d`.
+fn both_files(d: &Path) -> Config {
+    Config {
+        stream_file: Some(d.join("song.bsors")),
+        classic_file: Some(d.join("song.bsor")),
+        ..Config::default()
+    }
+}
+
+type Logged = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// A log callback that keeps every message.
+fn logger() -> (Logged, bsor_stream::recorder::LogFn) {
+    let logged = Logged::default();
+    let keep = std::sync::Arc::clone(&logged);
+    let f: bsor_stream::recorder::LogFn =
+        std::sync::Arc::new(move |_, m: &str| keep.lock().unwrap().push(m.to_string()));
+    (logged, f)
+}
+
 fn decode(path: &Path) -> (Replay, transcode::Recovery) {
     transcode::decode_replay(&std::fs::read(path).unwrap()).unwrap()
 }
@@ -79,11 +99,7 @@ fn decode(path: &Path) -> (Replay, transcode::Recovery) {
 fn a_recorded_song_comes_out_whole_in_the_stream_and_the_classic_file() {
     let r = song(5, 30.0);
     let d = dir("whole");
-    let config = Config {
-        stream_file: Some(d.join("song.bsors")),
-        classic_file: Some(d.join("song.bsor")),
-        ..Config::default()
-    };
+    let config = both_files(&d);
     let mut rec = Recorder::start(start_info(&r), config).unwrap();
     let pushes = play(&mut rec, &r);
     assert!(pushes.iter().all(|p| *p == Push::Queued));
@@ -143,11 +159,7 @@ fn a_lossy_recording_keeps_times_and_events_and_the_classic_file_keeps_every_bit
 fn a_recorder_dropped_mid_song_leaves_a_stream_of_what_it_took_and_no_classic_file() {
     let r = song(7, 20.0);
     let d = dir("dropped");
-    let config = Config {
-        stream_file: Some(d.join("song.bsors")),
-        classic_file: Some(d.join("song.bsor")),
-        ..Config::default()
-    };
+    let config = both_files(&d);
     let mut rec = Recorder::start(start_info(&r), config).unwrap();
     let half = r.frames.len() / 2;
     for f in &r.frames[..half] {
@@ -233,14 +245,11 @@ fn a_full_ring_refuses_or_drops_and_counts_but_never_loses_what_it_took() {
 fn a_failed_sink_is_reported_and_the_others_go_on() {
     let r = song(10, 5.0);
     let d = dir("failed");
-    let logged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let log = std::sync::Arc::clone(&logged);
+    let (logged, log) = logger();
     let config = Config {
         stream_file: Some(d.join("no-such-dir").join("song.bsors")),
         classic_file: Some(d.join("song.bsor")),
-        log: Some(std::sync::Arc::new(move |_, m: &str| {
-            log.lock().unwrap().push(m.to_string())
-        })),
+        log: Some(log),
         ..Config::default()
     };
     let mut rec = Recorder::start(start_info(&r), config).unwrap();
@@ -368,13 +377,10 @@ mod live {
         let proxy = rt.block_on(cutting_proxy(relay_addr, 20_000));
         let mut live = LiveConfig::new(&proxy.to_string(), "rec", "tok");
         live.retry_every = Duration::from_millis(50);
-        let logged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let log = std::sync::Arc::clone(&logged);
+        let (logged, log) = logger();
         let config = Config {
             live: Some(live),
-            log: Some(std::sync::Arc::new(move |_, m: &str| {
-                log.lock().unwrap().push(m.to_string())
-            })),
+            log: Some(log),
             ..Config::default()
         };
         let mut rec = Recorder::start(start_info(&r), config).unwrap();
@@ -432,13 +438,10 @@ mod spill {
         live.retry_every = Duration::from_millis(50);
         live.buffer_bytes = 4096;
         live.spill_dir = Some(d.clone());
-        let logged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let log = std::sync::Arc::clone(&logged);
+        let (logged, log) = logger();
         let config = Config {
             live: Some(live),
-            log: Some(std::sync::Arc::new(move |_, m: &str| {
-                log.lock().unwrap().push(m.to_string())
-            })),
+            log: Some(log),
             ..Config::default()
         };
         let mut rec = Recorder::start(start_info(&r), config).unwrap();
