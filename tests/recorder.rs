@@ -317,6 +317,32 @@ mod live {
         addr
     }
 
+    /// A multi-threaded runtime for a test's relay and viewers.
+    pub(super) fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// Starts a relay (token `tok`) on `addr` and returns where it listens.
+    pub(super) async fn relay_on(addr: &str) -> std::net::SocketAddr {
+        let l = TcpListener::bind(addr).await.unwrap();
+        let bound = l.local_addr().unwrap();
+        let server = Server::new(
+            RelayConfig::default(),
+            Tokens::parse("tok"),
+            ServerConfig {
+                tick: Duration::from_millis(20),
+                ..ServerConfig::default()
+            },
+        )
+        .unwrap();
+        tokio::spawn(tcp::serve(l, server));
+        bound
+    }
+
     /// Subscribes in complete mode and collects the stream until `End`.
     pub(super) async fn viewer(addr: std::net::SocketAddr, session: &str) -> Vec<u8> {
         let mut c = Framed::new(
@@ -352,25 +378,10 @@ mod live {
 
     #[test]
     fn the_live_sink_publishes_the_song_and_resumes_after_a_cut_connection() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = super::live::runtime();
         let r = song(11, 15.0);
         let (relay_addr, watcher) = rt.block_on(async {
-            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = l.local_addr().unwrap();
-            let server = Server::new(
-                RelayConfig::default(),
-                Tokens::parse("tok"),
-                ServerConfig {
-                    tick: Duration::from_millis(20),
-                    ..ServerConfig::default()
-                },
-            )
-            .unwrap();
-            tokio::spawn(tcp::serve(l, server));
+            let addr = relay_on("127.0.0.1:0").await;
             (addr, tokio::spawn(viewer(addr, "rec")))
         });
         // The publisher's first connection is cut after 20 kB: it must resume.
@@ -415,18 +426,11 @@ mod live {
 
 mod spill {
     use super::*;
-    use bsor_stream::net::relay::{RelayConfig, Tokens};
-    use bsor_stream::net::server::{Server, ServerConfig};
-    use bsor_stream::net::tcp;
     use tokio::net::TcpListener;
 
     #[test]
     fn with_the_relay_away_the_live_sink_spills_to_disk_and_sends_everything_later() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = super::live::runtime();
         let r = song(12, 20.0);
         let d = dir("spill");
         // A port with nobody on it yet.
@@ -455,19 +459,7 @@ mod spill {
         let spill_files = std::fs::read_dir(&d).unwrap().count();
         assert_eq!(spill_files, 1, "chunks went to a spill file");
         // The relay comes up on that port; the sink connects and sends everything.
-        rt.block_on(async {
-            let l = TcpListener::bind(addr).await.unwrap();
-            let server = Server::new(
-                RelayConfig::default(),
-                Tokens::parse("tok"),
-                ServerConfig {
-                    tick: Duration::from_millis(20),
-                    ..ServerConfig::default()
-                },
-            )
-            .unwrap();
-            tokio::spawn(tcp::serve(l, server));
-        });
+        rt.block_on(super::live::relay_on(&addr.to_string()));
         let watcher = rt.spawn(super::live::viewer(addr, "away"));
         rec.finish(r.info.clone());
         let st = rec.wait(Duration::from_secs(30)).unwrap();

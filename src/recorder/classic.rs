@@ -29,7 +29,7 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 }
 
 impl ClassicSink {
-    pub(super) fn create(path: &Path, _info: &Info) -> io::Result<Self> {
+    pub(super) fn create(path: &Path) -> io::Result<Self> {
         let spool_path = with_suffix(path, ".frames");
         Ok(ClassicSink {
             path: path.to_owned(),

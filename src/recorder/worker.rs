@@ -45,7 +45,7 @@ struct Sinks {
 }
 
 impl Sinks {
-    fn open(info: &Info, config: &Config, shared: &Arc<Shared>) -> Sinks {
+    fn open(config: &Config, shared: &Arc<Shared>) -> Sinks {
         let file = config.stream_file.as_deref().and_then(|p| {
             match StreamFile::create(p, config.sync_each_chunk) {
                 Ok(f) => {
@@ -58,20 +58,19 @@ impl Sinks {
                 }
             }
         });
-        let classic =
-            config
-                .classic_file
-                .as_deref()
-                .and_then(|p| match ClassicSink::create(p, info) {
-                    Ok(c) => {
-                        shared.set_sink(SinkKind::Classic, SinkState::Running);
-                        Some(c)
-                    }
-                    Err(e) => {
-                        shared.fail(SinkKind::Classic, format!("{}: {e}", p.display()));
-                        None
-                    }
-                });
+        let classic = config
+            .classic_file
+            .as_deref()
+            .and_then(|p| match ClassicSink::create(p) {
+                Ok(c) => {
+                    shared.set_sink(SinkKind::Classic, SinkState::Running);
+                    Some(c)
+                }
+                Err(e) => {
+                    shared.fail(SinkKind::Classic, format!("{}: {e}", p.display()));
+                    None
+                }
+            });
         let live = config.live.clone().map(|l| {
             shared.set_sink(SinkKind::Live, SinkState::Running);
             LiveSink::start(l, Arc::clone(shared))
@@ -121,7 +120,7 @@ pub(super) fn run(
     mut ring: rtrb::Consumer<Record>,
     shared: Arc<Shared>,
 ) {
-    let mut sinks = Sinks::open(&info, &config, &shared);
+    let mut sinks = Sinks::open(&config, &shared);
     let mut enc = StreamEncoder::new(info, config.settings);
     sinks.stream(&enc.take_output(), &shared);
     // A chunk closes when a frame past the flush interval arrives; when the game stops
