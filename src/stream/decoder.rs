@@ -6,7 +6,6 @@ use std::collections::VecDeque;
 
 use crate::bsor::Frame;
 
-use super::bits::BitReader;
 use super::chunk::{
     parse_footer, ChunkHeader, ChunkType, Short, StreamHeader, FOOTER_SIZE, MAX_CHUNK_FRAMES, SYNC,
 };
@@ -495,18 +494,17 @@ impl StreamDecoder {
             return;
         }
         let Some(codec) = &mut self.codec else { return };
-        let mut raw = BitReader::new(payload);
         // No overrun check: the encoder leaves out trailing zero bytes, and a well
         // compressed chunk (a device at rest) legitimately reads many of them. The count is
         // capped, so a chunk that claims more than it holds costs bounded work, and its
         // CRC already said whether it is what was written.
         self.queue.reserve(h.count as usize);
-        for i in 0..h.count {
-            self.queue.push_back(StreamEvent::Frame {
-                index: h.first.wrapping_add(i),
-                frame: codec.decode(&mut raw),
-            });
-        }
+        let mut index = h.first;
+        let queue = &mut self.queue;
+        codec.decode_chunk(payload, h.count, |frame| {
+            queue.push_back(StreamEvent::Frame { index, frame });
+            index = index.wrapping_add(1);
+        });
         self.next_frame = h.first.wrapping_add(h.count);
     }
 

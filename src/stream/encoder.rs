@@ -4,10 +4,9 @@
 
 use crate::bsor::{ControllerOffsets, Frame, Height, Info, NoteEvent, Pause, Wall};
 
-use super::bits::BitWriter;
 use super::chunk::{footer, ChunkHeader, ChunkType, Settings, StreamHeader, MAX_CHUNK_FRAMES};
 use super::events::{EventBatch, EventCodec, MAX_RECORDS};
-use super::frames::FrameCodec;
+use super::frames::{FrameCodec, FrameOut};
 use super::trailer::{encode_index, IndexEntry, SectionCounts, Trailer};
 
 #[derive(Clone, Copy, Debug)]
@@ -37,7 +36,7 @@ pub struct StreamEncoder {
     offset: u64,
     seq: u32,
     codec: FrameCodec,
-    raw: BitWriter,
+    raw: FrameOut,
     group: Option<Group>,
     chunk: Option<OpenChunk>,
     events: EventCodec,
@@ -60,7 +59,7 @@ impl StreamEncoder {
             out,
             seq: 0,
             codec: FrameCodec::new(header.quantization()),
-            raw: BitWriter::default(),
+            raw: FrameOut::new(header.quantization()),
             group: None,
             chunk: None,
             events: EventCodec::default(),

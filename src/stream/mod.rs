@@ -9,6 +9,7 @@ mod encoder;
 mod events;
 mod frames;
 mod header;
+mod range;
 
 mod trailer;
 
