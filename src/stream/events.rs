@@ -130,6 +130,23 @@ const COL_PAUSE: usize = 31;
 const COLUMNS: usize = 34;
 /// Columns of integers and bytes (the rest are floats).
 const INT_COLUMNS: [usize; 10] = [0, 3, 4, 5, 6, 7, 12, 25, 31, 32];
+/// The `prev` values a group starts with: typical values of a cut (format.md 11.4).
+const START_PREV: [u32; COLUMNS] = {
+    let mut p = [0u32; COLUMNS];
+    p[4] = 1; // speedOK
+    p[5] = 1; // directionOK
+    p[6] = 1; // saberTypeOK
+    p[8] = 32f32.to_bits(); // saberSpeed
+    p[16] = 1.25f32.to_bits(); // cutPoint y
+    p[17] = 1.25f32.to_bits(); // cutPoint z
+    p[21] = 0.125f32.to_bits(); // cutDistanceToCenter
+    p[23] = 1.375f32.to_bits(); // beforeCutRating
+    p[24] = 1.375f32.to_bits(); // afterCutRating
+    p[29] = 1.6875f32.to_bits(); // height
+    p
+};
+/// Columns whose prediction is nearly always exact (time deviation, cut angle).
+const EXACT_COLUMNS: [usize; 2] = [13, 22];
 
 /// One side of the coder: the same record walk encodes or decodes.
 enum Coder<'a, 'b> {
@@ -151,9 +168,15 @@ impl Default for EventCodec {
     fn default() -> Self {
         EventCodec {
             models: Box::new(std::array::from_fn(|col| {
-                LengthModel::starting_at(if INT_COLUMNS.contains(&col) { 2 } else { 20 })
+                LengthModel::starting_at(if EXACT_COLUMNS.contains(&col) {
+                    0
+                } else if INT_COLUMNS.contains(&col) {
+                    2
+                } else {
+                    20
+                })
             })),
-            prev: [0; COLUMNS],
+            prev: START_PREV,
             next: [0; 4],
         }
     }
@@ -543,5 +566,31 @@ mod tests {
             round_trip(notes(|_| d, |d, _| d - 90.0));
             round_trip(notes(|i| special[i % 4], |_, i| special[(i + 1) % 4]));
         }
+    }
+
+    #[test]
+    fn a_groups_first_typical_cut_is_coded_against_typical_values() {
+        let cut = notes(|_| 3.0, |d, _| d - 90.0)
+            .into_iter()
+            .find(|n| matches!(n.outcome, NoteOutcome::Good(_)))
+            .unwrap();
+        let batch = EventBatch {
+            notes: (0, vec![cut]),
+            ..EventBatch::default()
+        };
+        let typical = EventCodec::default().encode(&batch);
+        let mut zeros = EventCodec {
+            prev: [0; COLUMNS],
+            ..EventCodec::default()
+        };
+        let from_zeros = zeros.encode(&batch);
+        assert!(
+            typical.len() + 6 < from_zeros.len(),
+            "{} bytes from the typical values, {} from zeros",
+            typical.len(),
+            from_zeros.len()
+        );
+        let back = EventCodec::default().decode(&typical).unwrap();
+        assert_eq!(bytes(&back.notes.1), bytes(&batch.notes.1));
     }
 }
