@@ -3,6 +3,7 @@
 
 use crate::bsor::{self, ControllerOffsets, Info, OFFSETS_SIZE};
 
+use super::bits::{ordered, unordered, unzigzag, zigzag};
 use super::chunk::{parse_info, put_varint, ChunkType, Reader, Short};
 
 /// Records per section, as the trailer states them.
@@ -151,47 +152,229 @@ pub struct IndexEntry {
     pub t1: f32,
 }
 
+/// The fewest bytes an entry takes in the index (one per column).
+const MIN_ENTRY_BYTES: usize = 6;
+
+/// The index payload (format.md 13): the types, the offsets, then per chunk type the other
+/// fields of its entries column by column, each as a small difference from the entry of that
+/// type before it, so that zstd sees short, repeating byte patterns.
 pub(crate) fn encode_index(entries: &[IndexEntry], level: i32) -> Vec<u8> {
     let mut raw = Vec::new();
     put_varint(&mut raw, entries.len() as u64);
+    let kinds: Vec<u8> = entries.iter().map(|e| e.kind.byte()).collect();
+    raw.extend_from_slice(&kinds);
     let mut prev = 0u64;
     for e in entries {
         put_varint(&mut raw, e.offset.wrapping_sub(prev));
         prev = e.offset;
-        raw.push(e.kind.byte());
-        put_varint(&mut raw, u64::from(e.first));
-        put_varint(&mut raw, u64::from(e.count));
-        raw.extend_from_slice(&e.t0.to_le_bytes());
-        raw.extend_from_slice(&e.t1.to_le_bytes());
+    }
+    for run in by_type(&kinds).chunk_by(|&a, &b| kinds[a] == kinds[b]) {
+        let of_type = || run.iter().map(|&i| &entries[i]);
+        let mut last = 0u32;
+        for e in of_type() {
+            put_varint(
+                &mut raw,
+                u64::from(zigzag(e.first.wrapping_sub(last) as i32)),
+            );
+            last = e.first;
+        }
+        for e in of_type() {
+            put_varint(&mut raw, u64::from(e.count));
+        }
+        let mut last = 0.0f32;
+        for e in of_type() {
+            put_varint(&mut raw, u64::from(float_delta(e.t0, last)));
+            last = e.t0;
+        }
+        for e in of_type() {
+            put_varint(&mut raw, u64::from(float_delta(e.t1, e.t0)));
+        }
     }
     zstd::bulk::compress(&raw, level).unwrap_or_default()
+}
+
+/// The positions of the entries ordered by type byte, and in stream order within a type.
+fn by_type(kinds: &[u8]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..kinds.len()).collect();
+    order.sort_by_key(|&i| kinds[i]); // stable
+    order
+}
+
+/// `zigzag(ordered(v) − ordered(p))`: exact for any two floats.
+fn float_delta(v: f32, p: f32) -> u32 {
+    zigzag(ordered(v.to_bits()).wrapping_sub(ordered(p.to_bits())) as i32)
+}
+
+/// The inverse of [`float_delta`].
+fn float_undelta(z: u32, p: f32) -> f32 {
+    f32::from_bits(unordered(
+        ordered(p.to_bits()).wrapping_add(unzigzag(z) as u32),
+    ))
 }
 
 pub(crate) fn decode_index(payload: &[u8]) -> Result<Vec<IndexEntry>, &'static str> {
     let raw = decompress(payload)?;
     let mut r = Reader::new(&raw);
     let n = r.varint().map_err(short)?;
-    // Each entry takes at least 12 bytes: no allocation beyond what the bytes can hold.
-    if n > (raw.len() / 12) as u64 {
+    // Each entry takes at least one byte in each of its six columns: no allocation beyond
+    // what the bytes can hold.
+    if n > (raw.len() / MIN_ENTRY_BYTES) as u64 {
         return Err("index count exceeds its bytes");
     }
-    let mut entries = Vec::with_capacity(n as usize);
+    let kinds = r.bytes(n as usize).map_err(short)?;
+    let mut entries: Vec<IndexEntry> = Vec::with_capacity(kinds.len());
     let mut offset = 0u64;
-    for _ in 0..n {
+    for &kind in kinds {
         offset = offset.wrapping_add(r.varint().map_err(short)?);
-        let kind = ChunkType::from_byte(r.u8().map_err(short)?);
-        let first = r.varint_u32("index first").map_err(short)?;
-        let count = r.varint_u32("index count").map_err(short)?;
-        let t0 = r.f32().map_err(short)?;
-        let t1 = r.f32().map_err(short)?;
         entries.push(IndexEntry {
             offset,
-            kind,
+            kind: ChunkType::from_byte(kind),
+            first: 0,
+            count: 0,
+            t0: 0.0,
+            t1: 0.0,
+        });
+    }
+    for run in by_type(kinds).chunk_by(|&a, &b| kinds[a] == kinds[b]) {
+        let mut last = 0u32;
+        for &i in run {
+            let z = r.varint_u32("index first").map_err(short)?;
+            last = last.wrapping_add(unzigzag(z) as u32);
+            entries[i].first = last;
+        }
+        for &i in run {
+            entries[i].count = r.varint_u32("index count").map_err(short)?;
+        }
+        let mut last = 0.0f32;
+        for &i in run {
+            last = float_undelta(r.varint_u32("index t0").map_err(short)?, last);
+            entries[i].t0 = last;
+        }
+        for &i in run {
+            let z = r.varint_u32("index t1").map_err(short)?;
+            entries[i].t1 = float_undelta(z, entries[i].t0);
+        }
+    }
+    if r.pos != raw.len() {
+        return Err("bytes after the index entries");
+    }
+    Ok(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(offset: u64, kind: u8, first: u32, count: u32, t0: f32, t1: f32) -> IndexEntry {
+        IndexEntry {
+            offset,
+            kind: ChunkType::from_byte(kind),
             first,
             count,
             t0,
             t1,
-        });
+        }
     }
-    Ok(entries)
+
+    fn bits(e: &[IndexEntry]) -> Vec<(u64, u8, u32, u32, u32, u32)> {
+        e.iter()
+            .map(|e| {
+                let (o, k, f, c) = (e.offset, e.kind.byte(), e.first, e.count);
+                (o, k, f, c, e.t0.to_bits(), e.t1.to_bits())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn index_entries_of_any_values_round_trip_bit_exactly() {
+        let odd = [
+            f32::NAN,
+            f32::from_bits(0xffc0_1234),
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::from_bits(1),
+            -3.0e38,
+        ];
+        let mut entries = Vec::new();
+        for i in 0..200u32 {
+            let t = i as f32 * 0.1;
+            let kind = [1, 3, 3, 200, 4, 0, 255][i as usize % 7];
+            let t1 = if i % 5 == 0 {
+                odd[i as usize % 7]
+            } else {
+                t + 0.05
+            };
+            let first = if i % 11 == 0 { u32::MAX - i } else { i * 90 };
+            entries.push(entry(
+                u64::from(i) * 1000 + u64::from(i % 3),
+                kind,
+                first,
+                i % 13,
+                if i % 9 == 0 { odd[i as usize % 7] } else { t },
+                t1,
+            ));
+        }
+        // Offsets need not increase (wrapping differences).
+        entries[7].offset = u64::MAX;
+        entries[8].offset = 3;
+        let back = decode_index(&encode_index(&entries, 3)).unwrap();
+        assert_eq!(bits(&back), bits(&entries));
+        assert!(decode_index(&encode_index(&[], 3)).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_live_index_costs_a_few_bytes_an_entry() {
+        // A keyframe a second and an event chunk every 100 ms, as the live settings write.
+        let mut entries = Vec::new();
+        let mut offset = 300u64;
+        for i in 0..1000u32 {
+            let t = 1.0 + i as f32 * 0.1037;
+            if i % 10 == 0 {
+                entries.push(entry(offset, 1, i * 9, 9, t, t + 0.1));
+                offset += 700 + u64::from(i % 7) * 13;
+            }
+            entries.push(entry(offset, 3, 0, 1 + i % 3, t + 0.02, t + 0.07));
+            offset += 150 + u64::from(i % 5) * 11;
+        }
+        let payload = encode_index(&entries, 3);
+        assert!(
+            payload.len() < 4 * entries.len(),
+            "{} bytes for {} entries",
+            payload.len(),
+            entries.len()
+        );
+    }
+
+    fn compressed(raw: &[u8]) -> Vec<u8> {
+        zstd::bulk::compress(raw, 3).unwrap()
+    }
+
+    #[test]
+    fn a_forged_index_is_refused_with_a_reason() {
+        // A count the bytes cannot hold.
+        let mut raw = Vec::new();
+        put_varint(&mut raw, 1 << 40);
+        raw.extend_from_slice(&[0; 64]);
+        assert_eq!(
+            decode_index(&compressed(&raw)),
+            Err("index count exceeds its bytes")
+        );
+        // One entry whose last column is cut short.
+        let whole =
+            zstd::bulk::decompress(&encode_index(&[entry(9, 1, 2, 3, 4.0, 5.0)], 3), 1 << 10)
+                .unwrap();
+        assert!(decode_index(&compressed(&whole)).is_ok());
+        let mut padded = whole.clone();
+        padded.extend_from_slice(&[0; 6]);
+        assert_eq!(
+            decode_index(&compressed(&padded)),
+            Err("bytes after the index entries")
+        );
+        let mut cut = whole.clone();
+        cut.pop();
+        cut.extend_from_slice(&[0x80; 6]);
+        assert_eq!(decode_index(&compressed(&cut)), Err("ends early"));
+        assert_eq!(decode_index(b"not zstd"), Err("corrupt zstd data"));
+    }
 }
