@@ -73,7 +73,7 @@ pub(crate) fn unzigzag(z: u32) -> i32 {
 /// `d = −10, …, 10` and then of the escape, which is followed by `L` itself in 6 bits. The
 /// lengths are those of a Huffman code of `d` on the corpus (lossless and lossy frames, live
 /// and archive, weighted alike); they fill the code space exactly (Kraft sum 1).
-const CODE_LENGTHS: [u32; 22] = [
+pub(crate) const CODE_LENGTHS: [u32; 22] = [
     10, 10, 10, 9, 8, 7, 6, 5, 3, 3, 2, 2, 3, 5, 7, 9, 10, 10, 10, 10, 10, 6,
 ];
 /// The symbol of the escape in [`CODE_LENGTHS`] and [`CODES`].

@@ -90,7 +90,19 @@ impl Models {
             Quantization::Lossy { .. } => 5,
         };
         Models {
-            lossy: LossyModels::default(),
+            lossy: match quant {
+                Quantization::Lossless => LossyModels::default(),
+                Quantization::Lossy { prior_centre, .. } => LossyModels {
+                    residual: std::array::from_fn(|col| {
+                        ResidualModel::with_prior(match col {
+                            0 => 8,
+                            1 => 2,
+                            _ => prior_centre,
+                        })
+                    }),
+                    ..LossyModels::default()
+                },
+            },
             length: std::array::from_fn(|col| {
                 LengthModel::starting_at(match col {
                     0 => 8,

@@ -22,6 +22,8 @@ pub(crate) enum Quantization {
         rotation_steps: u32,
         /// The encoder's bounds: position error in millimetres, rotation error in degrees.
         bounds: (f64, f64),
+        /// The length the device columns' residual models start around (format.md 10.6).
+        prior_centre: u32,
     },
 }
 
@@ -31,13 +33,15 @@ impl Profile {
             Profile::Lossless => Quantization::Lossless,
             Profile::Fine => Quantization::Lossy {
                 position_step: 1.153e-4,
-                rotation_steps: 4000,
+                rotation_steps: 3600,
                 bounds: self.bounds(),
+                prior_centre: 4,
             },
             Profile::Compact => Quantization::Lossy {
                 position_step: 1.153e-3,
-                rotation_steps: 400,
+                rotation_steps: 360,
                 bounds: self.bounds(),
+                prior_centre: 1,
             },
         }
     }
@@ -46,9 +50,9 @@ impl Profile {
     /// position in millimetres, rotation in degrees. Positions: the profile's bound (the
     /// step keeps every position within 0.9985 of it). Rotations: 0.995 of the bound, room
     /// for other ways of computing the angle (`2·acos` near 1 loses digits). The rounded
-    /// smallest three are within them for almost every rotation (`M = 400` alone reaches
-    /// 0.29° at worst); where they are not, the encoder tries the grid's neighbours, and a
-    /// pose within none is sent verbatim.
+    /// smallest three are within them for almost every rotation (98.6% of the corpus's at
+    /// `M = 360`); where they are not, the encoder tries the grid's neighbours, and a pose
+    /// within none is sent verbatim (42 of 201,194 on the corpus).
     pub(crate) fn bounds(self) -> (f64, f64) {
         match self {
             Profile::Lossless => (0.0, 0.0),

@@ -17,6 +17,8 @@ const PROB_INIT: u16 = 1 << (PROB_BITS - 1);
 const MAX_SHIFT: u8 = 4;
 const TOP: u32 = 1 << 24;
 
+use super::bits::CODE_LENGTHS;
+
 /// An adaptive probability of a 0 bit, with the number of bits it has seen (capped at 15).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Prob {
@@ -275,7 +277,56 @@ impl Default for ResidualModel {
     }
 }
 
+/// How many bits a starting probability counts for: its first updates then move it as if
+/// it had already seen that many (format.md 10.6).
+const PRIOR_SEEN: u8 = 4;
+
 impl ResidualModel {
+    /// A model whose length tree starts at the distribution the prefix code of section 8
+    /// gives the lengths around `centre` (weight `2^(12 − code length)` for a length within
+    /// ±10 of it, 1 for the other lengths up to 32, 0 above), as if it had seen
+    /// [`PRIOR_SEEN`] bits at each node: a 1-second group does not spend its first
+    /// residuals learning what every group looks like.
+    pub(crate) fn with_prior(centre: u32) -> Self {
+        let weight = |len: u32| -> u64 {
+            let d = i64::from(len) - i64::from(centre);
+            if len > 32 {
+                0
+            } else if (-10..=10).contains(&d) {
+                1 << (12 - CODE_LENGTHS[(d + 10) as usize])
+            } else {
+                1
+            }
+        };
+        // Subtree weights: node n (1..63) covers the lengths whose 6 bits start with the
+        // bits of n below its leading one; leaves 64..127 are the lengths 0..63.
+        let mut w = [0u64; 128];
+        for (len, slot) in w[64..].iter_mut().enumerate() {
+            *slot = weight(len as u32);
+        }
+        for n in (1..64).rev() {
+            w[n] = w[2 * n] + w[2 * n + 1];
+        }
+        let mut model = ResidualModel {
+            // The bit below the leading one is 0 about 60% of the time.
+            top: [Prob {
+                p: 2458,
+                seen: PRIOR_SEEN,
+            }; 33],
+            ..ResidualModel::default()
+        };
+        for n in 1..64 {
+            let total = w[n];
+            if let Some(p) = (4096 * w[2 * n] + total / 2).checked_div(total) {
+                model.tree[n] = Prob {
+                    p: p.clamp(15, 4081) as u16,
+                    seen: PRIOR_SEEN,
+                };
+            }
+        }
+        model
+    }
+
     pub(crate) fn encode(&mut self, rc: &mut RangeEncoder, r: i32) {
         let m = r.unsigned_abs();
         let len = 32 - m.leading_zeros();
