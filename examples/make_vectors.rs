@@ -42,6 +42,27 @@ fn main() {
     write("synthetic.bsor", &synthetic_bytes);
     let edge = bsor::parse(&std::fs::read(dir().join("edge.bsor")).expect("edge.bsor"))
         .expect("edge.bsor parses");
+    // A second of play with a height change every frame (format.md 11.3, "stepped").
+    let mut heights = synth::replay(synth::Settings {
+        seed: 11,
+        seconds: 1.0,
+        fps: 30,
+    });
+    heights.heights = heights
+        .frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| bsor::Height {
+            height: 1.6 + 0.001 * (i as f32 * 0.3).sin(),
+            time: f.time,
+        })
+        .collect();
+    let heights_bytes = bsor::to_vec(&heights).expect("heights");
+    write("heights.bsor", &heights_bytes);
+    write(
+        "heights.lossless.bsors",
+        &transcode::encode_replay(&heights, Settings::live(Profile::Lossless)),
+    );
 
     let mut lossless_synthetic = Vec::new();
     for (source, replay) in [("synthetic", &synthetic), ("edge", &edge)] {

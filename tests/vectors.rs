@@ -21,6 +21,12 @@ fn streams() -> Vec<(&'static str, &'static str, Settings, &'static str)> {
     let (live, archive) = (Settings::live, Settings::archive);
     vec![
         (
+            "heights.lossless.bsors",
+            "heights.bsor",
+            live(Lossless),
+            "heights.bsor",
+        ),
+        (
             "synthetic.lossless.bsors",
             "synthetic.bsor",
             live(Lossless),

@@ -91,6 +91,9 @@ enum Word {
     /// A spawn time: predicted as this record's time minus the previous record's gap
     /// between time and spawn time (word 1 of a note, word 2 of a wall, is the time).
     Spawn(usize),
+    /// A height change's time: height changes come in runs, one per frame, so the time is
+    /// predicted as the previous one plus the step between the two before it.
+    Stepped,
 }
 
 use Word::{Float as F, Int as I, Unit as U};
@@ -116,7 +119,7 @@ const CUT_WORDS: [Word; 17] = [
     F,
 ];
 const WALL_WORDS: [Word; 4] = [I, F, F, Word::Spawn(2)];
-const HEIGHT_WORDS: [Word; 2] = [F, F];
+const HEIGHT_WORDS: [Word; 2] = [F, Word::Stepped];
 const PAUSE_WORDS: [Word; 3] = [I, I, F];
 
 // Columns: note head 0..4, cut bools 4..8, cut words 8..25, wall 25..29, height 29..31,
@@ -162,6 +165,8 @@ pub(crate) struct EventCodec {
     /// Per kind: the index after the last record of the group's previous event chunks (0
     /// at the start of a group): what a chunk's first index is coded against.
     next: [u32; 4],
+    /// The [`Word::Stepped`] column's last two values in the group, the latest first.
+    stepped: [Option<u32>; 2],
 }
 
 impl Default for EventCodec {
@@ -178,6 +183,7 @@ impl Default for EventCodec {
             })),
             prev: START_PREV,
             next: [0; 4],
+            stepped: [None; 2],
         }
     }
 }
@@ -273,8 +279,28 @@ impl EventCodec {
                         },
                     )
                 }
+                Word::Stepped => {
+                    let p = match self.stepped {
+                        [Some(a), Some(b)] => {
+                            let (a, b) = (f32::from_bits(a), f32::from_bits(b));
+                            a + (a - b)
+                        }
+                        _ => f32::NAN,
+                    };
+                    (
+                        false,
+                        if p.is_nan() {
+                            self.prev[col]
+                        } else {
+                            p.to_bits()
+                        },
+                    )
+                }
             };
             cur[i] = self.code(c, col, int, pred, input(i));
+            if kinds[i] == Word::Stepped {
+                self.stepped = [Some(cur[i]), self.stepped[0]];
+            }
             i += 1;
         }
         self.prev[base..base + kinds.len()].copy_from_slice(&cur[..kinds.len()]);
@@ -592,5 +618,43 @@ mod tests {
         );
         let back = EventCodec::default().decode(&typical).unwrap();
         assert_eq!(bytes(&back.notes.1), bytes(&batch.notes.1));
+    }
+
+    #[test]
+    fn a_run_of_height_changes_is_predicted_step_by_step() {
+        // One height change a frame (as an auto-height recording makes them): a regular run
+        // costs a fraction of what its steps would cost coded against the previous time
+        // alone (about 15 bits each at 30 s); odd times round-trip.
+        let mut heights: Vec<Height> = (0..200)
+            .map(|i| Height {
+                height: 1.6,
+                time: 30.0 + i as f32 / 90.0,
+            })
+            .collect();
+        let regular = EventBatch {
+            heights: (0, heights.clone()),
+            ..EventBatch::default()
+        };
+        let bytes_regular = EventCodec::default().encode(&regular).len();
+        assert!(bytes_regular < 200, "{bytes_regular} bytes for 200 heights");
+        heights.extend(
+            [f32::NAN, f32::INFINITY, -0.0, 1e30, f32::NAN]
+                .map(|time| Height { height: 1.0, time }),
+        );
+        let odd = EventBatch {
+            heights: (7, heights),
+            ..EventBatch::default()
+        };
+        let payload = EventCodec::default().encode(&odd);
+        let back = EventCodec::default().decode(&payload).unwrap();
+        let bits = |b: &EventBatch| -> Vec<(u32, u32)> {
+            b.heights
+                .1
+                .iter()
+                .map(|h| (h.height.to_bits(), h.time.to_bits()))
+                .collect()
+        };
+        assert_eq!(bits(&back), bits(&odd));
+        assert_eq!(back.heights.0, 7);
     }
 }
