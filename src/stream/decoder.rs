@@ -166,6 +166,7 @@ impl StreamDecoder {
     pub fn with_header(header: StreamHeader) -> Self {
         StreamDecoder {
             codec: Some(FrameCodec::new(header.quantization())),
+            events: EventCodec::new(header.quantization().is_lossy()),
             state: State::Chunks,
             ..Self::new()
         }
@@ -278,6 +279,7 @@ impl StreamDecoder {
             State::Header => match StreamHeader::parse(pending) {
                 Ok((h, n)) => {
                     self.codec = Some(FrameCodec::new(h.quantization()));
+                    self.events = EventCodec::new(h.quantization().is_lossy());
                     self.consume(n);
                     self.queue.push_back(StreamEvent::Header(Box::new(h)));
                     self.state = State::Chunks;

@@ -62,7 +62,7 @@ impl StreamEncoder {
             raw: FrameOut::new(header.quantization()),
             group: None,
             chunk: None,
-            events: EventCodec::default(),
+            events: EventCodec::new(header.quantization().is_lossy()),
             pending: EventBatch::default(),
             counts: SectionCounts::default(),
             index: Vec::new(),

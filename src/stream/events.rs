@@ -14,6 +14,7 @@ use super::bits::{
     largest_of, ordered, unit_rest, unordered, unzigzag, zigzag, BitReader, BitWriter, LengthModel,
 };
 use super::chunk::{put_varint, Reader, Short};
+use super::range::{RangeDecoder, RangeEncoder, ResidualModel};
 
 use crate::bsor::{
     CUT_SIZE as CUT, HEIGHT_SIZE as HEIGHT, NOTE_HEAD_SIZE as NOTE_HEAD, PAUSE_SIZE as PAUSE,
@@ -151,16 +152,36 @@ const START_PREV: [u32; COLUMNS] = {
 /// Columns whose prediction is nearly always exact (time deviation, cut angle).
 const EXACT_COLUMNS: [usize; 2] = [13, 22];
 
-/// One side of the coder: the same record walk encodes or decodes.
+/// One side of the coder: the same record walk encodes or decodes, with the bit code
+/// (lossless profile) or the range coder (lossy profiles, format.md 11.3).
 enum Coder<'a, 'b> {
     Enc(&'a mut BitWriter),
     Dec(&'a mut BitReader<'b>),
+    RangeEnc(&'a mut RangeEncoder),
+    RangeDec(&'a mut RangeDecoder<'b>),
+}
+
+/// The centre a column's length model starts at (format.md 11.4): its residuals' usual
+/// length.
+fn start_centre(col: usize) -> u32 {
+    if EXACT_COLUMNS.contains(&col) {
+        0
+    } else if INT_COLUMNS.contains(&col) {
+        2
+    } else {
+        20
+    }
 }
 
 /// The models and the previous record of every kind, for one keyframe group.
 #[derive(Clone, Debug)]
 pub(crate) struct EventCodec {
     models: Box<[LengthModel; COLUMNS]>,
+    /// Whether the chunks are range coded (the lossy profiles).
+    ranged: bool,
+    /// The range coder's residual models, made when the group's first range-coded value
+    /// comes (the lossless profile never needs them).
+    residual: Option<Box<[ResidualModel; COLUMNS]>>,
     prev: [u32; COLUMNS],
     /// Per kind: the index after the last record of the group's previous event chunks (0
     /// at the start of a group): what a chunk's first index is coded against.
@@ -170,17 +191,14 @@ pub(crate) struct EventCodec {
 }
 
 impl Default for EventCodec {
+    /// The lossless profile's event codec.
     fn default() -> Self {
         EventCodec {
             models: Box::new(std::array::from_fn(|col| {
-                LengthModel::starting_at(if EXACT_COLUMNS.contains(&col) {
-                    0
-                } else if INT_COLUMNS.contains(&col) {
-                    2
-                } else {
-                    20
-                })
+                LengthModel::starting_at(start_centre(col) as i32)
             })),
+            ranged: false,
+            residual: None,
             prev: START_PREV,
             next: [0; 4],
             stepped: [None; 2],
@@ -189,9 +207,26 @@ impl Default for EventCodec {
 }
 
 impl EventCodec {
+    /// The event codec of a stream: range coded in the lossy profiles.
+    pub(crate) fn new(ranged: bool) -> Self {
+        EventCodec {
+            ranged,
+            ..EventCodec::default()
+        }
+    }
+
     /// A new keyframe group.
     pub(crate) fn reset(&mut self) {
-        *self = EventCodec::default();
+        *self = EventCodec::new(self.ranged);
+    }
+
+    fn residual_model(&mut self, col: usize) -> &mut ResidualModel {
+        let models = self.residual.get_or_insert_with(|| {
+            Box::new(std::array::from_fn(|col| {
+                ResidualModel::with_prior(start_centre(col))
+            }))
+        });
+        &mut models[col % COLUMNS]
     }
 
     /// Codes (or decodes) one value of column `col` against `pred`; returns the value.
@@ -212,6 +247,23 @@ impl EventCodec {
                     (pred as i32).wrapping_add(unzigzag(z)) as u32
                 } else {
                     unordered(ordered(pred).wrapping_add(unzigzag(z) as u32))
+                }
+            }
+            Coder::RangeEnc(rc) => {
+                let r = if int {
+                    (v as i32).wrapping_sub(pred as i32)
+                } else {
+                    ordered(v).wrapping_sub(ordered(pred)) as i32
+                };
+                self.residual_model(col).encode(rc, r);
+                v
+            }
+            Coder::RangeDec(rc) => {
+                let r = self.residual_model(col).decode(rc);
+                if int {
+                    (pred as i32).wrapping_add(r) as u32
+                } else {
+                    unordered(ordered(pred).wrapping_add(r as u32))
                 }
             }
         }
@@ -325,6 +377,12 @@ impl EventCodec {
                 sign
             }
             Coder::Dec(raw) => raw.get(1),
+            Coder::RangeEnc(rc) => {
+                let sign = input(skip) >> 31;
+                rc.direct(sign, 1);
+                sign
+            }
+            Coder::RangeDec(rc) => rc.direct(1),
         };
         let magnitude = self.code(c, col + skip, false, rest, input(skip) & 0x7fff_ffff);
         // A decoded magnitude with bit 31 set (forged input) keeps it: the sign is ORed in.
@@ -343,8 +401,7 @@ impl EventCodec {
         out
     }
 
-    fn encode_into(&mut self, b: &EventBatch, raw: &mut BitWriter) {
-        let mut c = Coder::Enc(raw);
+    fn encode_into(&mut self, b: &EventBatch, mut c: Coder) {
         let mut scratch = [0u8; NOTE_HEAD + CUT];
         let mut rec = Vec::with_capacity(NOTE_HEAD + CUT);
         for n in &b.notes.1 {
@@ -385,10 +442,9 @@ impl EventCodec {
     fn decode_from(
         &mut self,
         counts: [usize; 4],
-        raw: &mut BitReader,
+        mut c: Coder,
         batch: &mut EventBatch,
     ) -> Result<(), &'static str> {
-        let mut c = Coder::Dec(raw);
         batch.notes.1.reserve(counts[0]);
         for _ in 0..counts[0] {
             let mut rec = [0u8; NOTE_HEAD + CUT];
@@ -457,9 +513,15 @@ impl EventCodec {
                 self.next[k] = first.wrapping_add(n as u32);
             }
         }
-        let mut raw = BitWriter::default();
-        self.encode_into(batch, &mut raw);
-        payload.extend_from_slice(&raw.finish());
+        if self.ranged {
+            let mut rc = RangeEncoder::default();
+            self.encode_into(batch, Coder::RangeEnc(&mut rc));
+            payload.extend_from_slice(&rc.finish());
+        } else {
+            let mut raw = BitWriter::default();
+            self.encode_into(batch, Coder::Enc(&mut raw));
+            payload.extend_from_slice(&raw.finish());
+        }
         payload
     }
 
@@ -495,8 +557,14 @@ impl EventCodec {
             heights: (kinds[2].0, Vec::new()),
             pauses: (kinds[3].0, Vec::new()),
         };
-        let mut raw = BitReader::new(raw_bytes);
-        self.decode_from(kinds.map(|(_, n)| n), &mut raw, &mut batch)?;
+        let counts = kinds.map(|(_, n)| n);
+        if self.ranged {
+            let mut rc = RangeDecoder::new(raw_bytes);
+            self.decode_from(counts, Coder::RangeDec(&mut rc), &mut batch)?;
+        } else {
+            let mut raw = BitReader::new(raw_bytes);
+            self.decode_from(counts, Coder::Dec(&mut raw), &mut batch)?;
+        }
         Ok(batch)
     }
 }
@@ -545,7 +613,58 @@ mod tests {
         let payload = EventCodec::default().encode(&batch);
         let back = EventCodec::default().decode(&payload).unwrap();
         assert_eq!(bytes(&back.notes.1), bytes(&batch.notes.1));
+        // The lossy profiles' range-coded events carry the same records.
+        let ranged = EventCodec::new(true).encode(&batch);
+        let back = EventCodec::new(true).decode(&ranged).unwrap();
+        assert_eq!(bytes(&back.notes.1), bytes(&batch.notes.1));
         payload.len()
+    }
+
+    #[test]
+    fn range_coded_events_round_trip_in_chunks_and_are_smaller() {
+        // The synthetic notes, walls, heights and pauses of a song, cut into chunks of a
+        // few records: each codec (bit code, range coder) decodes its own chunks in order.
+        let r = synth::replay(synth::Settings {
+            seed: 5,
+            seconds: 30.0,
+            fps: 30,
+        });
+        let mut sizes = [0usize; 2];
+        for (ranged, size) in [false, true].into_iter().zip(&mut sizes) {
+            let (mut enc, mut dec) = (EventCodec::new(ranged), EventCodec::new(ranged));
+            for (i, n) in r.notes.chunks(3).enumerate() {
+                let batch = EventBatch {
+                    notes: (3 * i as u32, n.to_vec()),
+                    walls: (0, if i == 0 { r.walls.clone() } else { Vec::new() }),
+                    heights: (
+                        0,
+                        if i == 0 {
+                            r.heights.clone()
+                        } else {
+                            Vec::new()
+                        },
+                    ),
+                    pauses: (0, if i == 0 { r.pauses.clone() } else { Vec::new() }),
+                };
+                let payload = enc.encode(&batch);
+                *size += payload.len();
+                let back = dec.decode(&payload).unwrap();
+                assert_eq!(bytes(&back.notes.1), bytes(&batch.notes.1), "chunk {i}");
+                assert_eq!(back.walls, batch.walls);
+                assert_eq!(back.heights, batch.heights);
+                assert_eq!(back.pauses, batch.pauses);
+            }
+        }
+        assert!(
+            sizes[1] < sizes[0],
+            "range coded {} vs bits {}",
+            sizes[1],
+            sizes[0]
+        );
+        // Garbage decodes to something or to an error, never a panic.
+        for junk in [&[0x01, 0x05, 0x00, 0xff, 0xff, 0xff][..], &[0x0f; 40][..]] {
+            let _ = EventCodec::new(true).decode(junk);
+        }
     }
 
     #[test]

@@ -27,6 +27,13 @@ pub(crate) enum Quantization {
     },
 }
 
+impl Quantization {
+    /// Whether frames and events are range coded (format.md 10.6, 11.3).
+    pub(crate) fn is_lossy(self) -> bool {
+        matches!(self, Quantization::Lossy { .. })
+    }
+}
+
 impl Profile {
     pub(crate) fn quantization(self) -> Quantization {
         match self {
