@@ -177,6 +177,25 @@ fn encode_and_decode_through_pipes_and_files() {
     assert!(out.status.success());
     let stream = out.stdout;
     assert!(stream.starts_with(b"BSRS"));
+    // A file is read whole: its events go out by song time, as `encode_replay` places them,
+    // where a pipe sends them after the frames (BSOR stores them last).
+    let in_path = tmp("pipe.bsor");
+    std::fs::write(&in_path, &bytes).unwrap();
+    let out = bin()
+        .arg("encode")
+        .arg(&in_path)
+        .args(["-o", "-", "--profile", "lossless"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let settings = bsor_stream::stream::Settings::live(bsor_stream::stream::Profile::Lossless);
+    assert!(out.stdout == bsor_stream::transcode::encode_replay(&r, settings));
+    let first_event = |s: &[u8]| {
+        let (_, _, chunks) = bsor_stream::stream::split_stream(s).unwrap();
+        let kinds: Vec<u8> = chunks.iter().map(|c| c.header.kind.byte()).collect();
+        kinds.iter().position(|&k| k == 3).unwrap() as f64 / kinds.len() as f64
+    };
+    assert!(first_event(&out.stdout) < 0.2 && first_event(&stream) > 0.8);
     // file → decode → file, and the info of the stream
     let s_path = tmp("pipe.bsors");
     std::fs::write(&s_path, &stream).unwrap();

@@ -13,12 +13,12 @@ use super::{is_std, json_err, open_input, open_output, read_all, stdout_err, Fai
 
 const PIECE: usize = 64 * 1024;
 
-/// `encode IN -o OUT`: BSOR in, stream out, chunk by chunk as the input arrives.
+/// `encode IN -o OUT`: BSOR in, stream out. A whole file is read first, so that every
+/// event goes out with the first chunk after its song time (as a recorder sends it); from
+/// stdin the stream comes chunk by chunk as the input arrives, and the events, which BSOR
+/// stores after every frame, follow when their bytes do.
 pub fn encode(input: &Path, output: &Path, settings: Settings) -> Result<Outcome, Failure> {
-    let mut r = open_input(input)?;
     let mut w = open_output(output)?;
-    let mut t = BsorToStream::new(settings);
-    let mut piece = vec![0u8; PIECE];
     let out_err = |e: io::Error| {
         if is_std(output) {
             stdout_err(e)
@@ -26,6 +26,17 @@ pub fn encode(input: &Path, output: &Path, settings: Settings) -> Result<Outcome
             Failure::from((output, e))
         }
     };
+    if !is_std(input) {
+        let bytes = read_all(input)?;
+        let replay = bsor_stream::bsor::parse(&bytes).map_err(|e| Failure::from((input, e)))?;
+        w.write_all(&transcode::encode_replay(&replay, settings))
+            .map_err(out_err)?;
+        w.flush().map_err(out_err)?;
+        return Ok(Outcome::Done);
+    }
+    let mut r = open_input(input)?;
+    let mut t = BsorToStream::new(settings);
+    let mut piece = vec![0u8; PIECE];
     loop {
         let n = match r.read(&mut piece) {
             Ok(0) => break,
