@@ -82,8 +82,9 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
-    /// Transcode a classic BSOR into the stream format, as its bytes arrive (`-` for stdin
-    /// or stdout).
+    /// Transcode a classic BSOR into the stream format (`-` for stdin or stdout): a file's
+    /// events go out with the first chunk after their song time; from stdin the stream comes
+    /// as the bytes arrive, the events after the frames.
     Encode {
         /// The BSOR input, or `-`.
         input: PathBuf,
