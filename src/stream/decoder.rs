@@ -122,9 +122,17 @@ pub struct StreamDecoder {
     /// Bytes skipped as not a chunk since the last chunk: (offset, count), reported as one
     /// stretch when something readable (or the end) comes.
     junk: Option<(u64, u64)>,
-    /// The chunk header last parsed, by its offset: whole (with its length), or the bytes
-    /// that were there when it was found short.
-    head: Option<(u64, Result<(ChunkHeader, usize), usize>)>,
+    /// The chunk header last parsed, by its offset.
+    head: Option<(u64, Head)>,
+}
+
+/// A chunk header parsed at some offset, kept while more input is awaited.
+#[derive(Clone, Copy, Debug)]
+enum Head {
+    /// Whole and valid, with its length.
+    Whole(ChunkHeader, usize),
+    /// Short: the bytes that were there.
+    Short(usize),
 }
 
 impl Default for StreamDecoder {
@@ -265,16 +273,16 @@ impl StreamDecoder {
     fn head_at(&mut self) -> Result<(ChunkHeader, usize), Short> {
         let have = self.buf.len() - self.start;
         match self.head {
-            Some((at, Ok(h))) if at == self.offset => return Ok(h),
-            Some((at, Err(seen))) if at == self.offset && seen == have && !self.eof => {
+            Some((at, Head::Whole(h, n))) if at == self.offset => return Ok((h, n)),
+            Some((at, Head::Short(seen))) if at == self.offset && seen == have && !self.eof => {
                 return Err(Short::More)
             }
             _ => {}
         }
         let r = ChunkHeader::parse(&self.buf[self.start..]);
         self.head = match r {
-            Ok(h) => Some((self.offset, Ok(h))),
-            Err(Short::More) => Some((self.offset, Err(have))),
+            Ok((h, n)) => Some((self.offset, Head::Whole(h, n))),
+            Err(Short::More) => Some((self.offset, Head::Short(have))),
             Err(Short::Bad(_)) => None,
         };
         r
