@@ -383,8 +383,13 @@ impl StreamDecoder {
                 return Ok(true);
             }
         };
-        // What was skipped before it is one stretch, reported before the chunk.
-        self.flush_junk();
+        // What was skipped before it is one stretch, reported before anything about the
+        // chunk (alone, so that it comes out even if the chunk stops the decoder; the header
+        // is kept, not checked again).
+        if self.junk.is_some() {
+            self.flush_junk();
+            return Ok(true);
+        }
         let pending = &self.buf[self.start..];
         let total = hlen + h.len as usize;
         if pending.len() < total {
