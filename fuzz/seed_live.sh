@@ -31,7 +31,7 @@ def varint(v):
     return bytes(b)
 
 def chunk(seq, keyframe, payload=b'frames', crc_ok=True):
-    h = b'\xb5\x5c' + bytes([1 if keyframe else 2]) + varint(seq) + varint(seq * 9) + varint(9)
+    h = b'\xb5' + bytes([1 if keyframe else 2]) + varint(seq) + varint(seq * 9) + varint(9)
     h += struct.pack('<f', seq * 0.1) + varint(len(payload))
     h += struct.pack('<I', zlib.crc32(payload) ^ (0 if crc_ok else 1))
     return h + struct.pack('<I', zlib.crc32(h)) + payload

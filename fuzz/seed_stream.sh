@@ -85,12 +85,27 @@ python3 - "$work" "$out" <<'PY'
 import glob, os, sys
 
 work, out = sys.argv[1], sys.argv[2]
-SYNC = b'\xb5\x5c'
+def varint(b, p):
+    v, i = 0, 0
+    while p < len(b) and i < 10:
+        v |= (b[p] & 0x7f) << (7 * i); p += 1; i += 1
+        if b[p - 1] < 0x80:
+            break
+    return v, p
+
+def header_len(b):
+    """Bytes of the stream header (format.md section 3): where the first chunk starts."""
+    _, p = varint(b, 10)            # magic, version, profile, step; rotation steps
+    _, p = varint(b, p + 4)         # keyframe seconds; keyframe frames
+    info, p = varint(b, p + 4)      # flush seconds; info length
+    return p + info + 4             # the info block, the header CRC
+
 seeds = {}
 for path in sorted(glob.glob(os.path.join(work, '*.bsors'))):
     s = open(path, 'rb').read()
     name = os.path.basename(path)[:-6]
-    first = s.find(SYNC)            # the first chunk (the header ends there)
+    first = header_len(s)           # the first chunk (its one-byte sync marker is B5)
+    assert s[first] == 0xb5, path
     payload = first + 24 if first > 0 else len(s) // 2
     seeds[f'{name}'] = (s, (0, 1, 200))
     for label, cut in [('third', len(s) // 3), ('two-thirds', 2 * len(s) // 3),

@@ -191,7 +191,7 @@ fn a_damaged_chunk_is_reported_and_decoding_resumes_at_the_next_keyframe() {
     assert!(back.frames.len() < r.frames.len() && back.frames.len() > r.frames.len() / 2);
     // Garbage between chunks.
     let mut bad = s[..list[keys[2]].0].to_vec();
-    bad.extend_from_slice(&[0xB5, 0x5C, 1, 2, 3, 0xB5, 9, 9]);
+    bad.extend_from_slice(&[0xB5, 1, 2, 3, 0xB5, 9, 9]);
     bad.extend_from_slice(&s[list[keys[2]].0..]);
     let (back, rec) = transcode::decode_replay(&bad).unwrap();
     assert!(!rec.damage.is_empty());
@@ -466,7 +466,7 @@ fn non_finite_values_predict_portably_and_round_trip() {
 fn a_footer_whose_offset_looks_like_a_sync_marker_still_ends_the_stream() {
     let (_, s) = small_stream(Profile::Lossless);
     let mut forged = s[..s.len() - 16].to_vec();
-    let offset: u64 = 0x5CB5 | (0x7 << 16);
+    let offset: u64 = 0x7B5; // its first byte is the sync marker
     let mut f = [0u8; 16];
     f[..8].copy_from_slice(&offset.to_le_bytes());
     let crc = crc32fast::hash(&f[..8]);
@@ -574,6 +574,82 @@ fn junk_before_a_footer_or_between_chunks_reads_the_same_in_any_pieces() {
             assert!(whole.0.last().is_some_and(|e| e == "End"), "case {i}");
             let damage: Vec<_> = whole.0.iter().filter(|e| e.starts_with("Damage")).collect();
             assert_eq!(damage.len(), 1, "case {i}: one stretch of junk: {damage:?}");
+        }
+    }
+}
+
+/// A few hundred bytes in which every other byte or so is the sync marker `B5`, with some
+/// header-like runs (a type byte and small varints after it) and a real chunk header with
+/// one byte changed: every candidate fails its header CRC.
+fn sync_heavy_junk(s: &[u8], near: (usize, usize), seed: u32) -> Vec<u8> {
+    let mut x = seed | 1;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        x
+    };
+    let mut junk = Vec::new();
+    while junk.len() < 400 {
+        let r = next();
+        match r % 8 {
+            0..=3 => junk.push(0xB5),
+            4 => junk.extend_from_slice(&[0xB5, 1 + (r >> 8) as u8 % 5, (r >> 16) as u8 & 0x7f, 0]),
+            _ => junk.push((r >> 8) as u8),
+        }
+    }
+    // A copy of a real chunk header, damaged in its t0.
+    let mut header = s[near.0..near.0 + near.1].to_vec();
+    header[6] ^= 0x01;
+    junk.extend_from_slice(&header);
+    // Candidates whose headers run into the real chunk after the junk.
+    junk.extend_from_slice(&[0xB5, 0xB5, 0x02, 0xB5]);
+    junk
+}
+
+#[test]
+fn a_one_byte_sync_marker_resynchronises_after_junk_full_of_it() {
+    let (r, s) = small_stream(Profile::Lossless);
+    let (_, _, spans) = bsor_stream::stream::split_stream(&s).unwrap();
+    // Before a frames chunk in the middle of a group, and before a keyframe chunk.
+    let frames_at = spans[spans.len() / 2..]
+        .iter()
+        .find(|c| c.header.kind.byte() == 2)
+        .unwrap();
+    let key_at = spans[1..]
+        .iter()
+        .find(|c| c.header.kind.byte() == 1)
+        .unwrap();
+    for (i, at) in [frames_at, key_at].into_iter().enumerate() {
+        let junk = sync_heavy_junk(&s, (at.offset, at.header_len), 7 + i as u32);
+        assert!(junk.iter().filter(|&&b| b == 0xB5).count() > 150);
+        let mut bad = s[..at.offset].to_vec();
+        bad.extend_from_slice(&junk);
+        bad.extend_from_slice(&s[at.offset..]);
+        let (back, rec) = transcode::decode_replay(&bad).unwrap();
+        // One stretch, exactly the junk; every chunk after it decodes, nothing is lost.
+        assert_eq!(rec.damage.len(), 1, "{:?}", rec.damage);
+        let d = &rec.damage[0];
+        assert_eq!(d.what, "bytes that are not a chunk");
+        assert_eq!(
+            (d.offset, d.skipped_bytes),
+            (at.offset as u64, junk.len() as u64)
+        );
+        assert_eq!(rec.stats.chunks as usize, spans.len());
+        assert_eq!(back.frames.len(), r.frames.len());
+        for (a, b) in back.frames.iter().zip(&r.frames) {
+            assert_eq!(bsor::encode_frame(a), bsor::encode_frame(b));
+        }
+        assert!(events_equal(&r, &back));
+        // Whatever the piece sizes.
+        let whole = events_in_pieces(&bad, bad.len());
+        assert!(whole.1.is_none() && whole.0.last().is_some_and(|e| e == "End"));
+        for piece in [1, 2, 3, 7, 16, 17, 18, 64, 255, 1000] {
+            assert_eq!(
+                events_in_pieces(&bad, piece),
+                whole,
+                "case {i}, pieces of {piece}"
+            );
         }
     }
 }

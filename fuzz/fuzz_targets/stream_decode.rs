@@ -152,7 +152,9 @@ fn varint(b: &[u8], p: &mut usize) -> Option<u64> {
 
 /// Where the stream header's CRC is (the header's bytes are `b[..at]`).
 fn header_crc_at(b: &[u8]) -> Option<usize> {
-    let mut p = 4 + 1 + 1 + 4 + 1 + 4; // magic, version, profile, step, bits, keyframe secs
+    let mut p = 4 + 1 + 1 + 4; // magic, version, profile, step
+    varint(b, &mut p)?; // rotation steps (two bytes in the lossy profiles)
+    p += 4; // keyframe seconds
     varint(b, &mut p)?; // keyframe frames
     p += 4; // flush seconds
     let info = varint(b, &mut p)?;
@@ -173,13 +175,13 @@ fn fix_crcs(b: &mut [u8]) {
             p = at + 4;
         }
     }
-    while p + 1 < b.len() {
-        if b[p..p + 2] != [0xB5, 0x5C] {
+    while p < b.len() {
+        if b[p] != 0xB5 {
             p += 1;
             continue;
         }
         let start = p;
-        let mut q = p + 3; // sync, type
+        let mut q = p + 2; // sync, type
         let fields = (|| {
             for _ in 0..3 {
                 varint(b, &mut q)?; // seq, first, count

@@ -10,8 +10,9 @@ use super::header::{Profile, Quantization};
 pub const STREAM_MAGIC: [u8; 4] = *b"BSRS";
 /// The format version this crate writes and reads.
 pub const FORMAT_VERSION: u8 = 1;
-/// The two bytes that start every chunk.
-pub const SYNC: [u8; 2] = [0xB5, 0x5C];
+/// The byte that starts every chunk (the sync marker). One byte, so that it costs little in
+/// every header; a reader trusts a candidate only once its header CRC holds.
+pub const SYNC: u8 = 0xB5;
 /// The last four bytes of a finished file.
 pub const FOOTER_MAGIC: [u8; 4] = *b"BSRE";
 /// Bytes of the footer.
@@ -358,7 +359,7 @@ impl ChunkHeader {
         self.len = payload.len() as u32;
         self.payload_crc = crc32fast::hash(payload);
         let start = out.len();
-        out.extend_from_slice(&SYNC);
+        out.push(SYNC);
         out.push(self.kind.byte());
         put_varint(out, u64::from(self.seq));
         put_varint(out, u64::from(self.first));
@@ -375,7 +376,7 @@ impl ChunkHeader {
     /// marker): the header and its length. The payload is not checked here.
     pub(crate) fn parse(buf: &[u8]) -> Result<(ChunkHeader, usize), Short> {
         let mut r = Reader::new(buf);
-        if r.bytes(2)? != SYNC {
+        if r.u8()? != SYNC {
             return Err(Short::Bad("no sync marker"));
         }
         let kind = ChunkType::from_byte(r.u8()?);

@@ -122,6 +122,17 @@ pub struct StreamDecoder {
     /// Bytes skipped as not a chunk since the last chunk: (offset, count), reported as one
     /// stretch when something readable (or the end) comes.
     junk: Option<(u64, u64)>,
+    /// The chunk header last parsed, by its offset.
+    head: Option<(u64, Head)>,
+}
+
+/// A chunk header parsed at some offset, kept while more input is awaited.
+#[derive(Clone, Copy, Debug)]
+enum Head {
+    /// Whole and valid, with its length.
+    Whole(ChunkHeader, usize),
+    /// Short: the bytes that were there.
+    Short(usize),
 }
 
 impl Default for StreamDecoder {
@@ -149,6 +160,7 @@ impl StreamDecoder {
             stats: DecodeStats::default(),
             skip_frames: false,
             junk: None,
+            head: None,
         }
     }
 
@@ -246,16 +258,35 @@ impl StreamDecoder {
         self.consume(skipped);
     }
 
-    /// Skips `n` bytes that are not a chunk, adding them to the current stretch; `done`
-    /// when what follows them is known.
-    fn junk(&mut self, n: usize, done: bool) {
+    /// Skips `n` bytes that are not a chunk, adding them to the current stretch (reported
+    /// once a valid chunk header, the footer or the end of the input follows it).
+    fn junk(&mut self, n: usize) {
         let start = self.junk.map_or(self.offset, |(at, _)| at);
         let count = self.junk.map_or(0, |(_, c)| c) + n as u64;
         self.junk = Some((start, count));
         self.consume(n);
-        if done {
-            self.flush_junk();
+    }
+
+    /// The chunk header at the current position (which holds the sync marker). Parsed once:
+    /// while its payload, or the rest of the header, is awaited, the result is kept, so
+    /// that waiting for a large payload in small pieces does not check the header again
+    /// and again.
+    fn head_at(&mut self) -> Result<(ChunkHeader, usize), Short> {
+        let have = self.buf.len() - self.start;
+        match self.head {
+            Some((at, Head::Whole(h, n))) if at == self.offset => return Ok((h, n)),
+            Some((at, Head::Short(seen))) if at == self.offset && seen == have && !self.eof => {
+                return Err(Short::More)
+            }
+            _ => {}
         }
+        let r = ChunkHeader::parse(&self.buf[self.start..]);
+        self.head = match r {
+            Ok((h, n)) => Some((self.offset, Head::Whole(h, n))),
+            Err(Short::More) => Some((self.offset, Head::Short(have))),
+            Err(Short::Bad(_)) => None,
+        };
+        r
     }
 
     /// Reports the stretch of skipped bytes, if any.
@@ -305,26 +336,24 @@ impl StreamDecoder {
         if pending.is_empty() {
             return if self.eof { self.end() } else { Ok(false) };
         }
-        if pending.len() < 2 && !self.eof {
+        // Fewer bytes than a footer: neither a footer nor a chunk header (at least 18 bytes)
+        // can be judged yet.
+        if pending.len() < FOOTER_SIZE && !self.eof {
             return Ok(false);
         }
-        // The footer first: its offset may begin with the sync marker's bytes, while its
+        // The footer first: its offset may begin with the sync marker's byte, while its
         // magic and CRC make it unmistakable.
         if pending.len() >= FOOTER_SIZE && parse_footer(&pending[..FOOTER_SIZE]).is_some() {
             self.flush_junk();
             self.consume(FOOTER_SIZE);
             return self.end();
         }
-        if pending.get(..2) != Some(&SYNC[..]) {
-            if pending.len() < FOOTER_SIZE && !self.eof {
-                return Ok(false); // perhaps a footer still arriving
-            }
+        if pending[0] != SYNC {
             // Not a chunk: skip to where a chunk or the footer may start. Where the input
-            // has not ended, the last 15 bytes cannot be judged yet (a footer or a sync
-            // marker may be arriving): wait for them. The skipped bytes are reported as one
-            // stretch, however the input was split.
+            // has not ended, the last 15 bytes cannot be judged yet (a footer may be
+            // arriving): wait for them. Every position is judged once, from its own bytes.
             let judge = |i: usize| {
-                pending[i..].starts_with(&SYNC)
+                pending[i] == SYNC
                     || pending
                         .get(i..i + FOOTER_SIZE)
                         .is_some_and(|f| parse_footer(f).is_some())
@@ -332,37 +361,38 @@ impl StreamDecoder {
             let last = if self.eof {
                 pending.len()
             } else {
-                pending.len().saturating_sub(FOOTER_SIZE - 1)
+                pending.len() - (FOOTER_SIZE - 1)
             };
             let skip = (1..last).find(|&i| judge(i)).unwrap_or(last);
             if skip == 0 {
                 return Ok(false);
             }
-            let found = skip < pending.len() && (self.eof || skip < last);
             // Nothing is assumed lost: if a chunk went with these bytes, the next chunk's
             // sequence number says so.
-            self.junk(skip, found);
+            self.junk(skip);
             return Ok(true);
         }
-        // A chunk may start here: what was skipped before it is one stretch.
-        self.flush_junk();
-        let pending = &self.buf[self.start..];
-        let (h, hlen) = match ChunkHeader::parse(pending) {
+        // A chunk may start here, if its header holds.
+        let (h, hlen) = match self.head_at() {
             Ok(x) => x,
             Err(Short::More) if !self.eof => return Ok(false),
-            Err(Short::More) => {
-                let n = pending.len();
-                self.lose_group();
-                self.damage("input ends inside a chunk header", n);
-                return Ok(true);
-            }
-            Err(Short::Bad(m)) => {
-                // A false sync marker or a damaged header: resync one byte on (a chunk lost
-                // with it shows as a gap in the sequence numbers).
-                self.damage(m, 1);
+            Err(_) => {
+                // A false sync marker, a damaged header, or one that the input cuts: the
+                // byte joins the stretch of bytes that are not a chunk, and the search goes
+                // on one byte further (a real chunk lost with its header shows as a gap in
+                // the sequence numbers).
+                self.junk(1);
                 return Ok(true);
             }
         };
+        // What was skipped before it is one stretch, reported before anything about the
+        // chunk (alone, so that it comes out even if the chunk stops the decoder; the header
+        // is kept, not checked again).
+        if self.junk.is_some() {
+            self.flush_junk();
+            return Ok(true);
+        }
+        let pending = &self.buf[self.start..];
         let total = hlen + h.len as usize;
         if pending.len() < total {
             if !self.eof {
