@@ -37,6 +37,13 @@ fn saber_axis(q: &Quat) -> [f64; 3] {
     ]
 }
 
+/// An escaped position or rotation (format.md 10.3): its floats as 32 direct bits each.
+fn escape_enc(rc: &mut RangeEncoder, floats: &[f32]) {
+    for v in floats {
+        rc.direct(v.to_bits(), 32);
+    }
+}
+
 /// The lossy flags, by their probability in [`LossyModels::flags`].
 const FLAG_POSITION_ESCAPE: usize = 0;
 const FLAG_ROTATION_ESCAPE: usize = 1;
@@ -898,9 +905,7 @@ impl FrameCodec {
                 (true, None) => {
                     self.lossy_flag_enc(rc, special, FLAG_ROTATION_ESCAPE, true);
                     let q = pose.rotation;
-                    for v in [q.x, q.y, q.z, q.w] {
-                        rc.direct(v.to_bits(), 32);
-                    }
+                    escape_enc(rc, &[q.x, q.y, q.z, q.w]);
                     None
                 }
             };
@@ -925,9 +930,7 @@ impl FrameCodec {
                 (true, None) => {
                     self.lossy_flag_enc(rc, special, FLAG_POSITION_ESCAPE, true);
                     let p = pose.position;
-                    for v in [p.x, p.y, p.z] {
-                        rc.direct(v.to_bits(), 32);
-                    }
+                    escape_enc(rc, &[p.x, p.y, p.z]);
                     None
                 }
             };
