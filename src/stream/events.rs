@@ -222,8 +222,12 @@ impl EventCodec {
 
     fn residual_model(&mut self, col: usize) -> &mut ResidualModel {
         let models = self.residual.get_or_insert_with(|| {
-            Box::new(std::array::from_fn(|col| {
-                ResidualModel::with_prior(start_centre(col))
+            // The three starting models (centres 0, 2, 20), copied into the columns.
+            let start = [0, 2, 20].map(ResidualModel::with_prior);
+            Box::new(std::array::from_fn(|col| match start_centre(col) {
+                0 => start[0],
+                2 => start[1],
+                _ => start[2],
             }))
         });
         &mut models[col % COLUMNS]

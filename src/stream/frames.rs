@@ -76,7 +76,7 @@ struct Models {
 }
 
 /// The adaptive probabilities of the lossy coding (format.md 10.6).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct LossyModels {
     /// Mask bit `k` of the six device parts, by the previous frame's bit `k`: `2k + prev`.
     mask: [Prob; 12],
@@ -85,6 +85,15 @@ struct LossyModels {
     flags: [Prob; 3],
     /// Per column (0 time, 1 fps, then the device columns as in the lossless coding).
     residual: [ResidualModel; COLUMNS],
+}
+
+impl LossyModels {
+    const NEW: LossyModels = LossyModels {
+        mask: [Prob::NEW; 12],
+        special: Prob::NEW,
+        flags: [Prob::NEW; 3],
+        residual: [ResidualModel::NEW; COLUMNS],
+    };
 }
 
 impl Models {
@@ -98,17 +107,23 @@ impl Models {
         };
         Models {
             lossy: match quant {
-                Quantization::Lossless => LossyModels::default(),
-                Quantization::Lossy { prior_centre, .. } => LossyModels {
-                    residual: std::array::from_fn(|col| {
-                        ResidualModel::with_prior(match col {
-                            0 => 8,
-                            1 => 2,
-                            _ => prior_centre,
-                        })
-                    }),
-                    ..LossyModels::default()
-                },
+                Quantization::Lossless => LossyModels::NEW,
+                Quantization::Lossy { prior_centre, .. } => {
+                    // Three starting models, copied into the columns (format.md 10.6).
+                    let (time, fps, pose) = (
+                        ResidualModel::with_prior(8),
+                        ResidualModel::with_prior(2),
+                        ResidualModel::with_prior(prior_centre),
+                    );
+                    LossyModels {
+                        residual: std::array::from_fn(|col| match col {
+                            0 => time,
+                            1 => fps,
+                            _ => pose,
+                        }),
+                        ..LossyModels::NEW
+                    }
+                }
             },
             length: std::array::from_fn(|col| {
                 LengthModel::starting_at(match col {

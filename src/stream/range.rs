@@ -26,12 +26,17 @@ pub(crate) struct Prob {
     seen: u8,
 }
 
+impl Prob {
+    /// A new probability: 1/2, nothing seen.
+    pub(crate) const NEW: Prob = Prob {
+        p: PROB_INIT,
+        seen: 0,
+    };
+}
+
 impl Default for Prob {
     fn default() -> Self {
-        Prob {
-            p: PROB_INIT,
-            seen: 0,
-        }
+        Prob::NEW
     }
 }
 
@@ -266,14 +271,21 @@ pub(crate) struct ResidualModel {
     last: u8,
 }
 
+impl ResidualModel {
+    /// A model with every probability new. (Built from constants, so that arrays of models
+    /// are copied from one image instead of written probability by probability: that code
+    /// was 100 KB of the library.)
+    pub(crate) const NEW: ResidualModel = ResidualModel {
+        tree: [Prob::NEW; 64],
+        top: [Prob::NEW; 33],
+        sign: [Prob::NEW; 3],
+        last: 0,
+    };
+}
+
 impl Default for ResidualModel {
     fn default() -> Self {
-        ResidualModel {
-            tree: [Prob::default(); 64],
-            top: [Prob::default(); 33],
-            sign: [Prob::default(); 3],
-            last: 0,
-        }
+        ResidualModel::NEW
     }
 }
 
@@ -287,6 +299,7 @@ impl ResidualModel {
     /// ±10 of it, 1 for the other lengths up to 32, 0 above), as if it had seen
     /// [`PRIOR_SEEN`] bits at each node: a 1-second group does not spend its first
     /// residuals learning what every group looks like.
+    #[inline(never)] // a few calls a group; inlined into array initialisers it grew the library by 250 KB
     pub(crate) fn with_prior(centre: u32) -> Self {
         let weight = |len: u32| -> u64 {
             let d = i64::from(len) - i64::from(centre);
