@@ -161,6 +161,16 @@ enum Coder<'a, 'b> {
     RangeDec(&'a mut RangeDecoder<'b>),
 }
 
+/// A prediction computed in `f32`: its bits, or `fallback` when it is NaN (the bits of a NaN
+/// made by arithmetic differ between platforms: x86 and ARM make different default NaNs).
+fn computed(p: f32, fallback: u32) -> u32 {
+    if p.is_nan() {
+        fallback
+    } else {
+        p.to_bits()
+    }
+}
+
 /// The centre a column's length model starts at (format.md 11.4): its residuals' usual
 /// length.
 fn start_centre(col: usize) -> u32 {
@@ -297,14 +307,7 @@ impl EventCodec {
                 Word::TimeDeviation => {
                     let p = f32::from_bits(self.prev[COL_NOTE + 2])
                         - f32::from_bits(self.prev[COL_NOTE + 1]);
-                    (
-                        false,
-                        if p.is_nan() {
-                            self.prev[col]
-                        } else {
-                            p.to_bits()
-                        },
-                    )
+                    (false, computed(p, self.prev[col]))
                 }
                 Word::CutAngle(d) => {
                     let deviation = f32::from_bits(cur[d]);
@@ -312,28 +315,12 @@ impl EventCodec {
                     if p < -180.0 {
                         p = deviation + 270.0;
                     }
-                    (
-                        false,
-                        if p.is_nan() {
-                            self.prev[col]
-                        } else {
-                            p.to_bits()
-                        },
-                    )
+                    (false, computed(p, self.prev[col]))
                 }
                 Word::Spawn(t) => {
                     let gap = f32::from_bits(self.prev[base + t]) - f32::from_bits(self.prev[col]);
                     let p = f32::from_bits(cur[t]) - gap;
-                    // A NaN from arithmetic has platform-dependent bits: predict the plain
-                    // previous value instead.
-                    (
-                        false,
-                        if p.is_nan() {
-                            self.prev[col]
-                        } else {
-                            p.to_bits()
-                        },
-                    )
+                    (false, computed(p, self.prev[col]))
                 }
                 Word::Stepped => {
                     let p = match self.stepped {
@@ -343,14 +330,7 @@ impl EventCodec {
                         }
                         _ => f32::NAN,
                     };
-                    (
-                        false,
-                        if p.is_nan() {
-                            self.prev[col]
-                        } else {
-                            p.to_bits()
-                        },
-                    )
+                    (false, computed(p, self.prev[col]))
                 }
             };
             cur[i] = self.code(c, col, int, pred, input(i));

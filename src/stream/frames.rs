@@ -849,29 +849,33 @@ impl FrameCodec {
         let mut mask = 0u8;
         let plan = self.plan();
         let plain = [0, 1].map(|i| self.residual_of(&plan, i, actual));
-        let mut pos_code: [Option<[u32; 3]>; 3] = [None; 3];
+        // Per device: the predictions (the history they come from changes only once the
+        // device is coded), the position residuals, the quantized rotation.
+        let rot_pred = [0, 1, 2].map(|d| self.predict_rot(d));
+        let mut pos_pred = [[0i64; 3]; 3];
+        let mut pos_code: [Option<[i32; 3]>; 3] = [None; 3];
         let mut rot_code: [Option<SmallestThree>; 3] = [None; 3];
         // What the decoder will make of the quantized values (computed for the bound checks).
         let mut pos_dec: [Option<Vec3>; 3] = [None; 3];
         let mut rot_dec: [Option<Quat>; 3] = [None; 3];
         for (d, pose) in poses.iter().enumerate() {
-            let quantized = self.quantize_rot(&pose.rotation, self.predict_rot(d).index);
+            let quantized = self.quantize_rot(&pose.rotation, rot_pred[d].index);
             rot_dec[d] = quantized.map(|(_, q)| q);
             rot_code[d] = quantized.map(|(r, _)| r);
-            if rot_code[d] != Some(self.predict_rot(d)) {
+            if rot_code[d] != Some(rot_pred[d]) {
                 mask |= 1 << (3 + 2 * d);
             }
             // The rotation the decoder will have (the quantized one, or the escaped floats).
             let pred = self.predict_pos(d, rot_dec[d].as_ref().unwrap_or(&pose.rotation));
+            pos_pred[d] = pred;
             let quantized = self.quantize_pos(&pose.position);
             pos_dec[d] = quantized.map(|(_, v)| v);
             pos_code[d] = quantized.and_then(|(q, _)| {
-                let mut z = [0u32; 3];
+                let mut r = [0i32; 3];
                 for i in 0..3 {
-                    let r = i32::try_from(i64::from(q[i]) - pred[i]).ok()?;
-                    z[i] = zigzag(r);
+                    r[i] = i32::try_from(i64::from(q[i]) - pred[i]).ok()?;
                 }
-                Some(z)
+                Some(r)
             });
             if pos_code[d] != Some([0; 3]) {
                 mask |= 1 << (2 + 2 * d);
@@ -881,7 +885,7 @@ impl FrameCodec {
         let special = (0..3).any(|d| {
             (mask & (1 << (2 + 2 * d)) != 0 && pos_code[d].is_none())
                 || (mask & (1 << (3 + 2 * d)) != 0
-                    && rot_code[d].is_none_or(|r| r.index != self.predict_rot(d).index))
+                    && rot_code[d].is_none_or(|r| r.index != rot_pred[d].index))
         });
         // Time and fps are always coded.
         mask |= 3;
@@ -896,7 +900,7 @@ impl FrameCodec {
         let mut decoded = [Pose::default(); 3];
         for (d, pose) in poses.iter().enumerate() {
             let col = 2 + 7 * d;
-            let pred = self.predict_rot(d);
+            let pred = rot_pred[d];
             let rot_bit = mask & (1 << (3 + 2 * d)) != 0;
             let r = match (rot_bit, rot_code[d]) {
                 (false, _) => Some(pred),
@@ -931,16 +935,16 @@ impl FrameCodec {
             };
             self.rot[d].push(r);
 
-            let pred = self.predict_pos(d, &decoded[d].rotation);
+            let pred = pos_pred[d];
             let pos_bit = mask & (1 << (2 + 2 * d)) != 0;
             let q = match (pos_bit, pos_code[d]) {
                 (false, _) => Some(pred.map(|v| v as i32)),
-                (true, Some(z)) => {
+                (true, Some(r)) => {
                     self.lossy_flag_enc(rc, special, FLAG_POSITION_ESCAPE, false);
-                    for (i, &zi) in z.iter().enumerate() {
-                        self.models.lossy.residual[col + i].encode(rc, unzigzag(zi));
+                    for (i, &ri) in r.iter().enumerate() {
+                        self.models.lossy.residual[col + i].encode(rc, ri);
                     }
-                    Some([0, 1, 2].map(|i| (pred[i] + i64::from(unzigzag(z[i]))) as i32))
+                    Some([0, 1, 2].map(|i| (pred[i] + i64::from(r[i])) as i32))
                 }
                 (true, None) => {
                     self.lossy_flag_enc(rc, special, FLAG_POSITION_ESCAPE, true);
