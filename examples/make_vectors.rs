@@ -64,6 +64,26 @@ fn main() {
         &transcode::encode_replay(&heights, Settings::live(Profile::Lossless)),
     );
 
+    // Three seconds on a game clock that ticks in 2^-14 s, one time off it (format.md 10.7).
+    let mut clock = synth::replay(synth::Settings {
+        seed: 13,
+        seconds: 3.0,
+        fps: 30,
+    });
+    for f in &mut clock.frames {
+        f.time = ((f64::from(f.time) * 16384.0).round() / 16384.0) as f32;
+    }
+    clock.frames[45].time = f32::from_bits(clock.frames[45].time.to_bits() + 1);
+    write("clock.bsor", &bsor::to_vec(&clock).expect("clock"));
+    let s = transcode::encode_replay(&clock, Settings::live(Profile::Compact));
+    write("clock.compact.bsors", &s);
+    let (back, rec) = transcode::decode_replay(&s).expect("decodes");
+    assert!(rec.complete);
+    write(
+        "clock.compact.decoded.bsor",
+        &bsor::to_vec(&back).expect("writes"),
+    );
+
     let mut lossless_synthetic = Vec::new();
     for (source, replay) in [("synthetic", &synthetic), ("edge", &edge)] {
         for (profile, name) in [

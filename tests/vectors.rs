@@ -27,6 +27,12 @@ fn streams() -> Vec<(&'static str, &'static str, Settings, &'static str)> {
             "heights.bsor",
         ),
         (
+            "clock.compact.bsors",
+            "clock.bsor",
+            live(Compact),
+            "clock.compact.decoded.bsor",
+        ),
+        (
             "synthetic.lossless.bsors",
             "synthetic.bsor",
             live(Lossless),

@@ -14,7 +14,7 @@ use super::bits::{
     largest_of, ordered, unit_rest, unordered, unzigzag, zigzag, BitReader, BitWriter, LengthModel,
 };
 use super::chunk::{put_varint, Reader, Short};
-use super::range::{RangeDecoder, RangeEncoder, ResidualModel};
+use super::range::{Prob, RangeDecoder, RangeEncoder, ResidualModel};
 
 use crate::bsor::{
     CUT_SIZE as CUT, HEIGHT_SIZE as HEIGHT, NOTE_HEAD_SIZE as NOTE_HEAD, PAUSE_SIZE as PAUSE,
@@ -183,15 +183,27 @@ fn start_centre(col: usize) -> u32 {
     }
 }
 
+/// The range coder's models of an event chunk (lossy profiles, format.md 11.1 and 11.3).
+#[derive(Clone, Debug)]
+struct RangeModels {
+    /// Per event column.
+    residual: [ResidualModel; COLUMNS],
+    /// Per kind: whether a chunk has records of the kind, their count less one, and their
+    /// first index against the one expected.
+    kinds: [Prob; 4],
+    count: [ResidualModel; 4],
+    first: [ResidualModel; 4],
+}
+
 /// The models and the previous record of every kind, for one keyframe group.
 #[derive(Clone, Debug)]
 pub(crate) struct EventCodec {
     models: Box<[LengthModel; COLUMNS]>,
     /// Whether the chunks are range coded (the lossy profiles).
     ranged: bool,
-    /// The range coder's residual models, made when the group's first range-coded value
-    /// comes (the lossless profile never needs them).
-    residual: Option<Box<[ResidualModel; COLUMNS]>>,
+    /// The range coder's models, made when the group's first range-coded chunk comes (the
+    /// lossless profile never needs them).
+    range: Option<Box<RangeModels>>,
     prev: [u32; COLUMNS],
     /// Per kind: the index after the last record of the group's previous event chunks (0
     /// at the start of a group): what a chunk's first index is coded against.
@@ -208,7 +220,7 @@ impl Default for EventCodec {
                 LengthModel::starting_at(start_centre(col) as i32)
             })),
             ranged: false,
-            residual: None,
+            range: None,
             prev: START_PREV,
             next: [0; 4],
             stepped: [None; 2],
@@ -230,17 +242,25 @@ impl EventCodec {
         *self = EventCodec::new(self.ranged);
     }
 
-    fn residual_model(&mut self, col: usize) -> &mut ResidualModel {
-        let models = self.residual.get_or_insert_with(|| {
+    fn range_models(&mut self) -> &mut RangeModels {
+        self.range.get_or_insert_with(|| {
             // The three starting models (centres 0, 2, 20), copied into the columns.
             let start = [0, 2, 20].map(ResidualModel::with_prior);
-            Box::new(std::array::from_fn(|col| match start_centre(col) {
-                0 => start[0],
-                2 => start[1],
-                _ => start[2],
-            }))
-        });
-        &mut models[col % COLUMNS]
+            Box::new(RangeModels {
+                residual: std::array::from_fn(|col| match start_centre(col) {
+                    0 => start[0],
+                    2 => start[1],
+                    _ => start[2],
+                }),
+                kinds: [Prob::NEW; 4],
+                count: [start[0]; 4],
+                first: [start[0]; 4],
+            })
+        })
+    }
+
+    fn residual_model(&mut self, col: usize) -> &mut ResidualModel {
+        &mut self.range_models().residual[col % COLUMNS]
     }
 
     /// Codes (or decodes) one value of column `col` against `pred`; returns the value.
@@ -481,6 +501,22 @@ impl EventCodec {
             (batch.heights.0, batch.heights.1.len()),
             (batch.pauses.0, batch.pauses.1.len()),
         ];
+        if self.ranged {
+            let mut rc = RangeEncoder::default();
+            for (k, (first, n)) in kinds.into_iter().enumerate() {
+                let expected = self.next[k];
+                let m = self.range_models();
+                rc.bit(&mut m.kinds[k], n > 0);
+                if n > 0 {
+                    // At most MAX_RECORDS (the encoder splits larger batches).
+                    m.count[k].encode(&mut rc, n as i32 - 1);
+                    m.first[k].encode(&mut rc, first.wrapping_sub(expected) as i32);
+                    self.next[k] = first.wrapping_add(n as u32);
+                }
+            }
+            self.encode_into(batch, Coder::RangeEnc(&mut rc));
+            return rc.finish();
+        }
         // Which kinds are there, then for each: its count and its first index against the
         // one expected after the group's previous chunks.
         let present = kinds
@@ -497,20 +533,31 @@ impl EventCodec {
                 self.next[k] = first.wrapping_add(n as u32);
             }
         }
-        if self.ranged {
-            let mut rc = RangeEncoder::default();
-            self.encode_into(batch, Coder::RangeEnc(&mut rc));
-            payload.extend_from_slice(&rc.finish());
-        } else {
-            let mut raw = BitWriter::default();
-            self.encode_into(batch, Coder::Enc(&mut raw));
-            payload.extend_from_slice(&raw.finish());
-        }
+        let mut raw = BitWriter::default();
+        self.encode_into(batch, Coder::Enc(&mut raw));
+        payload.extend_from_slice(&raw.finish());
         payload
     }
 
     /// Decodes an event chunk's payload.
     pub(crate) fn decode(&mut self, payload: &[u8]) -> Result<EventBatch, &'static str> {
+        let mut kinds = [(0u32, 0usize); 4];
+        if self.ranged {
+            let mut rc = RangeDecoder::new(payload);
+            for (k, slot) in kinds.iter_mut().enumerate() {
+                let m = self.range_models();
+                if !rc.bit(&mut m.kinds[k]) {
+                    continue;
+                }
+                let n = m.count[k].decode(&mut rc);
+                if !(0..MAX_RECORDS as i32).contains(&n) {
+                    return Err("event count out of range in an event chunk");
+                }
+                let delta = m.first[k].decode(&mut rc);
+                *slot = self.place(k, delta, n as u32 + 1);
+            }
+            return self.records(kinds, Coder::RangeDec(&mut rc));
+        }
         let mut r = Reader::new(payload);
         let bad = |s: Short| match s {
             Short::More => "event chunk ends inside its counts",
@@ -520,7 +567,6 @@ impl EventCodec {
         if present > 0x0f {
             return Err("unknown event kinds in an event chunk");
         }
-        let mut kinds = [(0u32, 0usize); 4];
         for (k, slot) in kinds.iter_mut().enumerate() {
             if present & (1 << k) == 0 {
                 continue;
@@ -530,25 +576,29 @@ impl EventCodec {
                 return Err("more than 65536 events of one kind in a chunk");
             }
             let delta = r.varint_u32("first event index").map_err(bad)?;
-            let first = self.next[k].wrapping_add(unzigzag(delta) as u32);
-            self.next[k] = first.wrapping_add(n);
-            *slot = (first, n as usize);
+            *slot = self.place(k, unzigzag(delta), n);
         }
-        let raw_bytes = &payload[r.pos..];
+        let mut raw = BitReader::new(&payload[r.pos..]);
+        self.records(kinds, Coder::Dec(&mut raw))
+    }
+
+    /// The first index and count of a chunk's `n` records of kind `k` whose first index is
+    /// `delta` from the one expected (format.md 11.1); the next one expected follows them.
+    fn place(&mut self, k: usize, delta: i32, n: u32) -> (u32, usize) {
+        let first = self.next[k].wrapping_add(delta as u32);
+        self.next[k] = first.wrapping_add(n);
+        (first, n as usize)
+    }
+
+    /// Decodes the records of a chunk whose first index and count of every kind are `kinds`.
+    fn records(&mut self, kinds: [(u32, usize); 4], c: Coder) -> Result<EventBatch, &'static str> {
         let mut batch = EventBatch {
             notes: (kinds[0].0, Vec::new()),
             walls: (kinds[1].0, Vec::new()),
             heights: (kinds[2].0, Vec::new()),
             pauses: (kinds[3].0, Vec::new()),
         };
-        let counts = kinds.map(|(_, n)| n);
-        if self.ranged {
-            let mut rc = RangeDecoder::new(raw_bytes);
-            self.decode_from(counts, Coder::RangeDec(&mut rc), &mut batch)?;
-        } else {
-            let mut raw = BitReader::new(raw_bytes);
-            self.decode_from(counts, Coder::Dec(&mut raw), &mut batch)?;
-        }
+        self.decode_from(kinds.map(|(_, n)| n), c, &mut batch)?;
         Ok(batch)
     }
 }

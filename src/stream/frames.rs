@@ -81,6 +81,8 @@ struct LossyModels {
     /// Mask bit `k` of the six device parts, by the previous frame's bit `k`: `2k + prev`.
     mask: [Prob; 12],
     special: Prob,
+    /// Whether a time's residual has bits below the group's grid (format.md 10.7).
+    time_rest: Prob,
     /// Position escape, rotation escape, largest component changed.
     flags: [Prob; 3],
     /// Per column (0 time, 1 fps, then the device columns as in the lossless coding).
@@ -91,6 +93,7 @@ impl LossyModels {
     const NEW: LossyModels = LossyModels {
         mask: [Prob::NEW; 12],
         special: Prob::NEW,
+        time_rest: Prob::NEW,
         flags: [Prob::NEW; 3],
         residual: [ResidualModel::NEW; COLUMNS],
     };
@@ -98,8 +101,10 @@ impl LossyModels {
 
 impl Models {
     /// Models whose centres start near the lengths of the columns' residuals (format.md
-    /// 9.5): the time 8 bits, fps 2, poses 18 (lossless) or 5 (lossy). In 1-second groups
-    /// this saves what the first residuals would spend moving a centre of 12 there.
+    /// 9.5): the time 8 bits, fps 2, poses 18 (lossless) or 5 (lossy); the lossy trees
+    /// (10.6) centred on the time's 1 (it is counted in ticks of its grid, 10.7), the fps'
+    /// 2 and the profile's prior centre. In 1-second groups this saves what the first
+    /// residuals would spend moving a centre of 12 there.
     fn new(quant: Quantization) -> Self {
         let pose = match quant {
             Quantization::Lossless => 18,
@@ -111,7 +116,7 @@ impl Models {
                 Quantization::Lossy { prior_centre, .. } => {
                     // Three starting models, copied into the columns (format.md 10.6).
                     let (time, fps, pose) = (
-                        ResidualModel::with_prior(8),
+                        ResidualModel::with_prior(1),
                         ResidualModel::with_prior(2),
                         ResidualModel::with_prior(prior_centre),
                     );
@@ -212,6 +217,18 @@ pub(crate) struct FrameCodec {
     rot: [LossyPart<SmallestThree>; 3],
     /// Per device, the saber axis ([`saber_axis`]) of the last two decoded rotations.
     axis: [LossyPart<[f64; 3]>; 3],
+    /// The group's time grid `k` (lossy profiles, format.md 10.7): the times are taken to
+    /// be multiples of `2^-k` seconds (0: no grid).
+    grid: u32,
+    /// The encoder's view of the times (lossy profiles): the least [`low_exponent`] of the
+    /// times coded in the current group and in the previous one (kept across
+    /// [`FrameCodec::reset`]; the previous group's picks the next group's `grid`).
+    times_low: i32,
+    prev_times_low: i32,
+    /// The fps of the group's last 8 frames (lossy profiles, format.md 10.7), frame `k` of
+    /// the group at `k mod 8`, and the number of frames coded in the group.
+    fps: [i32; 8],
+    frames: u32,
 }
 
 fn columns(f: &Frame) -> [u32; COLUMNS] {
@@ -309,6 +326,39 @@ fn time_prediction(h1: Option<&[u32; COLUMNS]>, fps: u32, plain: u32) -> u32 {
     plain
 }
 
+/// The ordered bits (format.md 9.2) of the time prediction `pred`, rounded to the nearest
+/// multiple of `2^shift` (half way: up), the base of a lossy time residual (format.md 10.7).
+fn grid_base(pred: u32, shift: u32) -> u32 {
+    let step = 1u32 << shift;
+    ordered(pred).wrapping_add(step >> 1) & !(step - 1)
+}
+
+/// How many low bits of a time near the prediction `pred` (bits of an `f32`) a grid of
+/// `2^-grid` seconds leaves zero (format.md 10.7): `-grid` less the exponent of `pred`'s
+/// unit in the last place, from 0 to 16; 0 without a grid or when `pred` is negative, zero,
+/// subnormal, infinite or NaN.
+fn time_shift(grid: u32, pred: u32) -> u32 {
+    let e = (pred >> 23) & 0xff;
+    if grid == 0 || pred >> 31 == 1 || e == 0 || e == 255 {
+        return 0;
+    }
+    // The unit in the last place of pred is 2^(e - 150).
+    (150 - e as i32 - grid as i32).clamp(0, 16) as u32
+}
+
+/// The exponent of the lowest set bit of a positive, finite, non-zero `f32` (its bits):
+/// the value is an odd multiple of `2^exponent`. `None` for any other value.
+fn low_exponent(bits: u32) -> Option<i32> {
+    let e = ((bits >> 23) & 0xff) as i32;
+    let m = bits & 0x7f_ffff;
+    match (bits >> 31, e) {
+        (1, _) | (_, 255) => None,
+        (_, 0) if m == 0 => None,
+        (_, 0) => Some(-149 + m.trailing_zeros() as i32),
+        _ => Some(e - 150 + (m | 0x80_0000).trailing_zeros() as i32),
+    }
+}
+
 /// The component of the previous rotation with the largest magnitude (3 when there is no
 /// previous rotation; see [`largest_of`]).
 fn largest(prev: Option<&[u32]>) -> usize {
@@ -341,12 +391,49 @@ impl FrameCodec {
             pos: [LossyPart::default(); 3],
             rot: [LossyPart::default(); 3],
             axis: [LossyPart::default(); 3],
+            grid: 0,
+            times_low: i32::MAX,
+            prev_times_low: i32::MAX,
+            fps: [0; 8],
+            frames: 0,
         }
     }
 
-    /// Forgets everything: the next frame is a keyframe.
+    /// Forgets everything a decoder knows: the next frame is a keyframe. (The encoder
+    /// keeps what the times it coded in the group tell about the next group's time grid.)
     pub(crate) fn reset(&mut self) {
+        let low = self.times_low;
         *self = FrameCodec::new(self.quant);
+        self.prev_times_low = low;
+    }
+
+    /// The lossy profiles' fps prediction (format.md 10.7): the mean of the fps of the
+    /// group's last 8 frames (or of all its frames, if fewer), rounded to the nearest
+    /// integer (half way: up); 0 at the group's first frame.
+    fn fps_prediction(&self) -> i32 {
+        let n = self.frames.min(8) as i64;
+        if n == 0 {
+            return 0;
+        }
+        let sum: i64 = self.fps[..n as usize].iter().map(|&v| i64::from(v)).sum();
+        // Within i32: a mean of i32 values.
+        (2 * sum + n).div_euclid(2 * n) as i32
+    }
+
+    fn push_fps(&mut self, fps: i32) {
+        self.fps[(self.frames % 8) as usize] = fps;
+        self.frames = self.frames.saturating_add(1);
+    }
+
+    /// The time grid the encoder picks for a group (format.md 10.7): the finest power of
+    /// two of which every positive time of the previous group is a multiple, if it is
+    /// `2^-1` to `2^-31` seconds; else (no previous group, no positive time, coarser or
+    /// finer) 0, no grid.
+    fn pick_grid(&self) -> u32 {
+        match self.prev_times_low {
+            e @ -31..=-1 => e.unsigned_abs(),
+            _ => 0,
+        }
     }
 
     #[inline]
@@ -848,7 +935,7 @@ impl FrameCodec {
         // Decide every part first: the mask comes before the parts.
         let mut mask = 0u8;
         let plan = self.plan();
-        let plain = [0, 1].map(|i| self.residual_of(&plan, i, actual));
+        let fps_residual = (actual[1] as i32).wrapping_sub(self.fps_prediction());
         // Per device: the predictions (the history they come from changes only once the
         // device is coded), the position residuals, the quantized rotation.
         let rot_pred = [0, 1, 2].map(|d| self.predict_rot(d));
@@ -891,9 +978,27 @@ impl FrameCodec {
         mask |= 3;
         self.lossy_mask_enc(rc, mask);
         rc.bit(&mut self.models.lossy.special, special);
-        // fps, then the time predicted from it.
-        self.models.lossy.residual[1].encode(rc, unzigzag(plain[1]));
-        self.models.lossy.residual[0].encode(rc, unzigzag(plain[0]));
+        if self.h1.is_none() {
+            self.grid = self.pick_grid();
+            rc.direct(self.grid, 5);
+        }
+        // fps, then the time predicted from it, on the group's grid.
+        self.models.lossy.residual[1].encode(rc, fps_residual);
+        self.push_fps(actual[1] as i32);
+        let pred = self.predict(&plan, 0, actual);
+        let shift = time_shift(self.grid, pred);
+        let r = ordered(actual[0]).wrapping_sub(grid_base(pred, shift)) as i32;
+        self.models.lossy.residual[0].encode(rc, r >> shift);
+        if shift > 0 {
+            let rest = (r as u32) & ((1 << shift) - 1);
+            rc.bit(&mut self.models.lossy.time_rest, rest != 0);
+            if rest != 0 {
+                rc.direct(rest, shift);
+            }
+        }
+        if let Some(e) = low_exponent(actual[0]) {
+            self.times_low = self.times_low.min(e);
+        }
         let mut out = frame;
         out.time = f32::from_bits(actual[0]);
         out.fps = actual[1] as i32;
@@ -972,13 +1077,24 @@ impl FrameCodec {
     fn decode_lossy(&mut self, rc: &mut RangeDecoder) -> Frame {
         let mask = self.lossy_mask_dec(rc);
         let special = rc.bit(&mut self.models.lossy.special);
+        if self.h1.is_none() {
+            self.grid = rc.direct(5);
+        }
         let mut actual = [0u32; COLUMNS];
         let plain = self.plain_predictions();
         let r = self.models.lossy.residual[1].decode(rc);
-        actual[1] = (plain[1] as i32).wrapping_add(r) as u32;
+        actual[1] = self.fps_prediction().wrapping_add(r) as u32;
+        self.push_fps(actual[1] as i32);
         let time = time_prediction(self.h1.as_ref(), actual[1], plain[0]);
-        let r = self.models.lossy.residual[0].decode(rc);
-        actual[0] = unordered(ordered(time).wrapping_add(r as u32));
+        let shift = time_shift(self.grid, time);
+        let q = self.models.lossy.residual[0].decode(rc) as u32;
+        let rest = if shift > 0 && rc.bit(&mut self.models.lossy.time_rest) {
+            rc.direct(shift)
+        } else {
+            0
+        };
+        let r = q.wrapping_shl(shift) | rest;
+        actual[0] = unordered(grid_base(time, shift).wrapping_add(r));
         let mut decoded = [Pose::default(); 3];
         for (d, out) in decoded.iter_mut().enumerate() {
             let col = 2 + 7 * d;
@@ -1118,6 +1234,94 @@ mod tests {
             (along_z as f64) < 0.8 * sideways as f64,
             "{along_z} bytes along z, {sideways} sideways"
         );
+    }
+
+    /// Codes `times` (with fps from `fps`) in 30-frame groups of the compact profile, the
+    /// poses still; decodes them and checks every time and fps bit for bit. Returns the bytes.
+    fn clock_bytes(times: &[f32], fps: impl Fn(usize) -> i32) -> usize {
+        let quant = Profile::Compact.quantization();
+        let (mut enc, mut dec) = (FrameCodec::new(quant), FrameCodec::new(quant));
+        let mut total = 0;
+        for (g, group) in times.chunks(30).enumerate() {
+            enc.reset();
+            dec.reset();
+            let mut out = FrameOut::new(quant);
+            let frames: Vec<Frame> = group
+                .iter()
+                .enumerate()
+                .map(|(i, &time)| {
+                    let still = Pose {
+                        position: Vec3::default(),
+                        rotation: Quat {
+                            w: 1.0,
+                            ..Quat::default()
+                        },
+                    };
+                    Frame {
+                        time,
+                        fps: fps(30 * g + i),
+                        head: still,
+                        left_hand: still,
+                        right_hand: still,
+                    }
+                })
+                .collect();
+            for f in &frames {
+                enc.encode(f, &mut out);
+            }
+            let payload = out.finish();
+            total += payload.len();
+            let mut got = Vec::new();
+            dec.decode_chunk(&payload, frames.len() as u32, |f| got.push(f));
+            for (f, d) in frames.iter().zip(&got) {
+                assert_eq!(
+                    (f.time.to_bits(), f.fps),
+                    (d.time.to_bits(), d.fps),
+                    "group {g}"
+                );
+            }
+        }
+        total
+    }
+
+    #[test]
+    fn times_on_a_clock_grid_cost_their_steps_and_every_time_passes() {
+        // A game clock ticking in 2^-14 s: after the first group the encoder codes the
+        // times in steps of the grid; the same steps with the low bits set cost more.
+        let step = |i: usize| [182, 180, 183, 181][i % 4] as f64;
+        let mut t = 62.0f64; // crosses 64 s (one ordered bit less on the grid) on the way
+        let mut grid = Vec::new();
+        for i in 0..240 {
+            grid.push(t as f32); // exact: a multiple of 2^-14 below 2^10
+            t += step(i) / 16384.0;
+        }
+        let jitter: Vec<f32> = grid
+            .iter()
+            .enumerate()
+            .map(|(i, t)| f32::from_bits(t.to_bits() | (i as u32 * 2_654_435_761) >> 29))
+            .collect();
+        let fps = |i: usize| 90 + [0, 1, -1, 2][i % 4];
+        let (on, off) = (clock_bytes(&grid, fps), clock_bytes(&jitter, fps));
+        assert!(
+            (on as f64) < 0.8 * off as f64,
+            "{on} bytes on the grid, {off} off it"
+        );
+        // Off the grid now and then, a repeated time, time going back, negative zero,
+        // negative times, NaN, infinity, absurd fps: every value passes exactly.
+        let mut odd = grid.clone();
+        odd[40] = f32::from_bits(odd[40].to_bits() + 1);
+        odd[50] = odd[49];
+        odd[70] = odd[69] - 0.5;
+        odd[95] = -0.0;
+        odd[96] = -1.0;
+        odd[97] = f32::NAN;
+        odd[98] = f32::INFINITY;
+        odd[130] = f32::from_bits(0x7fc0_1234);
+        clock_bytes(&odd, |i| match i % 7 {
+            3 => i32::MIN,
+            4 => i32::MAX,
+            _ => fps(i),
+        });
     }
 
     #[test]
