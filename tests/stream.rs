@@ -74,6 +74,19 @@ fn corpus_round_trips_and_ratios() {
                 Profile::Compact => (1.0, 0.2),
             };
             assert!(max_pos <= pos_bound && max_rot <= rot_bound);
+            // Issue 3's size targets, summed over the corpus.
+            let target = match (label, profile) {
+                ("live", Profile::Lossless) => 0.65,
+                ("live", Profile::Fine) => 0.25,
+                ("live", Profile::Compact) => 0.18,
+                (_, Profile::Lossless) => 0.58,
+                (_, Profile::Fine) => 0.20,
+                (_, Profile::Compact) => 0.14,
+            };
+            assert!(
+                ratio <= target,
+                "{label} {profile:?}: {ratio:.4} of BSOR, target {target}"
+            );
         }
     }
 }
