@@ -684,6 +684,7 @@ mod tests {
                 *size += payload.len();
                 let back = dec.decode(&payload).unwrap();
                 assert_eq!(bytes(&back.notes.1), bytes(&batch.notes.1), "chunk {i}");
+                assert_eq!(back.notes.0, batch.notes.0, "chunk {i}: first index");
                 assert_eq!(back.walls, batch.walls);
                 assert_eq!(back.heights, batch.heights);
                 assert_eq!(back.pauses, batch.pauses);
@@ -699,6 +700,37 @@ mod tests {
         for junk in [&[0x01, 0x05, 0x00, 0xff, 0xff, 0xff][..], &[0x0f; 40][..]] {
             let _ = EventCodec::new(true).decode(junk);
         }
+    }
+
+    #[test]
+    fn a_range_coded_count_out_of_range_is_an_error() {
+        // Forged lossy chunks: a count of notes above 65536, or below 1, coded the way the
+        // encoder codes counts, is refused before anything is allocated for it.
+        for count_less_one in [65_536, 1 << 30, -1, i32::MIN] {
+            let mut forger = EventCodec::new(true);
+            let mut rc = RangeEncoder::default();
+            let m = forger.range_models();
+            rc.bit(&mut m.kinds[0], true);
+            m.count[0].encode(&mut rc, count_less_one);
+            m.first[0].encode(&mut rc, 0);
+            let payload = rc.finish();
+            assert_eq!(
+                EventCodec::new(true).decode(&payload).err(),
+                Some("event count out of range in an event chunk"),
+                "{count_less_one}"
+            );
+        }
+        // The largest count there may be is read (and its records decoded from nothing).
+        let mut forger = EventCodec::new(true);
+        let mut rc = RangeEncoder::default();
+        let m = forger.range_models();
+        for k in 0..4 {
+            rc.bit(&mut m.kinds[k], k == 3);
+        }
+        m.count[3].encode(&mut rc, 65_535);
+        m.first[3].encode(&mut rc, 7);
+        let batch = EventCodec::new(true).decode(&rc.finish()).unwrap();
+        assert_eq!((batch.pauses.0, batch.pauses.1.len()), (7, 65_536));
     }
 
     #[test]
