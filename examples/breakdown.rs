@@ -1,6 +1,8 @@
 //! Where a stream's bytes go: for every profile under the live and the archive settings,
 //! the chunks of each type summed over a folder of BSOR files, their headers and payloads
-//! as a share of the BSOR bytes:
+//! as a share of the BSOR bytes; and what zstd (level 3) would make of the frame and event
+//! payloads, each chunk's alone or, as a live stream would, through one zstd stream per
+//! keyframe group and kind flushed at every chunk:
 //!
 //! ```sh
 //! cargo run --release --example breakdown -- ../shared/corpus
@@ -18,6 +20,27 @@ struct Part {
     chunks: usize,
     header: usize,
     payload: usize,
+    /// The payloads through zstd: each alone, and through the group's zstd stream.
+    zstd_alone: usize,
+    zstd_stream: usize,
+}
+
+/// One zstd stream of a keyframe group and kind, flushed at every chunk.
+struct GroupStream(zstd::stream::write::Encoder<'static, Vec<u8>>);
+
+impl GroupStream {
+    fn new() -> Self {
+        GroupStream(zstd::stream::write::Encoder::new(Vec::new(), 3).expect("zstd"))
+    }
+
+    /// The bytes the stream adds for `payload`, flushed.
+    fn add(&mut self, payload: &[u8]) -> usize {
+        use std::io::Write;
+        let before = self.0.get_ref().len();
+        self.0.write_all(payload).expect("zstd");
+        self.0.flush().expect("zstd");
+        self.0.get_ref().len() - before
+    }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -54,7 +77,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let (_, header_len, chunks) =
                     split_stream(&stream).ok_or("the encoder wrote an unreadable stream")?;
                 parts.entry("stream header").or_default().header += header_len;
+                let (mut frame_z, mut event_z) = (GroupStream::new(), GroupStream::new());
                 for c in chunks {
+                    let payload = &stream[c.offset + c.header_len..c.offset + c.len];
+                    if c.header.kind == ChunkType::Keyframes {
+                        (frame_z, event_z) = (GroupStream::new(), GroupStream::new());
+                    }
+                    let z = match c.header.kind {
+                        ChunkType::Keyframes | ChunkType::Frames => Some(&mut frame_z),
+                        ChunkType::Events => Some(&mut event_z),
+                        _ => None,
+                    };
                     let kind = match c.header.kind {
                         ChunkType::Keyframes => "keyframes",
                         ChunkType::Frames => "frames",
@@ -67,16 +100,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     part.chunks += 1;
                     part.header += c.header_len;
                     part.payload += c.len - c.header_len;
+                    if let Some(z) = z {
+                        part.zstd_alone += zstd::bulk::compress(payload, 3).expect("zstd").len();
+                        part.zstd_stream += z.add(payload);
+                    }
                 }
             }
             println!("{profile:?} / {name}: {:.2}% of BSOR", share(total));
             for (kind, p) in parts {
-                println!(
+                print!(
                     "  {kind:>13}: {:6} chunks, headers {:.2}%, payloads {:.2}%",
                     p.chunks,
                     share(p.header),
                     share(p.payload)
                 );
+                if p.zstd_alone > 0 {
+                    print!(
+                        " (through zstd -3: alone {:.2}%, group stream {:.2}%)",
+                        share(p.zstd_alone),
+                        share(p.zstd_stream)
+                    );
+                }
+                println!();
             }
         }
     }
