@@ -1298,7 +1298,9 @@ mod tests {
         let jitter: Vec<f32> = grid
             .iter()
             .enumerate()
-            .map(|(i, t)| f32::from_bits(t.to_bits() | (i as u32 * 2_654_435_761) >> 29))
+            .map(|(i, t)| {
+                f32::from_bits(t.to_bits() | (i as u32).wrapping_mul(2_654_435_761) >> 29)
+            })
             .collect();
         let fps = |i: usize| 90 + [0, 1, -1, 2][i % 4];
         let (on, off) = (clock_bytes(&grid, fps), clock_bytes(&jitter, fps));
