@@ -111,6 +111,17 @@ fn pct(sorted: &[u32], p: f64) -> u32 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
+/// "p50 … p99 … p99.9 … max …" of sorted durations.
+fn spread(sorted: &[u32]) -> String {
+    format!(
+        "p50 {} p99 {} p99.9 {} max {}",
+        pct(sorted, 0.5),
+        pct(sorted, 0.99),
+        pct(sorted, 0.999),
+        sorted.last().copied().unwrap_or(0)
+    )
+}
+
 fn run(seconds: f32, fps: u32) {
     let r = synth::replay(synth::Settings {
         seed: 7,
@@ -218,27 +229,18 @@ fn run(seconds: f32, fps: u32) {
         status.stream_file
     );
     println!(
-        "  push_frame ns: p50 {} p99 {} p99.9 {} max {} (two clock reads alone: p50 {} p99 {})",
-        pct(&took, 0.5),
-        pct(&took, 0.99),
-        pct(&took, 0.999),
-        took[took.len() - 1],
+        "  push_frame ns: {} (two clock reads alone: p50 {} p99 {})",
+        spread(&took),
         pct(&clock, 0.5),
         pct(&clock, 0.99),
     );
     println!(
-        "  nothing, timed the same way just before each push, ns: p50 {} p99 {} p99.9 {} max {}",
-        pct(&idle, 0.5),
-        pct(&idle, 0.99),
-        pct(&idle, 0.999),
-        idle[idle.len() - 1],
+        "  nothing, timed the same way just before each push, ns: {}",
+        spread(&idle)
     );
     println!(
-        "  floor (a frame copied into a 1 MiB ring, one release store), half way between frames, ns: p50 {} p99 {} p99.9 {} max {}",
-        pct(&floor_took, 0.5),
-        pct(&floor_took, 0.99),
-        pct(&floor_took, 0.999),
-        floor_took[floor_took.len() - 1],
+        "  floor (a frame copied into a 1 MiB ring, one release store), half way between frames, ns: {}",
+        spread(&floor_took)
     );
     println!(
         "  calling thread context switches: voluntary {}, involuntary {}",

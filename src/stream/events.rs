@@ -504,14 +504,13 @@ impl EventCodec {
         if self.ranged {
             let mut rc = RangeEncoder::default();
             for (k, (first, n)) in kinds.into_iter().enumerate() {
-                let expected = self.next[k];
+                let delta = (n > 0).then(|| self.delta(k, first, n));
                 let m = self.range_models();
                 rc.bit(&mut m.kinds[k], n > 0);
-                if n > 0 {
+                if let Some(delta) = delta {
                     // At most MAX_RECORDS (the encoder splits larger batches).
                     m.count[k].encode(&mut rc, n as i32 - 1);
-                    m.first[k].encode(&mut rc, first.wrapping_sub(expected) as i32);
-                    self.next[k] = first.wrapping_add(n as u32);
+                    m.first[k].encode(&mut rc, delta);
                 }
             }
             self.encode_into(batch, Coder::RangeEnc(&mut rc));
@@ -528,9 +527,8 @@ impl EventCodec {
         for (k, (first, n)) in kinds.into_iter().enumerate() {
             if n > 0 {
                 put_varint(&mut payload, n as u64);
-                let delta = first.wrapping_sub(self.next[k]) as i32;
+                let delta = self.delta(k, first, n);
                 put_varint(&mut payload, u64::from(zigzag(delta)));
-                self.next[k] = first.wrapping_add(n as u32);
             }
         }
         let mut raw = BitWriter::default();
@@ -580,6 +578,14 @@ impl EventCodec {
         }
         let mut raw = BitReader::new(&payload[r.pos..]);
         self.records(kinds, Coder::Dec(&mut raw))
+    }
+
+    /// The first index of a chunk's `n` records of kind `k` against the one expected
+    /// (format.md 11.1); the next one expected follows them. [`Self::place`] undoes it.
+    fn delta(&mut self, k: usize, first: u32, n: usize) -> i32 {
+        let delta = first.wrapping_sub(self.next[k]) as i32;
+        self.next[k] = first.wrapping_add(n as u32);
+        delta
     }
 
     /// The first index and count of a chunk's `n` records of kind `k` whose first index is

@@ -557,6 +557,18 @@ impl FrameCodec {
         plain
     }
 
+    /// The time prediction of the lossy profiles (format.md 10.7), given this frame's fps:
+    /// [`time_prediction`] with column 0 of [`Self::plain_predictions`], computed alone
+    /// (the lossy coding needs no other plain prediction).
+    fn lossy_time_prediction(&self, fps: u32) -> u32 {
+        let plain = match (&self.h1, &self.h2) {
+            (None, _) => 0,
+            (Some(a), None) => a[0],
+            (Some(a), Some(b)) => extrapolate(f32::from_bits(a[0]), f32::from_bits(b[0])).to_bits(),
+        };
+        time_prediction(self.h1.as_ref(), fps, plain)
+    }
+
     /// What the next frame's coding needs from the history: the plain prediction of every
     /// column, the order in which the columns are coded (each device's derived rotation
     /// component last), where each part ends in that order, and for each device which
@@ -934,7 +946,6 @@ impl FrameCodec {
         let poses = [frame.head, frame.left_hand, frame.right_hand];
         // Decide every part first: the mask comes before the parts.
         let mut mask = 0u8;
-        let plan = self.plan();
         let fps_residual = (actual[1] as i32).wrapping_sub(self.fps_prediction());
         // Per device: the predictions (the history they come from changes only once the
         // device is coded), the position residuals, the quantized rotation.
@@ -985,7 +996,7 @@ impl FrameCodec {
         // fps, then the time predicted from it, on the group's grid.
         self.models.lossy.residual[1].encode(rc, fps_residual);
         self.push_fps(actual[1] as i32);
-        let pred = self.predict(&plan, 0, actual);
+        let pred = self.lossy_time_prediction(actual[1]);
         let shift = time_shift(self.grid, pred);
         let r = ordered(actual[0]).wrapping_sub(grid_base(pred, shift)) as i32;
         self.models.lossy.residual[0].encode(rc, r >> shift);
@@ -1081,11 +1092,10 @@ impl FrameCodec {
             self.grid = rc.direct(5);
         }
         let mut actual = [0u32; COLUMNS];
-        let plain = self.plain_predictions();
         let r = self.models.lossy.residual[1].decode(rc);
         actual[1] = self.fps_prediction().wrapping_add(r) as u32;
         self.push_fps(actual[1] as i32);
-        let time = time_prediction(self.h1.as_ref(), actual[1], plain[0]);
+        let time = self.lossy_time_prediction(actual[1]);
         let shift = time_shift(self.grid, time);
         let q = self.models.lossy.residual[0].decode(rc) as u32;
         let rest = if shift > 0 && rc.bit(&mut self.models.lossy.time_rest) {
