@@ -1,12 +1,24 @@
-//! The live spectating protocol (`proto-spec/wire.md`): its framing and messages (`wire`)
-//! and the relay's session logic (`relay`), both sans-IO; the network shell shared by every
-//! transport (`server`), with TCP (`tcp`) and WebSocket (`ws`) in front of it, and the
-//! archive's file I/O (`archive`); and the publishing side for a recorder (`publisher`).
+//! The live spectating protocol (`proto-spec/wire.md`).
+//!
+//! Without I/O: its framing and messages (`wire`), the relay's session logic (`relay`), the
+//! client's (`client`) with the publisher's bounded outbox (`outbox`). With I/O over `std`:
+//! the archive's files (`archive`), the publisher's spill file (`spool`) and the publisher
+//! on a plain thread (`publisher::thread`). With the `tokio` feature, the async shells: the
+//! relay server shared by every transport (`server`), TCP (`tcp`) and WebSocket (`ws`) in
+//! front of it, and the async publisher (`publisher::publish`) and viewer (`viewer`).
 
 pub mod archive;
+pub mod client;
+pub mod outbox;
 pub mod publisher;
 pub mod relay;
+#[cfg(feature = "tokio")]
 pub mod server;
+pub mod spool;
+#[cfg(feature = "tokio")]
 pub mod tcp;
+#[cfg(feature = "tokio")]
+pub mod viewer;
 pub mod wire;
+#[cfg(feature = "tokio")]
 pub mod ws;

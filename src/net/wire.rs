@@ -1,12 +1,12 @@
 //! The live protocol's framing and messages (`proto-spec/wire.md`): one length-delimited frame
 //! format for TCP and WebSocket, and a [`tokio_util::codec`] codec over it.
 //!
-//! Sans-IO: [`Message::encode`] and [`Message::decode`] work on byte buffers; [`WireCodec`]
-//! only adapts them to `tokio_util`'s `Decoder`/`Encoder`, so the same bytes go to a TCP
-//! stream through `Framed` and into WebSocket binary messages.
+//! Sans-IO: [`Message::encode`] and [`Message::decode`] work on byte buffers, and
+//! [`WireCodec::decode_from`] cuts whole frames out of a byte stream; with the `tokio`
+//! feature, [`WireCodec`] is also `tokio_util`'s `Decoder`/`Encoder`, so the same bytes go to
+//! a TCP stream through `Framed` and into WebSocket binary messages.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use tokio_util::codec::{Decoder, Encoder};
 
 use crate::stream::ChunkHeader;
 
@@ -343,6 +343,24 @@ impl Message {
         }
     }
 
+    /// The message type's name, as `wire.md` §2 writes it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Message::Hello { .. } => "Hello",
+            Message::Publish { .. } => "Publish",
+            Message::Subscribe { .. } => "Subscribe",
+            Message::StreamHeader(_) => "StreamHeader",
+            Message::Chunk(_) => "Chunk",
+            Message::Ack(_) => "Ack",
+            Message::Resume(_) => "Resume",
+            Message::End(_) => "End",
+            Message::Error { .. } => "Error",
+            Message::Ping(_) => "Ping",
+            Message::Pong(_) => "Pong",
+            Message::Skipped { .. } => "Skipped",
+        }
+    }
+
     /// Appends the message as one frame (length, type, body).
     pub fn encode(&self, out: &mut BytesMut) {
         let start = out.len();
@@ -563,13 +581,11 @@ impl WireCodec {
     pub fn new(max_frame: u32) -> Self {
         WireCodec { max_frame }
     }
-}
 
-impl Decoder for WireCodec {
-    type Item = Message;
-    type Error = WireError;
-
-    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Message>, WireError> {
+    /// The next whole message at the front of `src` (removed from it), `None` while its
+    /// frame is incomplete, or the error that must close the connection. A frame's length is
+    /// checked as soon as its 4 bytes are in.
+    pub fn decode_from(&mut self, src: &mut BytesMut) -> Result<Option<Message>, WireError> {
         let Some(len) = src.get(..4) else {
             return Ok(None);
         };
@@ -598,7 +614,18 @@ impl Decoder for WireCodec {
     }
 }
 
-impl Encoder<Message> for WireCodec {
+#[cfg(feature = "tokio")]
+impl tokio_util::codec::Decoder for WireCodec {
+    type Item = Message;
+    type Error = WireError;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Message>, WireError> {
+        self.decode_from(src)
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl tokio_util::codec::Encoder<Message> for WireCodec {
     type Error = WireError;
 
     fn encode(&mut self, m: Message, dst: &mut BytesMut) -> Result<(), WireError> {
@@ -667,7 +694,7 @@ mod tests {
             let mut got = Vec::new();
             for p in wire.chunks(piece) {
                 buf.extend_from_slice(p);
-                while let Some(m) = codec.decode(&mut buf).unwrap() {
+                while let Some(m) = codec.decode_from(&mut buf).unwrap() {
                     got.push(m);
                 }
             }
@@ -681,7 +708,7 @@ mod tests {
         let mut codec = WireCodec::new(1000);
         let mut buf = BytesMut::from(&1001u32.to_le_bytes()[..]);
         assert!(matches!(
-            codec.decode(&mut buf),
+            codec.decode_from(&mut buf),
             Err(WireError::FrameTooLarge {
                 length: 1001,
                 limit: 1000
@@ -696,7 +723,7 @@ mod tests {
             b.put_u32_le(1 + body.len() as u32);
             b.put_u8(kind);
             b.put_slice(body);
-            WireCodec::default().decode(&mut b)
+            WireCodec::default().decode_from(&mut b)
         };
         assert_eq!(
             frame(0x77, &[]).unwrap_err().code(),
@@ -732,7 +759,7 @@ mod tests {
         );
         // A zero length has no type byte.
         let mut zero = BytesMut::from(&0u32.to_le_bytes()[..]);
-        assert!(WireCodec::default().decode(&mut zero).is_err());
+        assert!(WireCodec::default().decode_from(&mut zero).is_err());
         // Unknown error codes survive a round trip.
         let m = Message::Error {
             code: ErrorCode::from_code(999),
@@ -740,7 +767,7 @@ mod tests {
         };
         let mut b = BytesMut::new();
         m.encode(&mut b);
-        assert_eq!(WireCodec::default().decode(&mut b).unwrap(), Some(m));
+        assert_eq!(WireCodec::default().decode_from(&mut b).unwrap(), Some(m));
     }
 
     #[test]
@@ -748,7 +775,7 @@ mod tests {
         let c = chunk();
         let mut b = BytesMut::new();
         Message::Chunk(c.clone()).encode(&mut b);
-        let Some(Message::Chunk(got)) = WireCodec::default().decode(&mut b).unwrap() else {
+        let Some(Message::Chunk(got)) = WireCodec::default().decode_from(&mut b).unwrap() else {
             panic!("not a chunk");
         };
         assert_eq!(got, c);

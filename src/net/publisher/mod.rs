@@ -1,0 +1,188 @@
+//! The publishing side of the protocol, for a recorder that streams while the song plays.
+//!
+//! The protocol logic is [`crate::net::client::Client`] (sans-IO); this module holds what
+//! its publishing shells share — where to publish ([`Target`]), what the owner feeds them
+//! ([`Input`]) and hears back ([`Progress`]), and the spill file beyond the outbox's memory
+//! bound — and the shells themselves: [`thread`], one plain thread over `std::net` TCP (the
+//! recorder's live sink: no async runtime in a game), and with the `tokio` feature
+//! [`publish`], over TCP or WebSocket with tokio (the command-line tool).
+
+pub mod thread;
+#[cfg(feature = "tokio")]
+mod tokio_shell;
+
+#[cfg(feature = "tokio")]
+pub use tokio_shell::publish;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::client::{Client, ClientConfig, ClientError, Publication};
+pub use super::spool::Spill;
+use super::spool::Spool;
+use crate::stream::ChunkHeader;
+
+/// Where and as whom to publish.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The relay's address (`HOST:PORT`).
+    pub addr: String,
+    /// Connect over WebSocket (`ws://ADDR/`) instead of plain TCP.
+    pub websocket: bool,
+    /// Session name.
+    pub session: String,
+    /// Publishing token.
+    pub token: String,
+    /// Proves to the relay that a reconnection is the same publisher: see [`new_key`].
+    pub key: [u8; 16],
+    /// Bound of the outbox in memory, in bytes.
+    pub buffer_bytes: usize,
+    /// Beyond it, spill to a file (else the publisher fails with an overflow).
+    pub spill: Option<Spill>,
+    /// Wait between reconnection attempts.
+    pub retry_every: Duration,
+    /// Give up after this many failed connections in a row.
+    pub max_retries: u32,
+    /// After the last chunk, wait this long for the relay's acknowledgements.
+    pub finish_timeout: Duration,
+}
+
+/// What the publisher tells its owner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// Connected (again) and resumed at this sequence number.
+    Connected(u32),
+    /// The connection was lost; reconnecting.
+    Lost(String),
+    /// The relay acknowledged chunks: how many so far in all.
+    Acked(u64),
+    /// The memory bound is reached: chunks go to the spill file until the relay catches up.
+    Spilling,
+}
+
+/// A fresh publisher key: hashes of the time, the process and `RandomState`'s seed.
+pub fn new_key() -> [u8; 16] {
+    use std::hash::{BuildHasher, Hasher};
+    let mut key = [0u8; 16];
+    for half in key.chunks_mut(8) {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        h.write_u32(std::process::id());
+        half.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    key
+}
+
+/// What the owner feeds the publisher.
+#[derive(Debug)]
+pub enum Input {
+    /// A whole chunk.
+    Chunk(Bytes),
+    /// The stream is complete: send `End` once everything is acknowledged.
+    Finished,
+}
+
+/// Why publishing stopped before the end.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PublishError {
+    /// The protocol session failed: a refusal, a relay that stayed away, an overflow.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// The spill file failed.
+    #[error("spill file: {0}")]
+    Spill(std::io::Error),
+}
+
+impl Target {
+    /// The client session for this target and stream header.
+    pub fn client(&self, header: Bytes, now: u64) -> Client {
+        let config = ClientConfig {
+            agent: concat!("bsor-stream recorder ", env!("CARGO_PKG_VERSION")).into(),
+            retry_every_ms: millis(self.retry_every),
+            max_retries: self.max_retries,
+            finish_timeout_ms: millis(self.finish_timeout),
+            ..ClientConfig::default()
+        };
+        let publication = Publication {
+            session: self.session.clone(),
+            token: self.token.clone(),
+            key: self.key,
+            header,
+            buffer_bytes: self.buffer_bytes,
+        };
+        Client::publisher(config, publication, now)
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The client and its spill file: the chunks the owner hands over go to the client's
+/// outbox, or beyond its bound to the spill file, and spilled chunks are read back to send.
+pub(crate) struct Pending {
+    pub(crate) client: Client,
+    spool: Option<Spool>,
+}
+
+impl Pending {
+    pub(crate) fn new(target: &Target, header: Bytes, now: u64) -> Self {
+        Pending {
+            client: target.client(header, now),
+            spool: target.spill.as_ref().map(|s| Spool::new(s, target.key)),
+        }
+    }
+
+    /// Takes a chunk; true when it went to the spill file.
+    pub(crate) fn take(&mut self, c: Bytes) -> Result<bool, PublishError> {
+        // Once chunks spill, later ones follow them to disk until the file is empty, so
+        // that memory goes to the chunks that will go out first.
+        let overflow = if self.client.spilled() > 0 {
+            None
+        } else {
+            match self.client.push_chunk(c.clone()) {
+                Ok(()) => return Ok(false),
+                Err(e @ ClientError::Overflow(_)) => Some(e),
+                Err(e) => return Err(e.into()),
+            }
+        };
+        let (Some(spool), Some((h, _))) = (&mut self.spool, ChunkHeader::parse_at(&c)) else {
+            return Err(overflow.unwrap_or(ClientError::NotAChunk(c.len())).into());
+        };
+        let at = spool.write(&c).map_err(PublishError::Spill)?;
+        self.client.push_spilled(h.seq, at, c.len());
+        Ok(true)
+    }
+
+    /// The next message to send, with spilled chunks read back.
+    pub(crate) fn next_message(&mut self) -> Result<Option<super::wire::Message>, PublishError> {
+        use super::client::Outgoing;
+        use super::wire::Message;
+        match self.client.poll_transmit() {
+            None => Ok(None),
+            Some(Outgoing::Message(m)) => Ok(Some(m)),
+            Some(Outgoing::Spilled { at, len }) => {
+                let spool = self.spool.as_mut().ok_or_else(|| {
+                    PublishError::Spill(std::io::Error::other("a spilled chunk without a file"))
+                })?;
+                let chunk = spool.read(at, len).map_err(PublishError::Spill)?;
+                Ok(Some(Message::Chunk(chunk)))
+            }
+        }
+    }
+
+    /// After an acknowledgement: an empty spill file starts over.
+    pub(crate) fn acked(&mut self) {
+        if self.client.spilled() == 0 {
+            if let Some(s) = &mut self.spool {
+                s.reset();
+            }
+        }
+    }
+}

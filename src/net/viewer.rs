@@ -1,0 +1,121 @@
+//! The viewer over TCP or WebSocket with tokio: one task that carries out what the viewing
+//! [`Client`] asks (handshake, pongs, reconnection, deadlines) and hands the owner what
+//! arrives. `bsor-stream watch` and `demo` watch through it.
+
+use std::ops::ControlFlow;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::time::Instant;
+
+use super::client::{Client, ClientConfig, ClientError, ClientEvent, Outgoing, Subscription};
+use super::server::{MessageSink, MessageStream};
+use super::wire::DEFAULT_MAX_FRAME;
+
+/// Watches `subscription` on the relay at `addr` until the stream ends (`Ok(true)`), the
+/// owner breaks (`Ok(false)`), or the client fails. `on` sees every event but `Connect`
+/// and `Disconnect`: the header, chunks, skips, losses and the end.
+pub async fn watch(
+    addr: &str,
+    websocket: bool,
+    subscription: Subscription,
+    config: ClientConfig,
+    mut on: impl FnMut(ClientEvent) -> ControlFlow<()>,
+) -> Result<bool, ClientError> {
+    let start = Instant::now();
+    let now = move || u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let mut client = Client::viewer(config, subscription, now());
+    let mut conn: Option<(MessageSink, MessageStream)> = None;
+    loop {
+        while let Some(event) = client.poll_event() {
+            match event {
+                ClientEvent::Connect => {
+                    let timeout = client.config().handshake_timeout_ms;
+                    match connect(addr, websocket, timeout).await {
+                        Ok(c) => {
+                            conn = Some(c);
+                            client.connected(now());
+                        }
+                        Err(e) => client.connection_lost(now(), e),
+                    }
+                }
+                ClientEvent::Disconnect => {
+                    if let Some((mut tx, _)) = conn.take() {
+                        let _ = tx.close().await;
+                    }
+                }
+                ClientEvent::Failed(e) => return Err(e),
+                ClientEvent::End(r) => {
+                    let _ = on(ClientEvent::End(r));
+                    return Ok(true);
+                }
+                e => {
+                    if on(e).is_break() {
+                        client.abandon();
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+        if client.is_closed() {
+            return Ok(false);
+        }
+        if let Some((tx, _)) = &mut conn {
+            let mut fed = false;
+            while let Some(Outgoing::Message(m)) = client.poll_transmit() {
+                fed = true;
+                if let Err(e) = tx.feed(m).await {
+                    client.connection_lost(now(), e.to_string());
+                    break;
+                }
+            }
+            if fed {
+                if let Err(e) = tx.flush().await {
+                    client.connection_lost(now(), e.to_string());
+                }
+            }
+            if client.has_events() {
+                continue;
+            }
+        }
+        let deadline = client
+            .poll_timeout()
+            .map_or(start + Duration::from_secs(365 * 86400), |t| {
+                start + Duration::from_millis(t)
+            });
+        let received = async {
+            match &mut conn {
+                Some((_, rx)) => rx.next().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep_until(deadline) => client.handle_timeout(now()),
+            m = received => match m {
+                Some(Ok(m)) => client.handle_message(m, now()),
+                Some(Err(e)) => client.connection_lost(now(), e.to_string()),
+                None => client.connection_lost(now(), "the relay closed the connection"),
+            },
+        }
+    }
+}
+
+/// A transport to `addr` within `timeout_ms`.
+pub(crate) async fn connect(
+    addr: &str,
+    websocket: bool,
+    timeout_ms: u64,
+) -> Result<(MessageSink, MessageStream), String> {
+    let connecting = async {
+        if websocket {
+            super::ws::connect(addr, DEFAULT_MAX_FRAME).await
+        } else {
+            super::tcp::connect(addr, DEFAULT_MAX_FRAME).await
+        }
+    };
+    match tokio::time::timeout(Duration::from_millis(timeout_ms), connecting).await {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(format!("{addr}: {e}")),
+        Err(_) => Err(format!("{addr}: no connection within {timeout_ms} ms")),
+    }
+}
