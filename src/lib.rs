@@ -14,13 +14,20 @@
 //!   bounded ring, a background thread that encodes and feeds file, live and classic sinks.
 //! - [`synth`]: synthetic replays from a seed, for demos, tests and benchmarks.
 //!
-//! The command-line tool (`src/main.rs`) sits on top and is not part of the library.
+//! Features: `recorder` (the runtime), `net` (the protocol without I/O, and its blocking
+//! `std::net` shells), `live` (the recorder's live sink), `tokio` (the async relay server,
+//! transports and publisher); all on by default. With `--no-default-features` the crate is
+//! the classic codec, the stream format and transcoding, and builds for
+//! `wasm32-unknown-unknown`. The command-line tool (crate `bsor-stream-cli`) and the C ABI
+//! (crate `bsor-stream-ffi`) sit on top and are not part of the library.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod bsor;
+#[cfg(feature = "net")]
 pub mod net;
+#[cfg(feature = "recorder")]
 pub mod recorder;
 pub mod stream;
 pub mod synth;

@@ -1,20 +1,19 @@
-//! The live sink: publishes the stream to a relay from a thread of its own, which runs a
-//! small single-threaded tokio runtime (the game thread never sees one). The encoder's
-//! bytes are split into the stream header and whole chunks here, and handed over through
-//! an unbounded channel into the publisher's outbox, which is bounded in bytes
+//! The live sink: publishes the stream to a relay over TCP from a thread of its own
+//! ([`crate::net::publisher::thread`]: plain `std::net`, no async runtime; the game thread
+//! never sees it). The encoder's bytes are split into the stream header and whole chunks
+//! here and handed to the publisher's outbox, which is bounded in bytes
 //! ([`LiveConfig::buffer_bytes`]) and beyond that spills to a file when
-//! [`LiveConfig::spill_dir`] is set: a relay away for longer than both bounds fail this
+//! [`LiveConfig::spill_dir`] is set: a relay away for longer than both bounds fails this
 //! sink, not the others.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
 
-use crate::net::publisher::{self, Input, Progress, Target};
+use crate::net::publisher::thread::Publisher;
+use crate::net::publisher::{self, Progress, Target};
 use crate::stream::{split_stream, ChunkHeader};
 
 use super::{LogLevel, Shared, SinkKind, SinkState};
@@ -22,10 +21,8 @@ use super::{LogLevel, Shared, SinkKind, SinkState};
 /// Where to publish live.
 #[derive(Clone, Debug)]
 pub struct LiveConfig {
-    /// The relay's address (`host:port`).
+    /// The relay's TCP address (`host:port`).
     pub addr: String,
-    /// Over WebSocket (`ws://ADDR/`) instead of plain TCP.
-    pub websocket: bool,
     /// Session name (`[A-Za-z0-9._-]{1,64}`).
     pub session: String,
     /// Publishing token.
@@ -49,7 +46,6 @@ impl LiveConfig {
     pub fn new(addr: &str, session: &str, token: &str) -> Self {
         LiveConfig {
             addr: addr.into(),
-            websocket: false,
             session: session.into(),
             token: token.into(),
             buffer_bytes: 8 << 20,
@@ -66,8 +62,9 @@ pub(super) struct LiveSink {
     shared: Arc<Shared>,
     /// Bytes not yet split into the header or whole chunks.
     pending: Vec<u8>,
-    tx: Option<mpsc::UnboundedSender<Input>>,
-    thread: Option<JoinHandle<()>>,
+    publisher: Option<Publisher>,
+    /// The header was seen (and the publisher started, or failed to start).
+    started: bool,
 }
 
 impl LiveSink {
@@ -76,8 +73,8 @@ impl LiveSink {
             config,
             shared,
             pending: Vec::new(),
-            tx: None,
-            thread: None,
+            publisher: None,
+            started: false,
         }
     }
 
@@ -85,12 +82,13 @@ impl LiveSink {
     /// it is whole.
     pub(super) fn send(&mut self, bytes: &[u8]) {
         self.pending.extend_from_slice(bytes);
-        if self.thread.is_none() {
+        if !self.started {
             let Some((_, header_len, _)) = split_stream(&self.pending) else {
                 return;
             };
             let header = Bytes::copy_from_slice(&self.pending[..header_len]);
             self.pending.drain(..header_len);
+            self.started = true;
             self.spawn(header);
         }
         let mut at = 0;
@@ -99,10 +97,8 @@ impl LiveSink {
             if end > self.pending.len() {
                 break;
             }
-            let chunk = Bytes::copy_from_slice(&self.pending[at..end]);
-            if let Some(tx) = &self.tx {
-                // A closed channel means the publisher ended (and said why).
-                let _ = tx.send(Input::Chunk(chunk));
+            if let Some(p) = &self.publisher {
+                p.send(Bytes::copy_from_slice(&self.pending[at..end]));
             }
             at = end;
         }
@@ -110,10 +106,9 @@ impl LiveSink {
     }
 
     fn spawn(&mut self, header: Bytes) {
-        let (tx, rx) = mpsc::unbounded_channel();
         let target = Target {
             addr: self.config.addr.clone(),
-            websocket: self.config.websocket,
+            websocket: false,
             session: self.config.session.clone(),
             token: self.config.token.clone(),
             key: publisher::new_key(),
@@ -127,14 +122,21 @@ impl LiveSink {
             finish_timeout: Duration::from_secs(10),
         };
         let shared = Arc::clone(&self.shared);
-        let spawned = std::thread::Builder::new()
-            .name("bsor-recorder-live".into())
-            .spawn(move || run(target, header, rx, shared));
-        match spawned {
-            Ok(t) => {
-                self.tx = Some(tx);
-                self.thread = Some(t);
-            }
+        let addr = target.addr.clone();
+        let progress = move |p: Progress| match p {
+            Progress::Connected(next) => shared.log(
+                LogLevel::Info,
+                &format!("live: connected to {addr}, resuming at chunk {next}"),
+            ),
+            Progress::Lost(e) => shared.log(LogLevel::Warn, &format!("live: {e}; reconnecting")),
+            Progress::Acked(n) => shared.live_acked.store(n, Ordering::Relaxed),
+            Progress::Spilling => shared.log(
+                LogLevel::Warn,
+                "live: the relay is behind by more than the memory bound; spilling to disk",
+            ),
+        };
+        match Publisher::spawn("bsor-recorder-live", target, header, progress) {
+            Ok(p) => self.publisher = Some(p),
             Err(e) => self
                 .shared
                 .fail(SinkKind::Live, format!("starting the live thread: {e}")),
@@ -145,46 +147,16 @@ impl LiveSink {
     /// closing (the relay then ends the session after its publisher timeout). Waits for
     /// the live thread, which gives up after its finish timeout.
     pub(super) fn finish(mut self, complete: bool) {
-        if let Some(tx) = self.tx.take() {
-            if complete {
-                let _ = tx.send(Input::Finished);
+        let Some(p) = self.publisher.take() else {
+            return;
+        };
+        match p.finish(complete) {
+            Ok(()) => {
+                if complete && self.shared.sink(SinkKind::Live) == SinkState::Running {
+                    self.shared.set_sink(SinkKind::Live, SinkState::Done);
+                }
             }
+            Err(e) => self.shared.fail(SinkKind::Live, format!("live: {e}")),
         }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn run(target: Target, header: Bytes, rx: mpsc::UnboundedReceiver<Input>, shared: Arc<Shared>) {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            return shared.fail(SinkKind::Live, format!("starting the live runtime: {e}"));
-        }
-    };
-    let addr = target.addr.clone();
-    let progress = |p: Progress| match p {
-        Progress::Connected(next) => shared.log(
-            LogLevel::Info,
-            &format!("live: connected to {addr}, resuming at chunk {next}"),
-        ),
-        Progress::Lost(e) => shared.log(LogLevel::Warn, &format!("live: {e}; reconnecting")),
-        Progress::Acked(n) => shared.live_acked.store(n, Ordering::Relaxed),
-        Progress::Spilling => shared.log(
-            LogLevel::Warn,
-            "live: the relay is behind by more than the memory bound; spilling to disk",
-        ),
-    };
-    match rt.block_on(publisher::publish(target, header, rx, progress)) {
-        Ok(()) => {
-            if shared.sink(SinkKind::Live) == SinkState::Running {
-                shared.set_sink(SinkKind::Live, SinkState::Done);
-            }
-        }
-        Err(e) => shared.fail(SinkKind::Live, format!("live: {e}")),
     }
 }

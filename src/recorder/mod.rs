@@ -21,6 +21,7 @@
 //! others go on. Nothing here panics into the caller.
 
 mod classic;
+#[cfg(feature = "live")]
 mod live;
 mod worker;
 
@@ -35,6 +36,7 @@ use rtrb::RingBuffer;
 use crate::bsor::{ControllerOffsets, Frame, Height, Info, NoteEvent, Pause, Wall};
 use crate::stream::{Profile, Settings};
 
+#[cfg(feature = "live")]
 pub use live::LiveConfig;
 
 /// What a push does when the ring is full.
@@ -102,7 +104,8 @@ pub struct Config {
     pub sync_each_chunk: bool,
     /// At finish, write the replay as a classic `.bsor` file here.
     pub classic_file: Option<PathBuf>,
-    /// Publish live to a relay.
+    /// Publish live to a relay (feature `live`).
+    #[cfg(feature = "live")]
     pub live: Option<LiveConfig>,
     /// Receives log messages.
     pub log: Option<LogFn>,
@@ -119,6 +122,7 @@ impl Default for Config {
             stream_file: None,
             sync_each_chunk: false,
             classic_file: None,
+            #[cfg(feature = "live")]
             live: None,
             log: None,
         }
@@ -127,17 +131,18 @@ impl Default for Config {
 
 impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Config")
-            .field("settings", &self.settings)
+        let mut d = f.debug_struct("Config");
+        d.field("settings", &self.settings)
             .field("queue_capacity", &self.queue_capacity)
             .field("on_full", &self.on_full)
             .field("poll_interval", &self.poll_interval)
             .field("idle_flush", &self.idle_flush)
             .field("stream_file", &self.stream_file)
             .field("sync_each_chunk", &self.sync_each_chunk)
-            .field("classic_file", &self.classic_file)
-            .field("live", &self.live)
-            .field("log", &self.log.as_ref().map(|_| "callback"))
+            .field("classic_file", &self.classic_file);
+        #[cfg(feature = "live")]
+        d.field("live", &self.live);
+        d.field("log", &self.log.as_ref().map(|_| "callback"))
             .finish()
     }
 }

@@ -11,6 +11,7 @@ use crate::bsor::Info;
 use crate::stream::StreamEncoder;
 
 use super::classic::ClassicSink;
+#[cfg(feature = "live")]
 use super::live::LiveSink;
 use super::{Config, Ending, LogLevel, Record, Shared, SinkKind, SinkState};
 
@@ -40,6 +41,7 @@ impl StreamFile {
 /// The sinks that still work; a failed one is dropped (and reported).
 struct Sinks {
     file: Option<StreamFile>,
+    #[cfg(feature = "live")]
     live: Option<LiveSink>,
     classic: Option<ClassicSink>,
 }
@@ -71,12 +73,14 @@ impl Sinks {
                     None
                 }
             });
+        #[cfg(feature = "live")]
         let live = config.live.clone().map(|l| {
             shared.set_sink(SinkKind::Live, SinkState::Running);
             LiveSink::start(l, Arc::clone(shared))
         });
         Sinks {
             file,
+            #[cfg(feature = "live")]
             live,
             classic,
         }
@@ -99,6 +103,7 @@ impl Sinks {
                 self.file = None;
             }
         }
+        #[cfg(feature = "live")]
         if let Some(l) = &mut self.live {
             l.send(bytes);
         }
@@ -207,6 +212,7 @@ fn end(mut enc: StreamEncoder, mut sinks: Sinks, ending: Option<Ending>, shared:
             Err(e) => shared.fail(SinkKind::Classic, format!("writing the classic file: {e}")),
         }
     }
+    #[cfg(feature = "live")]
     if let Some(l) = sinks.live.take() {
         l.finish(true);
     }
@@ -222,6 +228,7 @@ fn end_unfinished(mut sinks: Sinks, _shared: &Shared) {
     if let Some(c) = sinks.classic.take() {
         c.abandon();
     }
+    #[cfg(feature = "live")]
     if let Some(l) = sinks.live.take() {
         l.finish(false);
     }
