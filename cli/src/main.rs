@@ -1,14 +1,14 @@
 //! `bsor-stream`: the command-line tool. It parses arguments, reads and writes files and
 //! prints; everything it computes is in the library.
 
-mod cli;
+mod commands;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use cli::{Failure, Outcome};
+use commands::{Failure, Outcome};
 
 #[derive(Parser)]
 #[command(
@@ -202,9 +202,6 @@ enum Command {
         #[arg(long, default_value_t = 2.0)]
         speed: f32,
     },
-    /// Load on a relay over 127.0.0.1: one session with 1000 viewers and 100 sessions of 10,
-    /// publishing a synthetic replay live; prints frame latency, skips, relay memory and CPU.
-    Load(cli::load::LoadArgs),
     /// Sizes and speeds of every profile under both settings, against BSOR and zstd -19.
     Bench {
         /// BSOR files or folders of them.
@@ -218,41 +215,40 @@ enum Command {
 
 fn run(cli: Cli) -> Result<Outcome, Failure> {
     match cli.command {
-        Command::Info { file, json } => cli::classic::info(&file, json),
-        Command::Export { file } => cli::classic::export(&file),
+        Command::Info { file, json } => commands::classic::info(&file, json),
+        Command::Export { file } => commands::classic::export(&file),
         Command::Synth {
             output,
             seconds,
             fps,
             seed,
-        } => cli::classic::synth(&output, seconds, fps, seed),
+        } => commands::classic::synth(&output, seconds, fps, seed),
         Command::Encode {
             input,
             output,
             stream,
-        } => cli::stream::encode(&input, &output, stream.settings()),
+        } => commands::stream::encode(&input, &output, stream.settings()),
         Command::Decode {
             input,
             output,
             from,
             to,
             follow,
-        } => cli::stream::decode(&input, &output, from, to, follow),
-        Command::Events { file, json } => cli::stream::events(&file, json),
+        } => commands::stream::decode(&input, &output, from, to, follow),
+        Command::Events { file, json } => commands::stream::events(&file, json),
         Command::Verify {
             files,
             archive,
             json,
-        } => cli::verify::verify(&files, archive, json),
-        Command::Bench { paths, json } => cli::verify::bench(&paths, json),
+        } => commands::verify::verify(&files, archive, json),
+        Command::Bench { paths, json } => commands::verify::bench(&paths, json),
         Command::Serve {
             tcp,
             ws,
             archive,
             token_file,
-        } => cli::serve::serve(&tcp, ws.as_deref(), archive.as_deref(), &token_file),
-        Command::Load(args) => cli::load::load(&args),
-        Command::Demo { file, speed } => cli::live::demo(file.as_deref(), speed),
+        } => commands::serve::serve(&tcp, ws.as_deref(), archive.as_deref(), &token_file),
+        Command::Demo { file, speed } => commands::live::demo(file.as_deref(), speed),
         Command::Publish {
             file,
             to,
@@ -269,7 +265,7 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
                 archive: false,
             }
             .settings();
-            cli::live::publish(&file, &to, ws, &session, &token, speed, settings)
+            commands::live::publish(&file, &to, ws, &session, &token, speed, settings)
         }
         Command::Watch {
             addr,
@@ -278,7 +274,7 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             complete,
             wait,
             output,
-        } => cli::live::watch(&addr, ws, &session, complete, wait, output.as_deref()),
+        } => commands::live::watch(&addr, ws, &session, complete, wait, output.as_deref()),
     }
 }
 

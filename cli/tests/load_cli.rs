@@ -1,4 +1,4 @@
-//! `bsor-stream load` end to end at a small scale: it starts its own relay process, and every
+//! `bsor-stream-load` end to end at a small scale: it starts its own relay process, and every
 //! viewer gets every frame. Only what arrived is checked, never how fast (the latency
 //! target is for the full-size run on a quiet machine, not for a test).
 
@@ -21,9 +21,8 @@ fn received(report: &str) -> Vec<(u64, u64)> {
 
 #[test]
 fn both_scenarios_deliver_every_frame_to_every_viewer() {
-    let out = Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
+    let out = Command::new(env!("CARGO_BIN_EXE_bsor-stream-load"))
         .args([
-            "load",
             "--viewers",
             "5",
             "--sessions",

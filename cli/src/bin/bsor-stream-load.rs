@@ -1,7 +1,8 @@
-//! `load`: drives a relay on 127.0.0.1 with publishers and many viewers over real sockets and
+//! `bsor-stream-load`: drives a relay on 127.0.0.1 with publishers and many viewers over real sockets and
 //! reports frame latency, what arrived, and the relay's CPU and memory.
 //!
-//! The relay is `bsor-stream serve` in its own process: started here on port 0 (a fresh one
+//! A benchmark tool of the project, built beside the `bsor-stream` binary and kept out of it.
+//! The relay is `bsor-stream serve` (the binary next to this one) in its own process: started here on port 0 (a fresh one
 //! per scenario, so each has its own peak memory), or given with `--relay ADDR` (and
 //! `--relay-pid PID` to read its memory and CPU from `/proc`). The publishers and viewers
 //! share one tokio runtime in this process. A viewer parses only frame headers and chunk
@@ -17,20 +18,29 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bsor_stream::net::wire::{EndReason, Message, Role, ViewMode, WireCodec};
+use std::ops::ControlFlow;
+
+use bsor_stream::net::client::{ClientConfig, ClientEvent, Subscription};
+use bsor_stream::net::wire::{EndReason, ViewMode};
+use bsor_stream::net::{publisher, viewer};
 use bsor_stream::stream::{ChunkHeader, Profile, Settings};
 use bsor_stream::{bsor, synth, transcode};
-use bytes::{Buf, Bytes, BytesMut};
-use futures_util::{SinkExt, StreamExt};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
-use tokio_util::codec::Framed;
+use bytes::Bytes;
 
-use super::{Failure, Outcome};
+/// A failure, for the one line on stderr.
+struct Failure(String);
 
-/// Options of `bsor-stream load`.
-#[derive(clap::Args, Debug)]
-pub struct LoadArgs {
+impl<E: std::fmt::Display> From<(&std::path::Path, E)> for Failure {
+    fn from((path, e): (&std::path::Path, E)) -> Self {
+        Failure(format!("{}: {e}", path.display()))
+    }
+}
+
+/// Load on a relay over 127.0.0.1: one session with 1000 viewers and 100 sessions of 10,
+/// publishing a synthetic replay live; prints frame latency, skips, relay memory and CPU.
+#[derive(clap::Parser, Debug)]
+#[command(name = "bsor-stream-load", version)]
+struct LoadArgs {
     /// A running relay's TCP address (`bsor-stream serve`); by default one is started here,
     /// in its own process, for each scenario.
     #[arg(long)]
@@ -125,31 +135,6 @@ fn song(seconds: f32, speed: f32) -> Result<Song, Failure> {
     })
 }
 
-/// Frames off the wire without looking into their bodies (no CRC, no copy): type and body.
-struct RawFrames;
-
-impl tokio_util::codec::Decoder for RawFrames {
-    type Item = (u8, Bytes);
-    type Error = std::io::Error;
-
-    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<(u8, Bytes)>, std::io::Error> {
-        let Some(len) = src.get(..4) else {
-            return Ok(None);
-        };
-        let length = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
-        if length == 0 || length > bsor_stream::net::wire::DEFAULT_MAX_FRAME as usize {
-            return Err(std::io::Error::other(format!("bad frame length {length}")));
-        }
-        if src.len() < 4 + length {
-            src.reserve(4 + length - src.len());
-            return Ok(None);
-        }
-        src.advance(4);
-        let kind = src.get_u8();
-        Ok(Some((kind, src.split_to(length - 1).freeze())))
-    }
-}
-
 /// What one viewer saw.
 #[derive(Default)]
 struct Seen {
@@ -160,77 +145,69 @@ struct Seen {
     error: Option<String>,
 }
 
-fn hello_bytes(role: Role) -> BytesMut {
-    let mut b = BytesMut::new();
-    Message::Hello {
-        min_version: 1,
-        max_version: 1,
-        role,
-        agent: concat!("bsor-stream-load ", env!("CARGO_PKG_VERSION")).into(),
-    }
-    .encode(&mut b);
-    b
-}
-
 /// Connects, subscribes (live) and reports on `ready` once the relay answered its Hello;
-/// then records every chunk's arrival until End.
+/// then records every chunk's arrival until End. The protocol is the library's client
+/// session ([`viewer::watch`]), as `watch` runs it.
 async fn viewer(
     addr: String,
     session: String,
     epoch: Instant,
-    ready: tokio::sync::mpsc::Sender<()>,
+    ready: tokio::sync::mpsc::UnboundedSender<()>,
     deadline: Instant,
 ) -> Seen {
     let mut seen = Seen::default();
-    let run = async {
-        let mut socket = TcpStream::connect(&addr).await.map_err(|e| e.to_string())?;
-        let _ = socket.set_nodelay(true);
-        let mut out = hello_bytes(Role::Viewer);
-        Message::Subscribe {
-            session,
-            mode: ViewMode::Live,
-            wait_ms: 60_000,
-        }
-        .encode(&mut out);
-        socket.write_all(&out).await.map_err(|e| e.to_string())?;
-        let mut frames = tokio_util::codec::FramedRead::new(socket, RawFrames);
-        let mut greeted = false;
-        while let Some(f) = frames.next().await {
-            let (kind, body) = f.map_err(|e| e.to_string())?;
-            match kind {
-                0x01 if !greeted => {
-                    greeted = true;
-                    let _ = ready.send(()).await;
-                }
-                0x05 => {
-                    let at = epoch.elapsed().as_micros() as u64;
-                    let (h, _) = ChunkHeader::parse_at(&body).ok_or("a chunk without header")?;
+    let subscription = Subscription {
+        session,
+        mode: ViewMode::Live,
+        wait_ms: 60_000,
+    };
+    let config = client_config();
+    let on = |e: ClientEvent| {
+        match e {
+            ClientEvent::Established { .. } => {
+                let _ = ready.send(());
+            }
+            ClientEvent::Chunk(body) => {
+                let at = epoch.elapsed().as_micros() as u64;
+                if let Some((h, _)) = ChunkHeader::parse_at(&body) {
                     seen.arrivals.push((h.seq, at));
                 }
-                0x0C if body.len() >= 4 => {
-                    seen.skipped +=
-                        u64::from(u32::from_le_bytes([body[0], body[1], body[2], body[3]]));
-                }
-                0x08 => {
-                    seen.ended = body.first() == Some(&0);
-                    return Ok(());
-                }
-                0x09 => return Err(format!("relay error {:?}", &body[..body.len().min(64)])),
-                _ => {}
             }
+            ClientEvent::Skipped { chunks, .. } => seen.skipped += u64::from(chunks),
+            ClientEvent::End(reason) => seen.ended = reason == EndReason::Finished,
+            // A load test counts a reconnection as an error, and stops that viewer.
+            ClientEvent::Lost(e) => {
+                seen.error.get_or_insert(e.to_string());
+                return ControlFlow::Break(());
+            }
+            _ => {}
         }
-        Err::<(), String>("the relay closed the connection".into())
+        ControlFlow::Continue(())
     };
-    match tokio::time::timeout_at(deadline.into(), run).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => seen.error = Some(e),
-        Err(_) => seen.error = Some("timed out".into()),
+    let run = viewer::watch(&addr, false, subscription, config, on);
+    let result = tokio::time::timeout_at(deadline.into(), run).await;
+    match result {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            seen.error.get_or_insert(e.to_string());
+        }
+        Err(_) => {
+            seen.error.get_or_insert("timed out".into());
+        }
     }
     seen
 }
 
-/// Publishes the song on `session`, starting at `start`; returns when each chunk was sent
-/// (microseconds after the epoch).
+fn client_config() -> ClientConfig {
+    let mut c = ClientConfig::default();
+    c.agent = concat!("bsor-stream-load ", env!("CARGO_PKG_VERSION")).into();
+    c.max_retries = 0;
+    c
+}
+
+/// Publishes the song on `session`, starting at `start`; returns when each chunk was handed
+/// to the publisher (microseconds after the epoch). The protocol is the library's client
+/// session, driven by the async publisher `publish` runs.
 async fn publisher(
     addr: String,
     session: String,
@@ -239,66 +216,34 @@ async fn publisher(
     start: Instant,
     epoch: Instant,
 ) -> Result<Vec<u64>, Failure> {
-    let socket = TcpStream::connect(&addr)
-        .await
-        .map_err(|e| Failure(format!("{addr}: {e}")))?;
-    let _ = socket.set_nodelay(true);
-    let mut c = Framed::new(socket, WireCodec::default());
-    let fail = |e: bsor_stream::net::wire::WireError| Failure(format!("publisher: {e}"));
-    c.send(Message::Hello {
-        min_version: 1,
-        max_version: 1,
-        role: Role::Publisher,
-        agent: "bsor-stream-load".into(),
-    })
-    .await
-    .map_err(fail)?;
     let mut key = [0u8; 16];
     key[..8].copy_from_slice(&(epoch.elapsed().as_nanos() as u64).to_le_bytes());
-    c.send(Message::Publish {
+    let target = publisher::Target {
+        addr,
+        websocket: false,
         session,
         token,
-        resume: false,
-        publisher_key: key,
-    })
-    .await
-    .map_err(fail)?;
-    loop {
-        match c.next().await {
-            Some(Ok(Message::Hello { .. })) => {}
-            Some(Ok(Message::Resume(0))) => break,
-            other => return Err(Failure(format!("publisher: the relay answered {other:?}"))),
-        }
-    }
-    let (mut sink, mut acks) = c.split();
-    // Acks are read and dropped; an error from the relay ends the run.
-    let reader = tokio::spawn(async move {
-        while let Some(m) = acks.next().await {
-            if let Ok(Message::Error { code, message }) = m {
-                return Err(Failure(format!("publisher: relay {code:?}: {message}")));
-            }
-        }
-        Ok(())
-    });
-    tokio::time::sleep_until(start.into()).await;
-    sink.send(Message::StreamHeader(song.header.clone()))
-        .await
-        .map_err(fail)?;
+        key,
+        buffer_bytes: 64 << 20,
+        spill: None,
+        retry_every: Duration::from_millis(500),
+        max_retries: 0,
+        finish_timeout: Duration::from_secs(5),
+    };
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let run = tokio::spawn(publisher::publish(target, song.header.clone(), rx, |_| {}));
     let mut sent = Vec::with_capacity(song.chunks.len());
     for (chunk, at) in song.chunks.iter().zip(&song.send_at) {
         tokio::time::sleep_until((start + Duration::from_secs_f64(*at)).into()).await;
-        sink.send(Message::Chunk(chunk.clone()))
-            .await
-            .map_err(fail)?;
+        let _ = tx.send(publisher::Input::Chunk(chunk.clone()));
         sent.push(epoch.elapsed().as_micros() as u64);
     }
-    sink.send(Message::End(EndReason::Finished))
-        .await
-        .map_err(fail)?;
-    if let Ok(Ok(Err(e))) = tokio::time::timeout(Duration::from_secs(5), reader).await {
-        return Err(e);
+    let _ = tx.send(publisher::Input::Finished);
+    match run.await {
+        Ok(Ok(())) => Ok(sent),
+        Ok(Err(e)) => Err(Failure(format!("publisher: {e}"))),
+        Err(e) => Err(Failure(format!("publisher: {e}"))),
     }
-    Ok(sent)
 }
 
 /// A relay process started for one scenario.
@@ -333,7 +278,9 @@ fn start_relay(token: &str, n: usize) -> Result<RelayProcess, Failure> {
     let tokens = dir.0.join("tokens");
     std::fs::write(&tokens, format!("{token}\n")).map_err(|e| (tokens.as_path(), e))?;
     let exe = std::env::current_exe().map_err(|e| Failure(format!("finding myself: {e}")))?;
-    let mut child = Command::new(exe)
+    // The relay is the user's binary, built beside this one.
+    let relay_exe = exe.with_file_name(format!("bsor-stream{}", std::env::consts::EXE_SUFFIX));
+    let mut child = Command::new(&relay_exe)
         .args(["serve", "--tcp", "127.0.0.1:0", "--token-file"])
         .arg(&tokens)
         .stdin(Stdio::null())
@@ -341,7 +288,7 @@ fn start_relay(token: &str, n: usize) -> Result<RelayProcess, Failure> {
         // Its log would drown the report; how it ended is checked instead.
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| Failure(format!("starting the relay: {e}")))?;
+        .map_err(|e| Failure(format!("starting the relay {}: {e}", relay_exe.display())))?;
     let mut line = String::new();
     let mut stdout = child.stdout.take().map(BufReader::new);
     if let Some(out) = &mut stdout {
@@ -470,7 +417,7 @@ fn scenario(
     let result = runtime.block_on(async {
         // Every viewer connects and is greeted before the song starts.
         let deadline = Instant::now() + Duration::from_secs_f64(song_secs + 60.0);
-        let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(64);
+        let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut watchers = Vec::with_capacity(sessions * viewers);
         for s in 0..sessions {
             for _ in 0..viewers {
@@ -670,8 +617,20 @@ fn report(
     Ok(ok)
 }
 
-/// `load`: the scenarios, one after the other.
-pub fn load(args: &LoadArgs) -> Result<Outcome, Failure> {
+fn main() -> std::process::ExitCode {
+    use clap::Parser;
+    match load(&LoadArgs::parse()) {
+        Ok(true) => std::process::ExitCode::SUCCESS,
+        Ok(false) => std::process::ExitCode::FAILURE,
+        Err(Failure(msg)) => {
+            eprintln!("bsor-stream-load: error: {msg}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// The scenarios, one after the other; false when a target was missed.
+fn load(args: &LoadArgs) -> Result<bool, Failure> {
     if !(args.speed > 0.0 && args.speed <= 100.0) {
         return Err(Failure("--speed must be above 0 and at most 100".into()));
     }
@@ -703,5 +662,5 @@ pub fn load(args: &LoadArgs) -> Result<Outcome, Failure> {
             2,
         )?;
     }
-    Ok(if ok { Outcome::Done } else { Outcome::Failed })
+    Ok(ok)
 }

@@ -5,73 +5,22 @@ use std::time::{Duration, Instant};
 
 use bsor_stream::bsor;
 use bsor_stream::net::archive::StreamWriter;
-use bsor_stream::net::server::{MessageSink, MessageStream};
-use bsor_stream::net::wire::{EndReason, Message, Role, ViewMode, DEFAULT_MAX_FRAME};
-use bsor_stream::net::{publisher, tcp, ws};
+use std::ops::ControlFlow;
+
+use bsor_stream::net::client::{ClientConfig, ClientEvent, Subscription};
+use bsor_stream::net::wire::{EndReason, ViewMode};
+use bsor_stream::net::{publisher, tcp, viewer};
 use bsor_stream::stream::{Settings, StreamDecoder, StreamEvent};
 use bsor_stream::transcode;
 use bytes::Bytes;
-use futures_util::{SinkExt, StreamExt};
 
 use super::{read_all, Failure, Outcome};
-
-/// A connection to a relay, whatever the transport.
-struct Conn {
-    tx: MessageSink,
-    rx: MessageStream,
-}
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure(format!("starting the runtime: {e}")))
-}
-
-async fn hello(addr: &str, websocket: bool, role: Role) -> Result<Conn, Failure> {
-    let (tx, rx) = if websocket {
-        ws::connect(addr, DEFAULT_MAX_FRAME).await
-    } else {
-        tcp::connect(addr, DEFAULT_MAX_FRAME).await
-    }
-    .map_err(|e| Failure(format!("{addr}: {e}")))?;
-    let mut c = Conn { tx, rx };
-    let agent = concat!("bsor-stream ", env!("CARGO_PKG_VERSION")).to_string();
-    send(
-        &mut c,
-        Message::Hello {
-            min_version: 1,
-            max_version: 1,
-            role,
-            agent,
-        },
-    )
-    .await?;
-    match next(&mut c).await? {
-        Message::Hello { .. } => Ok(c),
-        m => Err(refused(m)),
-    }
-}
-
-async fn send(c: &mut Conn, m: Message) -> Result<(), Failure> {
-    c.tx.send(m)
-        .await
-        .map_err(|e| Failure(format!("sending: {e}")))
-}
-
-async fn next(c: &mut Conn) -> Result<Message, Failure> {
-    match c.rx.next().await {
-        Some(Ok(m)) => Ok(m),
-        Some(Err(e)) => Err(Failure(format!("receiving: {e}"))),
-        None => Err(Failure("the relay closed the connection".into())),
-    }
-}
-
-fn refused(m: Message) -> Failure {
-    match m {
-        Message::Error { code, message } => Failure(format!("relay: {code:?}: {message}")),
-        m => Failure(format!("unexpected {m:?} from the relay")),
-    }
 }
 
 /// What a publisher sends: the stream header, each chunk with the song time at which a
@@ -185,13 +134,7 @@ async fn publish_paced(
     };
     let result = publisher::publish(target, header, rx, progress).await;
     pacer.abort();
-    match result {
-        Ok(()) => Ok(()),
-        Err(publisher::PublishError::Refused { code, message }) => {
-            Err(Failure(format!("relay: {code:?}: {message}")))
-        }
-        Err(e) => Err(Failure(e.to_string())),
-    }
+    result.map_err(|e| Failure(e.to_string()))
 }
 
 /// Lateness of frames against their song time, measured from the best-placed frame so far:
@@ -238,67 +181,84 @@ pub fn watch(
         None => None,
     };
     let complete = complete || output.is_some();
-    runtime()?.block_on(async {
-        let mut c = hello(addr, websocket, Role::Viewer).await?;
-        let mode = if complete { ViewMode::Complete } else { ViewMode::Live };
-        let wait_ms = (wait.max(0.0) * 1000.0).min(u32::MAX as f32) as u32;
-        send(&mut c, Message::Subscribe { session: session.into(), mode, wait_ms }).await?;
-        let mut d = StreamDecoder::new();
-        let (mut frames, mut song_time, mut skipped, mut bytes) = (0u64, 0f32, 0u64, 0u64);
-        let mut latency = Latency::default();
-        let mut last_print = Instant::now();
-        let mut ended = false;
-        loop {
-            let m = match c.rx.next().await {
-                Some(Ok(m)) => m,
-                Some(Err(e)) => return Err(Failure(format!("receiving: {e}"))),
-                None => break,
-            };
-            match m {
-                Message::StreamHeader(b) | Message::Chunk(b) => {
-                    bytes += b.len() as u64;
-                    if let Some(f) = &mut out {
-                        f.write(&b).map_err(|e| Failure(format!("writing: {e}")))?;
-                    }
-                    d.push(&b);
-                    while let Ok(Some(ev)) = d.next_event() {
-                        if let StreamEvent::Frame { frame, .. } = ev {
-                            frames += 1;
-                            song_time = frame.time;
-                            latency.frame(frame.time);
-                        }
+    let mode = if complete {
+        ViewMode::Complete
+    } else {
+        ViewMode::Live
+    };
+    let wait_ms = (wait.max(0.0) * 1000.0).min(u32::MAX as f32) as u32;
+    let subscription = Subscription {
+        session: session.into(),
+        mode,
+        wait_ms,
+    };
+    let mut d = StreamDecoder::new();
+    let (mut frames, mut song_time, mut skipped, mut bytes) = (0u64, 0f32, 0u64, 0u64);
+    let mut latency = Latency::default();
+    let mut last_print = Instant::now();
+    let mut ended = false;
+    let mut failed: Option<Failure> = None;
+    let on = |e: ClientEvent| {
+        match e {
+            ClientEvent::Header(b) | ClientEvent::Chunk(b) => {
+                bytes += b.len() as u64;
+                if let Some(f) = &mut out {
+                    if let Err(e) = f.write(&b) {
+                        failed = Some(Failure(format!("writing: {e}")));
+                        return ControlFlow::Break(());
                     }
                 }
-                Message::Skipped { chunks, .. } => skipped += u64::from(chunks),
-                Message::End(reason) => {
-                    ended = reason == EndReason::Finished;
-                    break;
+                d.push(&b);
+                while let Ok(Some(ev)) = d.next_event() {
+                    if let StreamEvent::Frame { frame, .. } = ev {
+                        frames += 1;
+                        song_time = frame.time;
+                        latency.frame(frame.time);
+                    }
                 }
-                Message::Ping(n) => send(&mut c, Message::Pong(n)).await?,
-                m @ Message::Error { .. } => return Err(refused(m)),
-                _ => {}
             }
-            if last_print.elapsed() > Duration::from_millis(500) {
-                eprintln!(
-                    "song time {song_time:7.2} s, {frames} frames, {bytes} bytes, latency {:4.0} ms (worst {:.0} ms), {skipped} chunks skipped",
-                    latency.last * 1000.0,
-                    latency.worst * 1000.0
-                );
-                last_print = Instant::now();
-            }
+            ClientEvent::Skipped { chunks, .. } => skipped += u64::from(chunks),
+            ClientEvent::End(reason) => ended = reason == EndReason::Finished,
+            ClientEvent::Lost(e) => eprintln!("bsor-stream: {e}; reconnecting"),
+            _ => {}
         }
-        d.finish();
-        while let Ok(Some(_)) = d.next_event() {}
-        if let Some(f) = out {
-            // A finished stream gets its footer, as the publisher's file has.
-            f.finish(ended).map_err(|e| Failure(format!("writing: {e}")))?;
+        if last_print.elapsed() > Duration::from_millis(500) {
+            eprintln!(
+                "song time {song_time:7.2} s, {frames} frames, {bytes} bytes, latency {:4.0} ms (worst {:.0} ms), {skipped} chunks skipped",
+                latency.last * 1000.0,
+                latency.worst * 1000.0
+            );
+            last_print = Instant::now();
         }
-        eprintln!(
-            "received {frames} frames, {bytes} bytes, worst latency {:.0} ms, {skipped} chunks skipped; stream {}",
-            latency.worst * 1000.0,
-            if ended { "ended" } else { "cut off" }
-        );
-        Ok(if ended && (!complete || skipped == 0) { Outcome::Done } else { Outcome::Partial })
+        ControlFlow::Continue(())
+    };
+    let result = runtime()?.block_on(viewer::watch(
+        addr,
+        websocket,
+        subscription,
+        ClientConfig::default(),
+        on,
+    ));
+    if let Some(f) = failed {
+        return Err(f);
+    }
+    result.map_err(|e| Failure(format!("{addr}: {e}")))?;
+    d.finish();
+    while let Ok(Some(_)) = d.next_event() {}
+    if let Some(f) = out {
+        // A finished stream gets its footer, as the publisher's file has.
+        f.finish(ended)
+            .map_err(|e| Failure(format!("writing: {e}")))?;
+    }
+    eprintln!(
+        "received {frames} frames, {bytes} bytes, worst latency {:.0} ms, {skipped} chunks skipped; stream {}",
+        latency.worst * 1000.0,
+        if ended { "ended" } else { "cut off" }
+    );
+    Ok(if ended && (!complete || skipped == 0) {
+        Outcome::Done
+    } else {
+        Outcome::Partial
     })
 }
 
@@ -354,46 +314,45 @@ pub fn demo(file: Option<&Path>, speed: f32) -> Result<Outcome, Failure> {
         for n in 0..3 {
             let addr = addr.clone();
             viewers.push(tokio::spawn(async move {
-                let mut c = hello(&addr, false, Role::Viewer).await?;
-                let sub = Message::Subscribe { session: "demo".into(), mode: ViewMode::Live, wait_ms: 10_000 };
-                send(&mut c, sub).await?;
+                let sub = Subscription { session: "demo".into(), mode: ViewMode::Live, wait_ms: 10_000 };
                 let mut d = StreamDecoder::new();
                 let (mut frames, mut bytes, mut worst_ms) = (0u64, 0u64, 0f64);
                 let mut last = Instant::now();
-                while let Some(Ok(m)) = c.rx.next().await {
-                    match m {
-                        Message::StreamHeader(b) | Message::Chunk(b) => {
-                            bytes += b.len() as u64;
-                            d.push(&b);
-                            while let Ok(Some(ev)) = d.next_event() {
-                                if let StreamEvent::Frame { frame, .. } = ev {
-                                    frames += 1;
-                                    // Latency: arrival against when the publisher had the frame.
-                                    let due = ((frame.time - first_t) / speed.max(1e-3)).max(0.0);
-                                    let now = Instant::now().saturating_duration_since(start);
-                                    let late = now.as_secs_f64() - f64::from(due);
-                                    worst_ms = worst_ms.max(late * 1000.0);
-                                    if n == 0 && last.elapsed() > Duration::from_secs(1) {
-                                        let secs = Instant::now()
-                                            .saturating_duration_since(start)
-                                            .as_secs_f64()
-                                            .max(1e-3);
-                                        println!(
-                                            "viewer 1: song time {:6.2} s, {frames} frames ({:.0} fps), {:.1} kB/s on the wire, latency {:.0} ms",
-                                            frame.time,
-                                            frames as f64 / secs,
-                                            bytes as f64 / secs / 1000.0,
-                                            late * 1000.0
-                                        );
-                                        last = Instant::now();
-                                    }
-                                }
+                let on = |e: ClientEvent| {
+                    let (ClientEvent::Header(b) | ClientEvent::Chunk(b)) = e else {
+                        return ControlFlow::Continue(());
+                    };
+                    bytes += b.len() as u64;
+                    d.push(&b);
+                    while let Ok(Some(ev)) = d.next_event() {
+                        if let StreamEvent::Frame { frame, .. } = ev {
+                            frames += 1;
+                            // Latency: arrival against when the publisher had the frame.
+                            let due = ((frame.time - first_t) / speed.max(1e-3)).max(0.0);
+                            let now = Instant::now().saturating_duration_since(start);
+                            let late = now.as_secs_f64() - f64::from(due);
+                            worst_ms = worst_ms.max(late * 1000.0);
+                            if n == 0 && last.elapsed() > Duration::from_secs(1) {
+                                let secs = Instant::now()
+                                    .saturating_duration_since(start)
+                                    .as_secs_f64()
+                                    .max(1e-3);
+                                println!(
+                                    "viewer 1: song time {:6.2} s, {frames} frames ({:.0} fps), {:.1} kB/s on the wire, latency {:.0} ms",
+                                    frame.time,
+                                    frames as f64 / secs,
+                                    bytes as f64 / secs / 1000.0,
+                                    late * 1000.0
+                                );
+                                last = Instant::now();
                             }
                         }
-                        Message::End(_) => break,
-                        _ => {}
                     }
-                }
+                    ControlFlow::Continue(())
+                };
+                viewer::watch(&addr, false, sub, ClientConfig::default(), on)
+                    .await
+                    .map_err(|e| Failure(format!("viewer {}: {e}", n + 1)))?;
                 Ok::<_, Failure>((frames, bytes, worst_ms))
             }));
         }

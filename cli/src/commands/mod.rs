@@ -2,7 +2,6 @@
 
 pub mod classic;
 pub mod live;
-pub mod load;
 pub mod serve;
 pub mod stream;
 pub mod verify;
