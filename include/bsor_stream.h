@@ -74,8 +74,17 @@
 // An opaque recorder handle.
 typedef struct BsrsRecorder BsrsRecorder;
 
-// Receives the recorder's log messages, on a background thread: `level` 1 error, 2
-// warning, 3 info; `message` is NUL-terminated UTF-8, valid during the call only.
+// Receives the recorder's log messages: `level` 1 error, 2 warning, 3 info; `message` is
+// NUL-terminated UTF-8, valid during the call only.
+//
+// Threads: it is called only on the recorder's own background threads (the encoder's and
+// the live publisher's), never on a thread that calls a `bsrs_*` function, so never on the
+// game thread that pushes frames. For one recorder it is never entered concurrently: each
+// call returns before the next one begins, though successive calls may come from different
+// threads. The callbacks of two recorders alive at the same time may run concurrently.
+// It is called, with `log_user`, until `bsrs_recorder_free` returns, also while
+// `bsrs_recorder_wait` or `bsrs_recorder_free` wait for the background threads: it must not
+// wait for the thread that calls those, nor use the recorder's handle.
 typedef void (*BsrsLogFn)(void *user, int32_t level, const char *message);
 
 // How to record. Start from `bsrs_config_default`. Paths and strings are NUL-terminated
@@ -109,9 +118,10 @@ typedef struct BsrsConfig {
   const char *live_token;
   // Bytes kept for the relay while it is away (8 MiB by default).
   uint64_t live_buffer_bytes;
-  // Log callback, or NULL.
+  // Log callback, or NULL; `BsrsLogFn` says on which threads it is called.
   BsrsLogFn log;
-  // Passed to `log` as it is.
+  // Passed to `log` as it is, on the recorder's background threads: what it points to
+  // must be usable there until `bsrs_recorder_free` returns.
   void *log_user;
 } BsrsConfig;
 
@@ -337,8 +347,8 @@ int32_t bsrs_config_default(struct BsrsConfig *out);
 // A sink that cannot open (a path that cannot be created) does not fail the start: it
 // shows as BSRS_SINK_FAILED in the status, and the others go on.
 //
-// The log callback, if any, is called from the recorder's background threads, with
-// `log_user`, until `bsrs_recorder_free` returns.
+// The log callback, if any, is called as `BsrsLogFn` says: on the recorder's background
+// threads only, one call at a time, with `log_user`, until `bsrs_recorder_free` returns.
 //
 // Thread safety: any thread.
 //

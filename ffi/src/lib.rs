@@ -52,8 +52,8 @@ pub unsafe extern "C" fn bsrs_config_default(out: *mut BsrsConfig) -> i32 {
 /// A sink that cannot open (a path that cannot be created) does not fail the start: it
 /// shows as BSRS_SINK_FAILED in the status, and the others go on.
 ///
-/// The log callback, if any, is called from the recorder's background threads, with
-/// `log_user`, until `bsrs_recorder_free` returns.
+/// The log callback, if any, is called as `BsrsLogFn` says: on the recorder's background
+/// threads only, one call at a time, with `log_user`, until `bsrs_recorder_free` returns.
 ///
 /// Thread safety: any thread.
 ///
@@ -485,5 +485,71 @@ mod tests {
     fn a_panic_becomes_an_error_code() {
         assert_eq!(guard(|| panic!("boom")), BSRS_ERR_PANIC);
         assert!(last_error().contains("boom"));
+    }
+
+    /// What the log callback saw, behind its `user` pointer.
+    struct Seen {
+        caller: std::thread::ThreadId,
+        calls: std::sync::atomic::AtomicUsize,
+        errors: std::sync::atomic::AtomicUsize,
+        on_caller: std::sync::atomic::AtomicUsize,
+    }
+
+    extern "C" fn note_thread(user: *mut std::ffi::c_void, level: i32, message: *const c_char) {
+        use std::sync::atomic::Ordering::SeqCst;
+        // SAFETY: `user` is the `Seen` of the test below, which outlives the recorder
+        // (freed before the test returns), and is only read through atomics.
+        let seen = unsafe { &*user.cast::<Seen>() };
+        // SAFETY: the recorder passes a NUL-terminated string valid during the call.
+        let text = unsafe { CStr::from_ptr(message) };
+        seen.calls.fetch_add(1, SeqCst);
+        // No assert here: a panic cannot leave an `extern "C"` function (it aborts).
+        if level == 1 && !text.to_bytes().is_empty() {
+            seen.errors.fetch_add(1, SeqCst);
+        }
+        if std::thread::current().id() == seen.caller {
+            seen.on_caller.fetch_add(1, SeqCst);
+        }
+    }
+
+    #[test]
+    fn the_log_is_called_with_its_user_pointer_on_background_threads_only() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let seen = Seen {
+            caller: std::thread::current().id(),
+            calls: AtomicUsize::new(0),
+            errors: AtomicUsize::new(0),
+            on_caller: AtomicUsize::new(0),
+        };
+        // A stream path under a plain file cannot be created: the sink fails and logs.
+        let file = std::env::temp_dir().join(format!("bsrs-log-{}", std::process::id()));
+        std::fs::write(&file, b"").unwrap();
+        let path = std::ffi::CString::new(file.join("song.bsors").to_str().unwrap()).unwrap();
+        let info = empty_info();
+        let mut c = config();
+        c.stream_path = path.as_ptr();
+        c.log = Some(note_thread);
+        c.log_user = std::ptr::from_ref(&seen).cast_mut().cast();
+        let mut rec = std::ptr::null_mut();
+        // SAFETY: valid pointers throughout; `seen` and `path` outlive the recorder, which
+        // is freed once.
+        unsafe {
+            assert_eq!(bsrs_recorder_start(&info, &c, &mut rec), BSRS_OK);
+            let f = BsrsFrame::default();
+            assert_eq!(bsrs_push_frame(rec, &f), BSRS_OK);
+            assert_eq!(bsrs_recorder_finish(rec, &info), BSRS_OK);
+            let mut st = BsrsStatus::default();
+            assert_eq!(bsrs_recorder_wait(rec, 10_000, &mut st), BSRS_OK);
+            assert_eq!(st.stream_file, BSRS_SINK_FAILED);
+            bsrs_recorder_free(rec);
+        }
+        let _ = std::fs::remove_file(&file);
+        assert!(seen.errors.load(SeqCst) >= 1, "the failed sink was logged");
+        assert!(seen.calls.load(SeqCst) >= 2, "and the end of the recording");
+        assert_eq!(
+            seen.on_caller.load(SeqCst),
+            0,
+            "never on the caller's thread"
+        );
     }
 }

@@ -248,8 +248,17 @@ pub struct BsrsInfo {
     pub speed: f32,
 }
 
-/// Receives the recorder's log messages, on a background thread: `level` 1 error, 2
-/// warning, 3 info; `message` is NUL-terminated UTF-8, valid during the call only.
+/// Receives the recorder's log messages: `level` 1 error, 2 warning, 3 info; `message` is
+/// NUL-terminated UTF-8, valid during the call only.
+///
+/// Threads: it is called only on the recorder's own background threads (the encoder's and
+/// the live publisher's), never on a thread that calls a `bsrs_*` function, so never on the
+/// game thread that pushes frames. For one recorder it is never entered concurrently: each
+/// call returns before the next one begins, though successive calls may come from different
+/// threads. The callbacks of two recorders alive at the same time may run concurrently.
+/// It is called, with `log_user`, until `bsrs_recorder_free` returns, also while
+/// `bsrs_recorder_wait` or `bsrs_recorder_free` wait for the background threads: it must not
+/// wait for the thread that calls those, nor use the recorder's handle.
 pub type BsrsLogFn = Option<extern "C" fn(user: *mut c_void, level: i32, message: *const c_char)>;
 
 /// How to record. Start from `bsrs_config_default`. Paths and strings are NUL-terminated
@@ -285,9 +294,10 @@ pub struct BsrsConfig {
     pub live_token: *const c_char,
     /// Bytes kept for the relay while it is away (8 MiB by default).
     pub live_buffer_bytes: u64,
-    /// Log callback, or NULL.
+    /// Log callback, or NULL; `BsrsLogFn` says on which threads it is called.
     pub log: BsrsLogFn,
-    /// Passed to `log` as it is.
+    /// Passed to `log` as it is, on the recorder's background threads: what it points to
+    /// must be usable there until `bsrs_recorder_free` returns.
     pub log_user: *mut c_void,
 }
 

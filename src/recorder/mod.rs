@@ -73,7 +73,10 @@ pub enum LogLevel {
     Info = 3,
 }
 
-/// Receives the background thread's log messages. Called on the background thread.
+/// Receives the recorder's log messages. Called only on the recorder's background threads
+/// (the encoder's and the live publisher's), never on a thread that calls a [`Recorder`]
+/// method, so never on the game thread that pushes. Two calls may run at the same time, on
+/// different background threads: the function serialises itself if it needs to.
 pub type LogFn = Arc<dyn Fn(LogLevel, &str) + Send + Sync>;
 
 /// How to record.
@@ -249,10 +252,16 @@ impl Shared {
         }
     }
 
-    /// A sink failed: mark it, keep the message, log it.
+    /// A sink failed: mark it, keep the message, log it. Only for the background threads,
+    /// where the log is called ([`LogFn`]).
     fn fail(&self, k: SinkKind, msg: String) {
         self.set_sink(k, SinkState::Failed);
         self.log(LogLevel::Error, &msg);
+        self.keep_error(msg);
+    }
+
+    /// Keeps `msg` as the last error, for [`Status::last_error`].
+    fn keep_error(&self, msg: String) {
         if let Ok(mut e) = self.last_error.lock() {
             *e = Some(msg);
         }
@@ -476,10 +485,11 @@ impl Recorder {
         }
         if let Some(w) = self.worker.take() {
             if w.join().is_err() {
-                self.shared.fail(
-                    SinkKind::StreamFile,
-                    "the background thread panicked".into(),
-                );
+                // Not `fail`: this is the caller's thread, where the log is never called.
+                self.shared
+                    .set_sink(SinkKind::StreamFile, SinkState::Failed);
+                self.shared
+                    .keep_error("the background thread panicked".into());
             }
         }
         Some(self.status())
