@@ -14,6 +14,8 @@
 
 #include "bsor_stream.h"
 
+/* Called on the recorder's background threads, never on the thread that pushes, and one
+ * call at a time (see BsrsLogFn): it needs no lock of its own for that. */
 static void log_cb(void *user, int32_t level, const char *message) {
     (void)user;
     fprintf(stderr, "record: [%d] %s\n", level, message);

@@ -4,535 +4,29 @@
 //! copied into the library's types, errors become codes plus a per-thread last-error
 //! message, and every entry point catches panics so that none unwinds into the game. This
 //! crate is the only place in the project with `unsafe`: each block says why it is sound.
-//! The header `include/bsor_stream.h` is generated from this file by cbindgen.
+//!
+//! One concern per file: `types` holds the `#[repr(C)]` types and the `BSRS_*` codes,
+//! `convert` the conversions between them and the library's types, `error` the last error
+//! and the panic guard, `log` the C log callback, and this file the `extern "C"` entry
+//! points. The header `include/bsor_stream.h` is generated from them by cbindgen.
 
 #![warn(missing_docs)]
 
-use std::cell::RefCell;
-use std::ffi::{c_char, c_void, CStr};
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::PathBuf;
-use std::sync::Arc;
+mod convert;
+mod error;
+mod log;
+mod types;
+
+use std::ffi::c_char;
 use std::time::Duration;
 
-use bsor_stream::bsor::{
-    BsorString, ControllerOffsets, CutInfo, Frame, Height, Info, NoteEvent, NoteOutcome, Pause,
-    Pose, Quat, RawBool, UnknownEventType, Vec3, Wall,
+use bsor_stream::recorder::{Push, Recorder};
+
+use crate::convert::{
+    controller_offsets, default_config, frame, height, note, pause, push_code, status_out, wall,
 };
-use bsor_stream::recorder::{
-    Config, LiveConfig, LogLevel, OnFull, Push, Recorder, SinkState, Status,
-};
-use bsor_stream::stream::{Profile, Settings};
-
-/// Success.
-pub const BSRS_OK: i32 = 0;
-/// The ring was full and the record was dropped (counted in the status).
-pub const BSRS_DROPPED: i32 = 1;
-/// The ring was full and the record was not taken (back-pressure mode): try again later.
-pub const BSRS_FULL: i32 = 2;
-/// `bsrs_recorder_wait` timed out: the background thread is still working.
-pub const BSRS_TIMEOUT: i32 = 3;
-/// The recorder is finished and takes no more records.
-pub const BSRS_CLOSED: i32 = -1;
-/// A required pointer was NULL.
-pub const BSRS_ERR_NULL: i32 = -2;
-/// An argument is out of range; see `bsrs_last_error`.
-pub const BSRS_ERR_INVALID: i32 = -3;
-/// The recorder could not start; see `bsrs_last_error`.
-pub const BSRS_ERR_START: i32 = -4;
-/// A Rust panic was caught (a bug): the handle should not be used again but may be freed.
-pub const BSRS_ERR_PANIC: i32 = -5;
-
-/// Frame coding profile: every float bit-exact.
-pub const BSRS_PROFILE_LOSSLESS: u32 = 0;
-/// Frame coding profile: positions within 0.1 mm, rotations within 0.02 degrees.
-pub const BSRS_PROFILE_FINE: u32 = 1;
-/// Frame coding profile: positions within 1 mm, rotations within 0.2 degrees.
-pub const BSRS_PROFILE_COMPACT: u32 = 2;
-
-/// A full ring drops the record and counts it.
-pub const BSRS_ON_FULL_DROP: u32 = 0;
-/// A full ring refuses the record with BSRS_FULL.
-pub const BSRS_ON_FULL_BACK_PRESSURE: u32 = 1;
-
-/// Sink state: not configured.
-pub const BSRS_SINK_OFF: u32 = 0;
-/// Sink state: working.
-pub const BSRS_SINK_RUNNING: u32 = 1;
-/// Sink state: failed (see `bsrs_last_error` or the log); the other sinks go on.
-pub const BSRS_SINK_FAILED: u32 = 2;
-/// Sink state: finished and complete.
-pub const BSRS_SINK_DONE: u32 = 3;
-
-/// A position, in metres.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BsrsVec3 {
-    /// x
-    pub x: f32,
-    /// y
-    pub y: f32,
-    /// z
-    pub z: f32,
-}
-
-/// A rotation quaternion (passed on as it is, unit or not).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BsrsQuat {
-    /// x
-    pub x: f32,
-    /// y
-    pub y: f32,
-    /// z
-    pub z: f32,
-    /// w
-    pub w: f32,
-}
-
-/// A tracked device's pose.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BsrsPose {
-    /// Position.
-    pub position: BsrsVec3,
-    /// Rotation.
-    pub rotation: BsrsQuat,
-}
-
-/// One frame: song time, the game's frame rate, and the three poses.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BsrsFrame {
-    /// Song time in seconds; frames come in song order.
-    pub time: f32,
-    /// Frames per second as the game reports it.
-    pub fps: i32,
-    /// Head.
-    pub head: BsrsPose,
-    /// Left hand.
-    pub left_hand: BsrsPose,
-    /// Right hand.
-    pub right_hand: BsrsPose,
-}
-
-/// The cut info of a good or bad cut (BSOR's NoteCutInfo).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BsrsCutInfo {
-    /// bool as a byte (kept as given).
-    pub speed_ok: u8,
-    /// bool as a byte.
-    pub direction_ok: u8,
-    /// bool as a byte.
-    pub saber_type_ok: u8,
-    /// bool as a byte.
-    pub was_cut_too_soon: u8,
-    /// Saber speed.
-    pub saber_speed: f32,
-    /// Saber direction.
-    pub saber_dir: BsrsVec3,
-    /// 0 left, 1 right.
-    pub saber_type: i32,
-    /// Time deviation.
-    pub time_deviation: f32,
-    /// Cut direction deviation in degrees.
-    pub cut_dir_deviation: f32,
-    /// Cut point.
-    pub cut_point: BsrsVec3,
-    /// Cut plane normal.
-    pub cut_normal: BsrsVec3,
-    /// Distance of the cut from the note's centre.
-    pub cut_distance_to_center: f32,
-    /// Cut angle.
-    pub cut_angle: f32,
-    /// Swing rating before the cut, 0..1.
-    pub before_cut_rating: f32,
-    /// Swing rating after the cut, 0..1.
-    pub after_cut_rating: f32,
-}
-
-/// A note event. `cut` is read only for event types 0 (good cut) and 1 (bad cut); 2 is a
-/// miss, 3 a bomb; other types are recorded as they are, without cut info.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BsrsNoteEvent {
-    /// The note's id (BeatLeader's encoding of scoring type, line, layer, colour, direction).
-    pub note_id: i32,
-    /// Song time of the event.
-    pub event_time: f32,
-    /// Song time at which the note spawned.
-    pub spawn_time: f32,
-    /// 0 good cut, 1 bad cut, 2 miss, 3 bomb.
-    pub event_type: i32,
-    /// Cut info, for types 0 and 1.
-    pub cut: BsrsCutInfo,
-}
-
-/// A wall event.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BsrsWall {
-    /// The wall's id.
-    pub wall_id: i32,
-    /// Energy after the event.
-    pub energy: f32,
-    /// Song time of the event.
-    pub time: f32,
-    /// Song time at which the wall spawned.
-    pub spawn_time: f32,
-}
-
-/// An automatic height change.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BsrsHeight {
-    /// The new height.
-    pub height: f32,
-    /// Song time.
-    pub time: f32,
-}
-
-/// A pause.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BsrsPause {
-    /// Duration in seconds.
-    pub duration: i64,
-    /// Song time at which it started.
-    pub time: f32,
-}
-
-/// Controller offsets.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BsrsControllerOffsets {
-    /// Left controller.
-    pub left: BsrsPose,
-    /// Right controller.
-    pub right: BsrsPose,
-}
-
-/// The info block. Strings are NUL-terminated and copied during the call; NULL is an empty
-/// string. Bytes are kept as given (UTF-8 expected).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct BsrsInfo {
-    /// Mod version.
-    pub version: *const c_char,
-    /// Game version.
-    pub game_version: *const c_char,
-    /// Unix time of the play, as text.
-    pub timestamp: *const c_char,
-    /// Platform id of the player.
-    pub player_id: *const c_char,
-    /// Player name.
-    pub player_name: *const c_char,
-    /// Platform (steam, oculus...).
-    pub platform: *const c_char,
-    /// Tracking system.
-    pub tracking_system: *const c_char,
-    /// Headset.
-    pub hmd: *const c_char,
-    /// Controller.
-    pub controller: *const c_char,
-    /// Map hash.
-    pub hash: *const c_char,
-    /// Song name.
-    pub song_name: *const c_char,
-    /// Mapper.
-    pub mapper: *const c_char,
-    /// Difficulty name.
-    pub difficulty: *const c_char,
-    /// Score (0 at the start; the final score at finish).
-    pub score: i32,
-    /// Game mode.
-    pub mode: *const c_char,
-    /// Environment.
-    pub environment: *const c_char,
-    /// Modifiers, comma-separated.
-    pub modifiers: *const c_char,
-    /// Note jump distance.
-    pub jump_distance: f32,
-    /// Left-handed (bool as a byte).
-    pub left_handed: u8,
-    /// Player height.
-    pub height: f32,
-    /// Song start time.
-    pub start_time: f32,
-    /// Song time of the fail, 0 if none.
-    pub fail_time: f32,
-    /// Song speed.
-    pub speed: f32,
-}
-
-/// Receives the recorder's log messages, on a background thread: `level` 1 error, 2
-/// warning, 3 info; `message` is NUL-terminated UTF-8, valid during the call only.
-pub type BsrsLogFn = Option<extern "C" fn(user: *mut c_void, level: i32, message: *const c_char)>;
-
-/// How to record. Start from `bsrs_config_default`. Paths and strings are NUL-terminated
-/// and copied by `bsrs_recorder_start`; NULL means "no such sink".
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct BsrsConfig {
-    /// BSRS_PROFILE_*.
-    pub profile: u32,
-    /// A keyframe at least every this many seconds of song time (1 by default).
-    pub keyframe_seconds: f32,
-    /// A chunk every this many seconds of song time (0.1 by default; 0: only at keyframes).
-    pub flush_seconds: f32,
-    /// Ring capacity in records (8192 by default).
-    pub queue_capacity: u32,
-    /// BSRS_ON_FULL_*.
-    pub on_full: u32,
-    /// Non-zero: fdatasync the stream file after each chunk.
-    pub sync_each_chunk: u8,
-    /// When no frame comes for this many seconds of wall time (a pause), the open chunk
-    /// goes out anyway (0.1 by default). 0 turns this off: chunk boundaries then depend on
-    /// song time alone, and the same pushes give the same bytes.
-    pub idle_flush_seconds: f32,
-    /// The `.bsors` file, written chunk by chunk.
-    pub stream_path: *const c_char,
-    /// The classic `.bsor` file, written at finish.
-    pub classic_path: *const c_char,
-    /// The relay's TCP address (`host:port`) for live publishing.
-    pub live_addr: *const c_char,
-    /// Session name for live publishing.
-    pub live_session: *const c_char,
-    /// Token for live publishing.
-    pub live_token: *const c_char,
-    /// Bytes kept for the relay while it is away (8 MiB by default).
-    pub live_buffer_bytes: u64,
-    /// Log callback, or NULL.
-    pub log: BsrsLogFn,
-    /// Passed to `log` as it is.
-    pub log_user: *mut c_void,
-}
-
-/// Progress and sink states.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BsrsStatus {
-    /// Records the ring took.
-    pub accepted: u64,
-    /// Records dropped on a full ring.
-    pub dropped: u64,
-    /// Records refused on a full ring (back-pressure).
-    pub refused: u64,
-    /// Records encoded by the background.
-    pub encoded: u64,
-    /// Stream bytes produced.
-    pub stream_bytes: u64,
-    /// Chunks the relay acknowledged.
-    pub live_acked: u64,
-    /// BSRS_SINK_* of the `.bsors` file.
-    pub stream_file: u32,
-    /// BSRS_SINK_* of the live publisher.
-    pub live: u32,
-    /// BSRS_SINK_* of the classic file.
-    pub classic: u32,
-    /// Non-zero once the background thread has ended.
-    pub ended: u8,
-}
-
-/// An opaque recorder handle.
-pub struct BsrsRecorder {
-    inner: Recorder,
-}
-
-thread_local! {
-    static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
-}
-
-fn set_error(msg: String) {
-    LAST_ERROR.with(|e| *e.borrow_mut() = msg);
-}
-
-/// Runs `f`, turning a panic into BSRS_ERR_PANIC (with its message as the last error).
-fn guard(f: impl FnOnce() -> i32) -> i32 {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(code) => code,
-        Err(p) => {
-            let msg = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            set_error(format!("internal error (panic): {msg}"));
-            BSRS_ERR_PANIC
-        }
-    }
-}
-
-/// The bytes of a C string; NULL is empty.
-///
-/// # Safety
-/// `p` is NULL or points to a NUL-terminated string valid for the call.
-unsafe fn c_bytes<'a>(p: *const c_char) -> &'a [u8] {
-    if p.is_null() {
-        &[]
-    } else {
-        // SAFETY: the caller guarantees a NUL-terminated string valid for the call.
-        unsafe { CStr::from_ptr(p) }.to_bytes()
-    }
-}
-
-/// # Safety
-/// As [`c_bytes`].
-unsafe fn c_string(p: *const c_char) -> BsorString {
-    // SAFETY: forwarded from the caller.
-    let bytes = unsafe { c_bytes(p) }.to_vec();
-    BsorString {
-        length_field: i32::try_from(bytes.len()).unwrap_or(i32::MAX),
-        bytes,
-    }
-}
-
-/// # Safety
-/// As [`c_bytes`].
-unsafe fn c_text(p: *const c_char) -> Option<String> {
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: forwarded from the caller.
-    Some(String::from_utf8_lossy(unsafe { c_bytes(p) }).into_owned())
-}
-
-fn vec3(v: BsrsVec3) -> Vec3 {
-    Vec3 {
-        x: v.x,
-        y: v.y,
-        z: v.z,
-    }
-}
-
-fn pose(p: BsrsPose) -> Pose {
-    Pose {
-        position: vec3(p.position),
-        rotation: Quat {
-            x: p.rotation.x,
-            y: p.rotation.y,
-            z: p.rotation.z,
-            w: p.rotation.w,
-        },
-    }
-}
-
-fn frame(f: &BsrsFrame) -> Frame {
-    Frame {
-        time: f.time,
-        fps: f.fps,
-        head: pose(f.head),
-        left_hand: pose(f.left_hand),
-        right_hand: pose(f.right_hand),
-    }
-}
-
-fn cut(c: &BsrsCutInfo) -> CutInfo {
-    CutInfo {
-        speed_ok: RawBool(c.speed_ok),
-        direction_ok: RawBool(c.direction_ok),
-        saber_type_ok: RawBool(c.saber_type_ok),
-        was_cut_too_soon: RawBool(c.was_cut_too_soon),
-        saber_speed: c.saber_speed,
-        saber_dir: vec3(c.saber_dir),
-        saber_type: c.saber_type,
-        time_deviation: c.time_deviation,
-        cut_dir_deviation: c.cut_dir_deviation,
-        cut_point: vec3(c.cut_point),
-        cut_normal: vec3(c.cut_normal),
-        cut_distance_to_center: c.cut_distance_to_center,
-        cut_angle: c.cut_angle,
-        before_cut_rating: c.before_cut_rating,
-        after_cut_rating: c.after_cut_rating,
-    }
-}
-
-fn note(n: &BsrsNoteEvent) -> NoteEvent {
-    let outcome = match n.event_type {
-        0 => NoteOutcome::Good(cut(&n.cut)),
-        1 => NoteOutcome::Bad(cut(&n.cut)),
-        2 => NoteOutcome::Miss,
-        3 => NoteOutcome::Bomb,
-        t => UnknownEventType::new(t).map_or(NoteOutcome::Miss, NoteOutcome::Unknown),
-    };
-    NoteEvent {
-        note_id: n.note_id,
-        event_time: n.event_time,
-        spawn_time: n.spawn_time,
-        outcome,
-    }
-}
-
-/// # Safety
-/// Every string pointer in `i` is NULL or a NUL-terminated string valid for the call.
-unsafe fn info(i: &BsrsInfo) -> Info {
-    // SAFETY (each call below): the caller guarantees the strings, as documented on
-    // `BsrsInfo`.
-    unsafe {
-        Info {
-            version: c_string(i.version),
-            game_version: c_string(i.game_version),
-            timestamp: c_string(i.timestamp),
-            player_id: c_string(i.player_id),
-            player_name: c_string(i.player_name),
-            platform: c_string(i.platform),
-            tracking_system: c_string(i.tracking_system),
-            hmd: c_string(i.hmd),
-            controller: c_string(i.controller),
-            hash: c_string(i.hash),
-            song_name: c_string(i.song_name),
-            mapper: c_string(i.mapper),
-            difficulty: c_string(i.difficulty),
-            score: i.score,
-            mode: c_string(i.mode),
-            environment: c_string(i.environment),
-            modifiers: c_string(i.modifiers),
-            jump_distance: i.jump_distance,
-            left_handed: RawBool(i.left_handed),
-            height: i.height,
-            start_time: i.start_time,
-            fail_time: i.fail_time,
-            speed: i.speed,
-        }
-    }
-}
-
-fn push_code(p: Push) -> i32 {
-    match p {
-        Push::Queued => BSRS_OK,
-        Push::Dropped => BSRS_DROPPED,
-        Push::Full => BSRS_FULL,
-        Push::Closed => BSRS_CLOSED,
-    }
-}
-
-fn sink_code(s: SinkState) -> u32 {
-    match s {
-        SinkState::Off => BSRS_SINK_OFF,
-        SinkState::Running => BSRS_SINK_RUNNING,
-        SinkState::Failed => BSRS_SINK_FAILED,
-        SinkState::Done => BSRS_SINK_DONE,
-    }
-}
-
-fn status_out(s: &Status) -> BsrsStatus {
-    if let Some(e) = &s.last_error {
-        set_error(e.clone());
-    }
-    BsrsStatus {
-        accepted: s.accepted,
-        dropped: s.dropped,
-        refused: s.refused,
-        encoded: s.encoded,
-        stream_bytes: s.stream_bytes,
-        live_acked: s.live_acked,
-        stream_file: sink_code(s.stream_file),
-        live: sink_code(s.live),
-        classic: sink_code(s.classic),
-        ended: u8::from(s.ended),
-    }
-}
+use crate::error::{copy_last_error, guard, set_error};
+pub use crate::types::*;
 
 /// Fills `out` with the defaults: lossless, keyframes every 1 s, a chunk every 0.1 s, a
 /// ring of 8192 records that drops when full, no sinks.
@@ -547,113 +41,9 @@ pub unsafe extern "C" fn bsrs_config_default(out: *mut BsrsConfig) -> i32 {
         if out.is_null() {
             return BSRS_ERR_NULL;
         }
-        let c = BsrsConfig {
-            profile: BSRS_PROFILE_LOSSLESS,
-            keyframe_seconds: 1.0,
-            flush_seconds: 0.1,
-            queue_capacity: 8192,
-            on_full: BSRS_ON_FULL_DROP,
-            sync_each_chunk: 0,
-            idle_flush_seconds: 0.1,
-            stream_path: std::ptr::null(),
-            classic_path: std::ptr::null(),
-            live_addr: std::ptr::null(),
-            live_session: std::ptr::null(),
-            live_token: std::ptr::null(),
-            live_buffer_bytes: 8 << 20,
-            log: None,
-            log_user: std::ptr::null_mut(),
-        };
         // SAFETY: `out` is not NULL and the caller guarantees it is writable.
-        unsafe { out.write(c) };
+        unsafe { out.write(default_config()) };
         BSRS_OK
-    })
-}
-
-/// The log callback and its user pointer, as a Rust closure.
-struct CLog {
-    f: extern "C" fn(*mut c_void, i32, *const c_char),
-    user: *mut c_void,
-}
-
-// SAFETY: the C caller hands over `user` for use from the recorder's background thread
-// (documented on `bsrs_recorder_start`); the pointer is only passed back to its callback.
-unsafe impl Send for CLog {}
-// SAFETY: as for Send; the recorder calls the callback from one thread at a time.
-unsafe impl Sync for CLog {}
-
-impl CLog {
-    fn call(&self, level: LogLevel, msg: &str) {
-        let text = std::ffi::CString::new(msg.replace('\0', " ")).unwrap_or_default();
-        (self.f)(self.user, level as i32, text.as_ptr());
-    }
-}
-
-/// # Safety
-/// The pointers in `c` follow `BsrsConfig`'s documentation.
-unsafe fn config(c: &BsrsConfig) -> Result<Config, String> {
-    let profile = match c.profile {
-        BSRS_PROFILE_LOSSLESS => Profile::Lossless,
-        BSRS_PROFILE_FINE => Profile::Fine,
-        BSRS_PROFILE_COMPACT => Profile::Compact,
-        p => return Err(format!("profile {p} is not a BSRS_PROFILE_*")),
-    };
-    let on_full = match c.on_full {
-        BSRS_ON_FULL_DROP => OnFull::Drop,
-        BSRS_ON_FULL_BACK_PRESSURE => OnFull::BackPressure,
-        p => return Err(format!("on_full {p} is not a BSRS_ON_FULL_*")),
-    };
-    let idle_flush = match c.idle_flush_seconds {
-        0.0 => None,
-        s if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f32(s)),
-        s => {
-            return Err(format!(
-                "idle_flush_seconds {s} is not a positive number or 0"
-            ))
-        }
-    };
-    let mut settings = Settings::live(profile);
-    settings.keyframe_seconds = c.keyframe_seconds;
-    settings.flush_seconds = c.flush_seconds;
-    // SAFETY (the calls below): the caller guarantees the strings, as documented on
-    // `BsrsConfig`.
-    let (stream, classic, addr, session, token) = unsafe {
-        (
-            c_text(c.stream_path),
-            c_text(c.classic_path),
-            c_text(c.live_addr),
-            c_text(c.live_session),
-            c_text(c.live_token),
-        )
-    };
-    let live = match (addr, session) {
-        (Some(addr), Some(session)) => {
-            let mut l = LiveConfig::new(&addr, &session, &token.unwrap_or_default());
-            l.buffer_bytes = usize::try_from(c.live_buffer_bytes).unwrap_or(usize::MAX);
-            Some(l)
-        }
-        (None, None) => None,
-        _ => return Err("live_addr and live_session go together".into()),
-    };
-    let log = c.log.map(|f| {
-        let l = CLog {
-            f,
-            user: c.log_user,
-        };
-        Arc::new(move |level: LogLevel, msg: &str| l.call(level, msg))
-            as bsor_stream::recorder::LogFn
-    });
-    Ok(Config {
-        settings,
-        queue_capacity: c.queue_capacity as usize,
-        on_full,
-        stream_file: stream.map(PathBuf::from),
-        sync_each_chunk: c.sync_each_chunk != 0,
-        idle_flush,
-        classic_file: classic.map(PathBuf::from),
-        live,
-        log,
-        ..Config::default()
     })
 }
 
@@ -662,8 +52,8 @@ unsafe fn config(c: &BsrsConfig) -> Result<Config, String> {
 /// A sink that cannot open (a path that cannot be created) does not fail the start: it
 /// shows as BSRS_SINK_FAILED in the status, and the others go on.
 ///
-/// The log callback, if any, is called from the recorder's background threads, with
-/// `log_user`, until `bsrs_recorder_free` returns.
+/// The log callback, if any, is called as `BsrsLogFn` says: on the recorder's background
+/// threads only, one call at a time, with `log_user`, until `bsrs_recorder_free` returns.
 ///
 /// Thread safety: any thread.
 ///
@@ -682,7 +72,7 @@ pub unsafe extern "C" fn bsrs_recorder_start(
             return BSRS_ERR_NULL;
         }
         // SAFETY: not NULL; the caller guarantees valid structs with valid strings.
-        let (info, config) = unsafe { (self::info(&*info), self::config(&*config)) };
+        let (info, config) = unsafe { (convert::info(&*info), convert::config(&*config)) };
         let config = match config {
             Ok(c) => c,
             Err(e) => {
@@ -769,14 +159,8 @@ pub unsafe extern "C" fn bsrs_push_note(r: *mut BsrsRecorder, n: *const BsrsNote
 /// `r` is a live handle; `w` is valid for the call.
 #[no_mangle]
 pub unsafe extern "C" fn bsrs_push_wall(r: *mut BsrsRecorder, w: *const BsrsWall) -> i32 {
-    let conv = |w: &BsrsWall| Wall {
-        wall_id: w.wall_id,
-        energy: w.energy,
-        time: w.time,
-        spawn_time: w.spawn_time,
-    };
     // SAFETY: forwarded from the caller.
-    unsafe { push(r, w, |r, w| r.push_wall(&conv(w))) }
+    unsafe { push(r, w, |r, w| r.push_wall(&wall(w))) }
 }
 
 /// Queues an automatic height change. Returns as `bsrs_push_frame`.
@@ -787,12 +171,8 @@ pub unsafe extern "C" fn bsrs_push_wall(r: *mut BsrsRecorder, w: *const BsrsWall
 /// `r` is a live handle; `h` is valid for the call.
 #[no_mangle]
 pub unsafe extern "C" fn bsrs_push_height(r: *mut BsrsRecorder, h: *const BsrsHeight) -> i32 {
-    let conv = |h: &BsrsHeight| Height {
-        height: h.height,
-        time: h.time,
-    };
     // SAFETY: forwarded from the caller.
-    unsafe { push(r, h, |r, h| r.push_height(&conv(h))) }
+    unsafe { push(r, h, |r, h| r.push_height(&height(h))) }
 }
 
 /// Queues a pause. Returns as `bsrs_push_frame`.
@@ -803,12 +183,8 @@ pub unsafe extern "C" fn bsrs_push_height(r: *mut BsrsRecorder, h: *const BsrsHe
 /// `r` is a live handle; `p` is valid for the call.
 #[no_mangle]
 pub unsafe extern "C" fn bsrs_push_pause(r: *mut BsrsRecorder, p: *const BsrsPause) -> i32 {
-    let conv = |p: &BsrsPause| Pause {
-        duration: p.duration,
-        time: p.time,
-    };
     // SAFETY: forwarded from the caller.
-    unsafe { push(r, p, |r, p| r.push_pause(&conv(p))) }
+    unsafe { push(r, p, |r, p| r.push_pause(&pause(p))) }
 }
 
 /// Sets the controller offsets, written at the end.
@@ -826,10 +202,7 @@ pub unsafe extern "C" fn bsrs_set_controller_offsets(
         // SAFETY: the caller guarantees a live handle and a valid struct.
         match unsafe { (with(r), o.as_ref()) } {
             (Some(r), Some(o)) => {
-                r.set_controller_offsets(ControllerOffsets {
-                    left: pose(o.left),
-                    right: pose(o.right),
-                });
+                r.set_controller_offsets(controller_offsets(o));
                 BSRS_OK
             }
             _ => BSRS_ERR_NULL,
@@ -885,7 +258,7 @@ pub unsafe extern "C" fn bsrs_recorder_finish(
         match unsafe { (with(r), final_info.as_ref()) } {
             (Some(r), Some(i)) => {
                 // SAFETY: the caller guarantees the strings.
-                let i = unsafe { info(i) };
+                let i = unsafe { convert::info(i) };
                 if r.finish(i) {
                     BSRS_OK
                 } else {
@@ -979,19 +352,8 @@ pub unsafe extern "C" fn bsrs_recorder_free(r: *mut BsrsRecorder) {
 /// `buf` is NULL or writable for `len` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn bsrs_last_error(buf: *mut c_char, len: usize) -> usize {
-    LAST_ERROR.with(|e| {
-        let e = e.borrow();
-        if !buf.is_null() && len > 0 {
-            let n = e.len().min(len - 1);
-            // SAFETY: `buf` is writable for `len` > n bytes; the source is `n` bytes of a
-            // String that does not overlap a caller's buffer.
-            unsafe {
-                std::ptr::copy_nonoverlapping(e.as_ptr(), buf.cast::<u8>(), n);
-                *buf.add(n) = 0;
-            }
-        }
-        e.len()
-    })
+    // SAFETY: forwarded from the caller.
+    unsafe { copy_last_error(buf, len) }
 }
 
 /// The library's version, as a static NUL-terminated string.
@@ -1004,6 +366,8 @@ pub extern "C" fn bsrs_version() -> *const c_char {
 
 #[cfg(test)]
 mod tests {
+    use std::ffi::CStr;
+
     use super::*;
 
     fn last_error() -> String {
@@ -1121,5 +485,71 @@ mod tests {
     fn a_panic_becomes_an_error_code() {
         assert_eq!(guard(|| panic!("boom")), BSRS_ERR_PANIC);
         assert!(last_error().contains("boom"));
+    }
+
+    /// What the log callback saw, behind its `user` pointer.
+    struct Seen {
+        caller: std::thread::ThreadId,
+        calls: std::sync::atomic::AtomicUsize,
+        errors: std::sync::atomic::AtomicUsize,
+        on_caller: std::sync::atomic::AtomicUsize,
+    }
+
+    extern "C" fn note_thread(user: *mut std::ffi::c_void, level: i32, message: *const c_char) {
+        use std::sync::atomic::Ordering::SeqCst;
+        // SAFETY: `user` is the `Seen` of the test below, which outlives the recorder
+        // (freed before the test returns), and is only read through atomics.
+        let seen = unsafe { &*user.cast::<Seen>() };
+        // SAFETY: the recorder passes a NUL-terminated string valid during the call.
+        let text = unsafe { CStr::from_ptr(message) };
+        seen.calls.fetch_add(1, SeqCst);
+        // No assert here: a panic cannot leave an `extern "C"` function (it aborts).
+        if level == 1 && !text.to_bytes().is_empty() {
+            seen.errors.fetch_add(1, SeqCst);
+        }
+        if std::thread::current().id() == seen.caller {
+            seen.on_caller.fetch_add(1, SeqCst);
+        }
+    }
+
+    #[test]
+    fn the_log_is_called_with_its_user_pointer_on_background_threads_only() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let seen = Seen {
+            caller: std::thread::current().id(),
+            calls: AtomicUsize::new(0),
+            errors: AtomicUsize::new(0),
+            on_caller: AtomicUsize::new(0),
+        };
+        // A stream path under a plain file cannot be created: the sink fails and logs.
+        let file = std::env::temp_dir().join(format!("bsrs-log-{}", std::process::id()));
+        std::fs::write(&file, b"").unwrap();
+        let path = std::ffi::CString::new(file.join("song.bsors").to_str().unwrap()).unwrap();
+        let info = empty_info();
+        let mut c = config();
+        c.stream_path = path.as_ptr();
+        c.log = Some(note_thread);
+        c.log_user = std::ptr::from_ref(&seen).cast_mut().cast();
+        let mut rec = std::ptr::null_mut();
+        // SAFETY: valid pointers throughout; `seen` and `path` outlive the recorder, which
+        // is freed once.
+        unsafe {
+            assert_eq!(bsrs_recorder_start(&info, &c, &mut rec), BSRS_OK);
+            let f = BsrsFrame::default();
+            assert_eq!(bsrs_push_frame(rec, &f), BSRS_OK);
+            assert_eq!(bsrs_recorder_finish(rec, &info), BSRS_OK);
+            let mut st = BsrsStatus::default();
+            assert_eq!(bsrs_recorder_wait(rec, 10_000, &mut st), BSRS_OK);
+            assert_eq!(st.stream_file, BSRS_SINK_FAILED);
+            bsrs_recorder_free(rec);
+        }
+        let _ = std::fs::remove_file(&file);
+        assert!(seen.errors.load(SeqCst) >= 1, "the failed sink was logged");
+        assert!(seen.calls.load(SeqCst) >= 2, "and the end of the recording");
+        assert_eq!(
+            seen.on_caller.load(SeqCst),
+            0,
+            "never on the caller's thread"
+        );
     }
 }

@@ -1,4 +1,4 @@
-//! `include/bsor_stream.h` is what cbindgen makes of `ffi/src/lib.rs` now: a stale header
+//! `include/bsor_stream.h` is what cbindgen makes of `ffi/src/` now: a stale header
 //! fails here. `BLESS=1 cargo test -p bsor-stream-ffi --test header` rewrites it.
 
 use std::path::Path;
@@ -12,7 +12,7 @@ fn the_committed_header_is_current() {
         .with_crate(crate_dir)
         .with_config(config)
         .generate()
-        .expect("cbindgen reads ffi/src/lib.rs")
+        .expect("cbindgen reads ffi/src/")
         .write(&mut made);
     let path = crate_dir.join("../include/bsor_stream.h");
     if std::env::var_os("BLESS").is_some() {

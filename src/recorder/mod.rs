@@ -75,7 +75,10 @@ pub enum LogLevel {
     Info = 3,
 }
 
-/// Receives the background thread's log messages. Called on the background thread.
+/// Receives the recorder's log messages. Called only on the recorder's background threads
+/// (the encoder's and the live publisher's), never on a thread that calls a [`Recorder`]
+/// method, so never on the game thread that pushes. Two calls may run at the same time, on
+/// different background threads: the function serialises itself if it needs to.
 pub type LogFn = Arc<dyn Fn(LogLevel, &str) + Send + Sync>;
 
 /// How to record.
@@ -254,10 +257,16 @@ impl Shared {
         }
     }
 
-    /// A sink failed: mark it, keep the message, log it.
+    /// A sink failed: mark it, keep the message, log it. Only for the background threads,
+    /// where the log is called ([`LogFn`]).
     fn fail(&self, k: SinkKind, msg: String) {
         self.set_sink(k, SinkState::Failed);
         self.log(LogLevel::Error, &msg);
+        self.keep_error(msg);
+    }
+
+    /// Keeps `msg` as the last error, for [`Status::last_error`].
+    fn keep_error(&self, msg: String) {
         if let Ok(mut e) = self.last_error.lock() {
             *e = Some(msg);
         }
@@ -296,6 +305,38 @@ struct Pushed {
 ///
 /// The push calls take `&mut self`: one thread (the game's render thread) pushes. The
 /// recorder may move between threads.
+///
+/// # Examples
+///
+/// A song of one second at 90 frames per second, into a `.bsors` file:
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use bsor_stream::bsor::{Frame, Info};
+/// use bsor_stream::recorder::{Config, Push, Recorder, SinkState};
+///
+/// let path = std::env::temp_dir().join(format!("doc-{}.bsors", std::process::id()));
+/// let config = Config {
+///     stream_file: Some(path.clone()),
+///     ..Config::default()
+/// };
+/// let mut recorder = Recorder::start(Info::default(), config)?;
+/// for k in 0..90 {
+///     let frame = Frame {
+///         time: k as f32 / 90.0,
+///         fps: 90,
+///         ..Frame::default()
+///     };
+///     assert_eq!(recorder.push_frame(&frame), Push::Queued);
+/// }
+/// assert!(recorder.finish(Info::default()));
+/// let status = recorder.wait(Duration::from_secs(10)).expect("the background ends");
+/// assert_eq!((status.accepted, status.encoded), (90, 90));
+/// assert_eq!(status.stream_file, SinkState::Done);
+/// # std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Recorder {
     ring: rtrb::Producer<Record>,
     /// Counted here, beside the ring's producer end, not in shared memory: a push touches
@@ -481,10 +522,11 @@ impl Recorder {
         }
         if let Some(w) = self.worker.take() {
             if w.join().is_err() {
-                self.shared.fail(
-                    SinkKind::StreamFile,
-                    "the background thread panicked".into(),
-                );
+                // Not `fail`: this is the caller's thread, where the log is never called.
+                self.shared
+                    .set_sink(SinkKind::StreamFile, SinkState::Failed);
+                self.shared
+                    .keep_error("the background thread panicked".into());
             }
         }
         Some(self.status())

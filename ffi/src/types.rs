@@ -1,0 +1,333 @@
+//! The C ABI's types: the `BSRS_*` codes and the `#[repr(C)]` structs that cross it, as
+//! cbindgen writes them into `include/bsor_stream.h`. Nothing here has behaviour; the
+//! conversions to the library's types are in `convert`.
+
+use std::ffi::{c_char, c_void};
+
+use bsor_stream::recorder::Recorder;
+
+/// Success.
+pub const BSRS_OK: i32 = 0;
+/// The ring was full and the record was dropped (counted in the status).
+pub const BSRS_DROPPED: i32 = 1;
+/// The ring was full and the record was not taken (back-pressure mode): try again later.
+pub const BSRS_FULL: i32 = 2;
+/// `bsrs_recorder_wait` timed out: the background thread is still working.
+pub const BSRS_TIMEOUT: i32 = 3;
+/// The recorder is finished and takes no more records.
+pub const BSRS_CLOSED: i32 = -1;
+/// A required pointer was NULL.
+pub const BSRS_ERR_NULL: i32 = -2;
+/// An argument is out of range; see `bsrs_last_error`.
+pub const BSRS_ERR_INVALID: i32 = -3;
+/// The recorder could not start; see `bsrs_last_error`.
+pub const BSRS_ERR_START: i32 = -4;
+/// A Rust panic was caught (a bug): the handle should not be used again but may be freed.
+pub const BSRS_ERR_PANIC: i32 = -5;
+
+/// Frame coding profile: every float bit-exact.
+pub const BSRS_PROFILE_LOSSLESS: u32 = 0;
+/// Frame coding profile: positions within 0.1 mm, rotations within 0.02 degrees.
+pub const BSRS_PROFILE_FINE: u32 = 1;
+/// Frame coding profile: positions within 1 mm, rotations within 0.2 degrees.
+pub const BSRS_PROFILE_COMPACT: u32 = 2;
+
+/// A full ring drops the record and counts it.
+pub const BSRS_ON_FULL_DROP: u32 = 0;
+/// A full ring refuses the record with BSRS_FULL.
+pub const BSRS_ON_FULL_BACK_PRESSURE: u32 = 1;
+
+/// Sink state: not configured.
+pub const BSRS_SINK_OFF: u32 = 0;
+/// Sink state: working.
+pub const BSRS_SINK_RUNNING: u32 = 1;
+/// Sink state: failed (see `bsrs_last_error` or the log); the other sinks go on.
+pub const BSRS_SINK_FAILED: u32 = 2;
+/// Sink state: finished and complete.
+pub const BSRS_SINK_DONE: u32 = 3;
+
+/// A position, in metres.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BsrsVec3 {
+    /// x
+    pub x: f32,
+    /// y
+    pub y: f32,
+    /// z
+    pub z: f32,
+}
+
+/// A rotation quaternion (passed on as it is, unit or not).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BsrsQuat {
+    /// x
+    pub x: f32,
+    /// y
+    pub y: f32,
+    /// z
+    pub z: f32,
+    /// w
+    pub w: f32,
+}
+
+/// A tracked device's pose.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BsrsPose {
+    /// Position.
+    pub position: BsrsVec3,
+    /// Rotation.
+    pub rotation: BsrsQuat,
+}
+
+/// One frame: song time, the game's frame rate, and the three poses.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BsrsFrame {
+    /// Song time in seconds; frames come in song order.
+    pub time: f32,
+    /// Frames per second as the game reports it.
+    pub fps: i32,
+    /// Head.
+    pub head: BsrsPose,
+    /// Left hand.
+    pub left_hand: BsrsPose,
+    /// Right hand.
+    pub right_hand: BsrsPose,
+}
+
+/// The cut info of a good or bad cut (BSOR's NoteCutInfo).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BsrsCutInfo {
+    /// bool as a byte (kept as given).
+    pub speed_ok: u8,
+    /// bool as a byte.
+    pub direction_ok: u8,
+    /// bool as a byte.
+    pub saber_type_ok: u8,
+    /// bool as a byte.
+    pub was_cut_too_soon: u8,
+    /// Saber speed.
+    pub saber_speed: f32,
+    /// Saber direction.
+    pub saber_dir: BsrsVec3,
+    /// 0 left, 1 right.
+    pub saber_type: i32,
+    /// Time deviation.
+    pub time_deviation: f32,
+    /// Cut direction deviation in degrees.
+    pub cut_dir_deviation: f32,
+    /// Cut point.
+    pub cut_point: BsrsVec3,
+    /// Cut plane normal.
+    pub cut_normal: BsrsVec3,
+    /// Distance of the cut from the note's centre.
+    pub cut_distance_to_center: f32,
+    /// Cut angle.
+    pub cut_angle: f32,
+    /// Swing rating before the cut, 0..1.
+    pub before_cut_rating: f32,
+    /// Swing rating after the cut, 0..1.
+    pub after_cut_rating: f32,
+}
+
+/// A note event. `cut` is read only for event types 0 (good cut) and 1 (bad cut); 2 is a
+/// miss, 3 a bomb; other types are recorded as they are, without cut info.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BsrsNoteEvent {
+    /// The note's id (BeatLeader's encoding of scoring type, line, layer, colour, direction).
+    pub note_id: i32,
+    /// Song time of the event.
+    pub event_time: f32,
+    /// Song time at which the note spawned.
+    pub spawn_time: f32,
+    /// 0 good cut, 1 bad cut, 2 miss, 3 bomb.
+    pub event_type: i32,
+    /// Cut info, for types 0 and 1.
+    pub cut: BsrsCutInfo,
+}
+
+/// A wall event.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BsrsWall {
+    /// The wall's id.
+    pub wall_id: i32,
+    /// Energy after the event.
+    pub energy: f32,
+    /// Song time of the event.
+    pub time: f32,
+    /// Song time at which the wall spawned.
+    pub spawn_time: f32,
+}
+
+/// An automatic height change.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BsrsHeight {
+    /// The new height.
+    pub height: f32,
+    /// Song time.
+    pub time: f32,
+}
+
+/// A pause.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BsrsPause {
+    /// Duration in seconds.
+    pub duration: i64,
+    /// Song time at which it started.
+    pub time: f32,
+}
+
+/// Controller offsets.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BsrsControllerOffsets {
+    /// Left controller.
+    pub left: BsrsPose,
+    /// Right controller.
+    pub right: BsrsPose,
+}
+
+/// The info block. Strings are NUL-terminated and copied during the call; NULL is an empty
+/// string. Bytes are kept as given (UTF-8 expected).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BsrsInfo {
+    /// Mod version.
+    pub version: *const c_char,
+    /// Game version.
+    pub game_version: *const c_char,
+    /// Unix time of the play, as text.
+    pub timestamp: *const c_char,
+    /// Platform id of the player.
+    pub player_id: *const c_char,
+    /// Player name.
+    pub player_name: *const c_char,
+    /// Platform (steam, oculus...).
+    pub platform: *const c_char,
+    /// Tracking system.
+    pub tracking_system: *const c_char,
+    /// Headset.
+    pub hmd: *const c_char,
+    /// Controller.
+    pub controller: *const c_char,
+    /// Map hash.
+    pub hash: *const c_char,
+    /// Song name.
+    pub song_name: *const c_char,
+    /// Mapper.
+    pub mapper: *const c_char,
+    /// Difficulty name.
+    pub difficulty: *const c_char,
+    /// Score (0 at the start; the final score at finish).
+    pub score: i32,
+    /// Game mode.
+    pub mode: *const c_char,
+    /// Environment.
+    pub environment: *const c_char,
+    /// Modifiers, comma-separated.
+    pub modifiers: *const c_char,
+    /// Note jump distance.
+    pub jump_distance: f32,
+    /// Left-handed (bool as a byte).
+    pub left_handed: u8,
+    /// Player height.
+    pub height: f32,
+    /// Song start time.
+    pub start_time: f32,
+    /// Song time of the fail, 0 if none.
+    pub fail_time: f32,
+    /// Song speed.
+    pub speed: f32,
+}
+
+/// Receives the recorder's log messages: `level` 1 error, 2 warning, 3 info; `message` is
+/// NUL-terminated UTF-8, valid during the call only.
+///
+/// Threads: it is called only on the recorder's own background threads (the encoder's and
+/// the live publisher's), never on a thread that calls a `bsrs_*` function, so never on the
+/// game thread that pushes frames. For one recorder it is never entered concurrently: each
+/// call returns before the next one begins, though successive calls may come from different
+/// threads. The callbacks of two recorders alive at the same time may run concurrently.
+/// It is called, with `log_user`, until `bsrs_recorder_free` returns, also while
+/// `bsrs_recorder_wait` or `bsrs_recorder_free` wait for the background threads: it must not
+/// wait for the thread that calls those, nor use the recorder's handle.
+pub type BsrsLogFn = Option<extern "C" fn(user: *mut c_void, level: i32, message: *const c_char)>;
+
+/// How to record. Start from `bsrs_config_default`. Paths and strings are NUL-terminated
+/// and copied by `bsrs_recorder_start`; NULL means "no such sink".
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BsrsConfig {
+    /// BSRS_PROFILE_*.
+    pub profile: u32,
+    /// A keyframe at least every this many seconds of song time (1 by default).
+    pub keyframe_seconds: f32,
+    /// A chunk every this many seconds of song time (0.1 by default; 0: only at keyframes).
+    pub flush_seconds: f32,
+    /// Ring capacity in records (8192 by default).
+    pub queue_capacity: u32,
+    /// BSRS_ON_FULL_*.
+    pub on_full: u32,
+    /// Non-zero: fdatasync the stream file after each chunk.
+    pub sync_each_chunk: u8,
+    /// When no frame comes for this many seconds of wall time (a pause), the open chunk
+    /// goes out anyway (0.1 by default). 0 turns this off: chunk boundaries then depend on
+    /// song time alone, and the same pushes give the same bytes.
+    pub idle_flush_seconds: f32,
+    /// The `.bsors` file, written chunk by chunk.
+    pub stream_path: *const c_char,
+    /// The classic `.bsor` file, written at finish.
+    pub classic_path: *const c_char,
+    /// The relay's TCP address (`host:port`) for live publishing.
+    pub live_addr: *const c_char,
+    /// Session name for live publishing.
+    pub live_session: *const c_char,
+    /// Token for live publishing.
+    pub live_token: *const c_char,
+    /// Bytes kept for the relay while it is away (8 MiB by default).
+    pub live_buffer_bytes: u64,
+    /// Log callback, or NULL; `BsrsLogFn` says on which threads it is called.
+    pub log: BsrsLogFn,
+    /// Passed to `log` as it is, on the recorder's background threads: what it points to
+    /// must be usable there until `bsrs_recorder_free` returns.
+    pub log_user: *mut c_void,
+}
+
+/// Progress and sink states.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BsrsStatus {
+    /// Records the ring took.
+    pub accepted: u64,
+    /// Records dropped on a full ring.
+    pub dropped: u64,
+    /// Records refused on a full ring (back-pressure).
+    pub refused: u64,
+    /// Records encoded by the background.
+    pub encoded: u64,
+    /// Stream bytes produced.
+    pub stream_bytes: u64,
+    /// Chunks the relay acknowledged.
+    pub live_acked: u64,
+    /// BSRS_SINK_* of the `.bsors` file.
+    pub stream_file: u32,
+    /// BSRS_SINK_* of the live publisher.
+    pub live: u32,
+    /// BSRS_SINK_* of the classic file.
+    pub classic: u32,
+    /// Non-zero once the background thread has ended.
+    pub ended: u8,
+}
+
+/// An opaque recorder handle.
+pub struct BsrsRecorder {
+    pub(crate) inner: Recorder,
+}
