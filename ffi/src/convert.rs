@@ -9,7 +9,9 @@ use bsor_stream::bsor::{
     BsorString, ControllerOffsets, CutInfo, Frame, Height, Info, NoteEvent, NoteOutcome, Pause,
     Pose, Quat, RawBool, UnknownEventType, Vec3, Wall,
 };
-use bsor_stream::recorder::{Config, LiveConfig, OnFull, Push, SinkState, Status};
+#[cfg(feature = "live")]
+use bsor_stream::recorder::LiveConfig;
+use bsor_stream::recorder::{Config, OnFull, Push, SinkState, Status};
 use bsor_stream::stream::{Profile, Settings};
 
 use crate::error::set_error;
@@ -274,6 +276,7 @@ fn idle_flush(seconds: f32) -> Result<Option<Duration>, String> {
 ///
 /// # Safety
 /// The string pointers in `c` are NULL or NUL-terminated strings valid for the call.
+#[cfg(feature = "live")]
 unsafe fn live(c: &BsrsConfig) -> Result<Option<LiveConfig>, String> {
     // SAFETY (the calls below): the caller guarantees the strings, as documented on
     // `BsrsConfig`.
@@ -295,6 +298,16 @@ unsafe fn live(c: &BsrsConfig) -> Result<Option<LiveConfig>, String> {
     }
 }
 
+/// Built without the live sink: a configuration that asks for it is refused.
+#[cfg(not(feature = "live"))]
+fn live(c: &BsrsConfig) -> Result<(), String> {
+    if c.live_addr.is_null() && c.live_session.is_null() {
+        Ok(())
+    } else {
+        Err("this library was built without the live sink (feature `live`)".into())
+    }
+}
+
 /// The recorder's configuration, or the message of what is out of range.
 ///
 /// # Safety
@@ -309,8 +322,11 @@ pub(crate) unsafe fn config(c: &BsrsConfig) -> Result<Config, String> {
     // SAFETY (the calls below): the caller guarantees the strings, as documented on
     // `BsrsConfig`.
     let (stream, classic) = unsafe { (c_text(c.stream_path), c_text(c.classic_path)) };
+    #[cfg(feature = "live")]
     // SAFETY: as above.
     let live = unsafe { live(c) }?;
+    #[cfg(not(feature = "live"))]
+    live(c)?;
     Ok(Config {
         settings,
         queue_capacity: c.queue_capacity as usize,
@@ -319,6 +335,7 @@ pub(crate) unsafe fn config(c: &BsrsConfig) -> Result<Config, String> {
         sync_each_chunk: c.sync_each_chunk != 0,
         idle_flush,
         classic_file: classic.map(PathBuf::from),
+        #[cfg(feature = "live")]
         live,
         log: c.log.map(|f| log_fn(f, c.log_user)),
         ..Config::default()
