@@ -88,10 +88,8 @@ struct Wire {
 
 fn run(u: &mut Unstructured) -> Result<()> {
     let publisher: bool = u.arbitrary()?;
-    let config = ClientConfig {
-        max_retries: u.int_in_range(0..=3)?,
-        ..ClientConfig::default()
-    };
+    let mut config = ClientConfig::default();
+    config.max_retries = u.int_in_range(0..=3)?;
     let mut now = 0u64;
     let mut c = if publisher {
         let publication = Publication {
