@@ -249,6 +249,60 @@ fn unknown_chunk_types_are_skipped_and_critical_ones_stop_the_reader() {
     }
 }
 
+/// Format.md: a critical chunk stops the reader. Once the decoder has returned that error,
+/// every further call returns it again; nothing after the chunk is ever decoded.
+#[test]
+fn after_a_critical_chunk_the_decoder_stays_stopped() {
+    use bsor_stream::stream::{ChunkHeader, ChunkType, StreamDecoder, StreamError};
+    let (_, s) = small_stream(Profile::Fine);
+    let list = chunks(&s);
+    let at = list[3].0;
+    let mut with = s[..at].to_vec();
+    let seq_here = ChunkHeader::parse_at(&s[at..]).unwrap().0.seq;
+    ChunkHeader::new(ChunkType::from_byte(0xC2), seq_here, 0, 0, 0.0)
+        .write_to(b"future data", &mut with);
+    // The rest of the stream as it was: well-formed chunks the reader must not reach.
+    with.extend_from_slice(&s[at..]);
+    for piece in [with.len(), 7] {
+        let mut d = StreamDecoder::new();
+        let mut first = None;
+        let mut pulls = 0;
+        for p in with.chunks(piece) {
+            d.push(p);
+            loop {
+                match d.next_event() {
+                    Ok(Some(ev)) => {
+                        assert!(first.is_none(), "decoded past a critical chunk: {ev:?}");
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        assert!(
+                            matches!(e, StreamError::CriticalChunk { kind: 0xC2, .. }),
+                            "{e}"
+                        );
+                        match &first {
+                            None => first = Some(e),
+                            Some(f) => assert_eq!(&e, f, "a different error after the stop"),
+                        }
+                        pulls += 1;
+                        if pulls > 3 {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        d.finish();
+        for _ in 0..3 {
+            assert_eq!(d.next_event().as_ref().err(), first.as_ref());
+        }
+        assert!(
+            first.is_some(),
+            "piece {piece}: the critical chunk was not reported"
+        );
+    }
+}
+
 #[test]
 fn any_piece_sizes_decode_the_same() {
     use bsor_stream::stream::StreamDecoder;

@@ -124,6 +124,8 @@ pub struct StreamDecoder {
     junk: Option<(u64, u64)>,
     /// The chunk header last parsed, by its offset.
     head: Option<(u64, Head)>,
+    /// The error that stopped the decoder: returned again by every later call.
+    failed: Option<StreamError>,
 }
 
 /// A chunk header parsed at some offset, kept while more input is awaited.
@@ -161,6 +163,7 @@ impl StreamDecoder {
             skip_frames: false,
             junk: None,
             head: None,
+            failed: None,
         }
     }
 
@@ -210,7 +213,7 @@ impl StreamDecoder {
 
     /// Adds input.
     pub fn push(&mut self, bytes: &[u8]) {
-        if self.eof {
+        if self.eof || self.failed.is_some() {
             return;
         }
         if self.start > 0 && self.start >= self.buf.len() / 2 {
@@ -231,13 +234,26 @@ impl StreamDecoder {
     }
 
     /// The next event; `Ok(None)` when more input is needed (or after [`StreamEvent::End`]).
+    ///
+    /// An error is final (format.md: a critical chunk stops the reader): everything
+    /// yielded before it was valid, and every later call returns the same error again,
+    /// whatever input is pushed.
     pub fn next_event(&mut self) -> Result<Option<StreamEvent>, StreamError> {
         loop {
+            // What was queued before a fault is valid and comes out first.
             if let Some(e) = self.queue.pop_front() {
                 return Ok(Some(e));
             }
-            if !self.step()? {
-                return Ok(None);
+            if let Some(e) = &self.failed {
+                return Err(e.clone());
+            }
+            match self.step() {
+                Ok(true) => {}
+                Ok(false) => return Ok(None),
+                Err(e) => {
+                    self.state = State::Done;
+                    self.failed = Some(e);
+                }
             }
         }
     }
