@@ -182,7 +182,7 @@ fn a_damaged_chunk_is_reported_and_decoding_resumes_at_the_next_keyframe() {
     let (back, rec) = transcode::decode_replay(&bad).unwrap();
     assert!(!rec.complete);
     assert!(
-        rec.damage.iter().any(|d| d.what.contains("CRC")),
+        rec.damage.iter().any(|d| d.what().contains("CRC")),
         "{:?}",
         rec.damage
     );
@@ -697,7 +697,7 @@ fn a_one_byte_sync_marker_resynchronises_after_junk_full_of_it() {
         // One stretch, exactly the junk; every chunk after it decodes, nothing is lost.
         assert_eq!(rec.damage.len(), 1, "{:?}", rec.damage);
         let d = &rec.damage[0];
-        assert_eq!(d.what, "bytes that are not a chunk");
+        assert_eq!(d.what(), "bytes that are not a chunk");
         assert_eq!(
             (d.offset, d.skipped_bytes),
             (at.offset as u64, junk.len() as u64)

@@ -24,12 +24,9 @@ use std::io::Cursor;
 use std::sync::OnceLock;
 
 use bsor_stream::bsor;
-use bsor_stream::stream::{Damage, StreamDecoder, StreamError, StreamEvent};
+use bsor_stream::stream::{Damage, DamageKind, StreamDecoder, StreamError, StreamEvent};
 use bsor_stream::transcode;
 use libfuzzer_sys::fuzz_target;
-
-/// What the decoder reports for bytes skipped while looking for the next sync marker.
-const NOT_A_CHUNK: &str = "bytes that are not a chunk";
 
 /// Whether to compare the events exactly as the decoder gives them (environment variable
 /// `STREAM_DECODE_STRICT=1`), rather than past the known differences (`coalesce`,
@@ -50,12 +47,13 @@ fn coalesce(events: &mut Vec<StreamEvent>, ev: StreamEvent) {
             StreamEvent::Damage(Damage {
                 offset,
                 skipped_bytes,
-                what,
+                kind,
+                ..
             }),
         ) = (events.last_mut(), &ev)
         {
-            if prev.what == NOT_A_CHUNK
-                && *what == NOT_A_CHUNK
+            if prev.kind == DamageKind::NotAChunk
+                && *kind == DamageKind::NotAChunk
                 && prev.offset.checked_add(prev.skipped_bytes) == Some(*offset)
             {
                 prev.skipped_bytes += skipped_bytes;
@@ -77,8 +75,8 @@ fn footer_after_junk(pieces: &[StreamEvent], whole: &[StreamEvent], at: usize) -
     else {
         return false;
     };
-    p.what == NOT_A_CHUNK
-        && w.what == NOT_A_CHUNK
+    p.kind == DamageKind::NotAChunk
+        && w.kind == DamageKind::NotAChunk
         && p.offset == w.offset
         && p.skipped_bytes < w.skipped_bytes
         && pieces[at + 1..] == [StreamEvent::End]

@@ -72,7 +72,7 @@ fn report(rec: &Recovery) -> Outcome {
     for d in rec.damage.iter().take(20) {
         eprintln!(
             "  damage at byte {}: {} ({} bytes skipped)",
-            d.offset, d.what, d.skipped_bytes
+            d.offset, d.kind, d.skipped_bytes
         );
     }
     if rec.complete {

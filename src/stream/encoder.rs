@@ -4,9 +4,10 @@
 
 use crate::bsor::{ControllerOffsets, Frame, Height, Info, NoteEvent, Pause, Wall};
 
-use super::chunk::{footer, ChunkHeader, ChunkType, Settings, StreamHeader, MAX_CHUNK_FRAMES};
+use super::chunk::{footer, ChunkHeader, ChunkType, MAX_CHUNK_FRAMES};
 use super::events::{EventBatch, EventCodec, MAX_RECORDS};
 use super::frames::{FrameCodec, FrameOut};
+use super::header::{Settings, StreamHeader};
 use super::trailer::{encode_index, IndexEntry, SectionCounts, Trailer};
 
 #[derive(Clone, Copy, Debug)]

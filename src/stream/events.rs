@@ -13,8 +13,10 @@ use crate::bsor::{self, Height, NoteEvent, Pause, Wall};
 use super::bits::{
     largest_of, ordered, unit_rest, unordered, unzigzag, zigzag, BitReader, BitWriter, LengthModel,
 };
-use super::chunk::{put_varint, Reader, Short};
+use super::chunk::put_varint;
+use super::error::{ChunkError, Field, Section};
 use super::range::{Prob, RangeDecoder, RangeEncoder, ResidualModel};
+use super::reader::{Reader, Short};
 
 use crate::bsor::{
     CUT_SIZE as CUT, HEIGHT_SIZE as HEIGHT, NOTE_HEAD_SIZE as NOTE_HEAD, PAUSE_SIZE as PAUSE,
@@ -448,9 +450,9 @@ impl EventCodec {
         counts: [usize; 4],
         mut c: Coder,
         batch: &mut EventBatch,
-    ) -> Result<(), &'static str> {
+    ) -> Result<(), ChunkError> {
         batch.notes.1.reserve(counts[0]);
-        for _ in 0..counts[0] {
+        for at in 0..counts[0] {
             let mut rec = [0u8; NOTE_HEAD + CUT];
             self.record(
                 &mut c,
@@ -468,7 +470,8 @@ impl EventCodec {
             } else {
                 NOTE_HEAD
             };
-            let (note, _) = bsor::decode_note(&rec[..len]).ok_or("malformed note")?;
+            let (note, _) =
+                bsor::decode_note(&rec[..len]).ok_or(ChunkError::MalformedNote { at })?;
             batch.notes.1.push(note);
         }
         batch.walls.1.reserve(counts[1]);
@@ -538,7 +541,7 @@ impl EventCodec {
     }
 
     /// Decodes an event chunk's payload.
-    pub(crate) fn decode(&mut self, payload: &[u8]) -> Result<EventBatch, &'static str> {
+    pub(crate) fn decode(&mut self, payload: &[u8]) -> Result<EventBatch, ChunkError> {
         let mut kinds = [(0u32, 0usize); 4];
         if self.ranged {
             let mut rc = RangeDecoder::new(payload);
@@ -549,7 +552,7 @@ impl EventCodec {
                 }
                 let n = m.count[k].decode(&mut rc);
                 if !(0..MAX_RECORDS as i32).contains(&n) {
-                    return Err("event count out of range in an event chunk");
+                    return Err(ChunkError::EventCountOutOfRange { count_less_one: n });
                 }
                 let delta = m.first[k].decode(&mut rc);
                 *slot = self.place(k, delta, n as u32 + 1);
@@ -557,23 +560,24 @@ impl EventCodec {
             return self.records(kinds, Coder::RangeDec(&mut rc));
         }
         let mut r = Reader::new(payload);
-        let bad = |s: Short| match s {
-            Short::More => "event chunk ends inside its counts",
-            Short::Bad(m) => m,
+        let section = Section::Events;
+        let bad = |s| match s {
+            Short::More => ChunkError::EndsEarly { section },
+            Short::Bad(error) => ChunkError::Field { section, error },
         };
         let present = r.u8().map_err(bad)?;
         if present > 0x0f {
-            return Err("unknown event kinds in an event chunk");
+            return Err(ChunkError::UnknownEventKinds(present));
         }
         for (k, slot) in kinds.iter_mut().enumerate() {
             if present & (1 << k) == 0 {
                 continue;
             }
-            let n = r.varint_u32("event count").map_err(bad)?;
+            let n = r.varint_u32(Field::EventCount).map_err(bad)?;
             if n > MAX_RECORDS {
-                return Err("more than 65536 events of one kind in a chunk");
+                return Err(ChunkError::TooManyEvents { count: n });
             }
-            let delta = r.varint_u32("first event index").map_err(bad)?;
+            let delta = r.varint_u32(Field::FirstEventIndex).map_err(bad)?;
             *slot = self.place(k, unzigzag(delta), n);
         }
         let mut raw = BitReader::new(&payload[r.pos..]);
@@ -597,7 +601,7 @@ impl EventCodec {
     }
 
     /// Decodes the records of a chunk whose first index and count of every kind are `kinds`.
-    fn records(&mut self, kinds: [(u32, usize); 4], c: Coder) -> Result<EventBatch, &'static str> {
+    fn records(&mut self, kinds: [(u32, usize); 4], c: Coder) -> Result<EventBatch, ChunkError> {
         let mut batch = EventBatch {
             notes: (kinds[0].0, Vec::new()),
             walls: (kinds[1].0, Vec::new()),
@@ -720,10 +724,10 @@ mod tests {
             m.count[0].encode(&mut rc, count_less_one);
             m.first[0].encode(&mut rc, 0);
             let payload = rc.finish();
-            assert_eq!(
-                EventCodec::new(true).decode(&payload).err(),
-                Some("event count out of range in an event chunk"),
-                "{count_less_one}"
+            let err = EventCodec::new(true).decode(&payload).err();
+            assert!(
+                matches!(err, Some(ChunkError::EventCountOutOfRange { .. })),
+                "{count_less_one}: {err:?}"
             );
         }
         // The largest count there may be is read (and its records decoded from nothing).
