@@ -270,7 +270,7 @@ fn after_a_critical_chunk_the_decoder_stays_stopped() {
         for p in with.chunks(piece) {
             d.push(p);
             loop {
-                match d.next_event() {
+                match d.next_item() {
                     Ok(Some(ev)) => {
                         assert!(first.is_none(), "decoded past a critical chunk: {ev:?}");
                     }
@@ -294,7 +294,7 @@ fn after_a_critical_chunk_the_decoder_stays_stopped() {
         }
         d.finish();
         for _ in 0..3 {
-            assert_eq!(d.next_event().as_ref().err(), first.as_ref());
+            assert_eq!(d.next_item().as_ref().err(), first.as_ref());
         }
         assert!(
             first.is_some(),
@@ -312,12 +312,12 @@ fn any_piece_sizes_decode_the_same() {
         let mut out = Vec::new();
         for p in s.chunks(piece) {
             d.push(p);
-            while let Some(ev) = d.next_event().unwrap() {
+            while let Some(ev) = d.next_item().unwrap() {
                 out.push(format!("{ev:?}"));
             }
         }
         d.finish();
-        while let Some(ev) = d.next_event().unwrap() {
+        while let Some(ev) = d.next_item().unwrap() {
             out.push(format!("{ev:?}"));
         }
         out
@@ -358,10 +358,10 @@ fn events_are_read_through_the_index_without_touching_pose_data() {
     assert!(events_equal(
         &r,
         &Replay {
-            notes: events.notes.1,
-            walls: events.walls.1,
-            heights: events.heights.1,
-            pauses: events.pauses.1,
+            notes: events.notes.records,
+            walls: events.walls.records,
+            heights: events.heights.records,
+            pauses: events.pauses.records,
             ..r.clone()
         }
     ));
@@ -442,22 +442,22 @@ fn pipe_transcoding_emits_chunks_as_frames_arrive() {
 
 #[test]
 fn stream_to_bsor_through_a_seekable_sink() {
-    use bsor_stream::stream::{StreamDecoder, StreamEvent};
+    use bsor_stream::stream::{StreamDecoder, StreamItem};
     use bsor_stream::transcode::BsorSink;
     let (r, s) = small_stream(Profile::Lossless);
     let mut d = StreamDecoder::new();
     let mut sink = None;
     for piece in s.chunks(333) {
         d.push(piece);
-        while let Some(ev) = d.next_event().unwrap() {
-            if let StreamEvent::Header(h) = &ev {
+        while let Some(ev) = d.next_item().unwrap() {
+            if let StreamItem::Header(h) = &ev {
                 sink = Some(BsorSink::new(std::io::Cursor::new(Vec::new()), h).unwrap());
             }
             sink.as_mut().unwrap().apply(ev).unwrap();
         }
     }
     d.finish();
-    while let Some(ev) = d.next_event().unwrap() {
+    while let Some(ev) = d.next_item().unwrap() {
         sink.as_mut().unwrap().apply(ev).unwrap();
     }
     let out = sink.unwrap().finish().unwrap().into_inner();
@@ -586,7 +586,7 @@ fn events_in_pieces(s: &[u8], piece: usize) -> (Vec<String>, Option<String>) {
     for p in s.chunks(piece.max(1)) {
         d.push(p);
         loop {
-            match d.next_event() {
+            match d.next_item() {
                 Ok(Some(ev)) => out.push(format!("{ev:?}")),
                 Ok(None) => break,
                 Err(e) => return (out, Some(e.to_string())),
@@ -595,7 +595,7 @@ fn events_in_pieces(s: &[u8], piece: usize) -> (Vec<String>, Option<String>) {
     }
     d.finish();
     loop {
-        match d.next_event() {
+        match d.next_item() {
             Ok(Some(ev)) => out.push(format!("{ev:?}")),
             Ok(None) => return (out, None),
             Err(e) => return (out, Some(e.to_string())),

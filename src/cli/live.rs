@@ -8,7 +8,7 @@ use bsor_stream::net::archive::StreamWriter;
 use bsor_stream::net::server::{MessageSink, MessageStream};
 use bsor_stream::net::wire::{EndReason, Message, Role, ViewMode, DEFAULT_MAX_FRAME};
 use bsor_stream::net::{publisher, tcp, ws};
-use bsor_stream::stream::{Settings, StreamDecoder, StreamEvent};
+use bsor_stream::stream::{Settings, StreamDecoder, StreamItem};
 use bsor_stream::transcode;
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
@@ -261,8 +261,8 @@ pub fn watch(
                         f.write(&b).map_err(|e| Failure(format!("writing: {e}")))?;
                     }
                     d.push(&b);
-                    while let Ok(Some(ev)) = d.next_event() {
-                        if let StreamEvent::Frame { frame, .. } = ev {
+                    while let Ok(Some(item)) = d.next_item() {
+                        if let StreamItem::Frame { frame, .. } = item {
                             frames += 1;
                             song_time = frame.time;
                             latency.frame(frame.time);
@@ -288,7 +288,7 @@ pub fn watch(
             }
         }
         d.finish();
-        while let Ok(Some(_)) = d.next_event() {}
+        while let Ok(Some(_)) = d.next_item() {}
         if let Some(f) = out {
             // A finished stream gets its footer, as the publisher's file has.
             f.finish(ended).map_err(|e| Failure(format!("writing: {e}")))?;
@@ -365,8 +365,8 @@ pub fn demo(file: Option<&Path>, speed: f32) -> Result<Outcome, Failure> {
                         Message::StreamHeader(b) | Message::Chunk(b) => {
                             bytes += b.len() as u64;
                             d.push(&b);
-                            while let Ok(Some(ev)) = d.next_event() {
-                                if let StreamEvent::Frame { frame, .. } = ev {
+                            while let Ok(Some(item)) = d.next_item() {
+                                if let StreamItem::Frame { frame, .. } = item {
                                     frames += 1;
                                     // Latency: arrival against when the publisher had the frame.
                                     let due = ((frame.time - first_t) / speed.max(1e-3)).max(0.0);

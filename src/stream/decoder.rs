@@ -16,7 +16,7 @@ use super::trailer::{decode_index, IndexEntry, Trailer};
 
 /// What the decoder yields, in stream order.
 #[derive(Clone, Debug, PartialEq)]
-pub enum StreamEvent {
+pub enum StreamItem {
     /// The stream header (always first).
     Header(Box<StreamHeader>),
     /// A frame and its index in the replay.
@@ -90,7 +90,7 @@ pub struct StreamDecoder {
     events_ok: bool,
     next_seq: Option<u32>,
     next_frame: u32,
-    queue: VecDeque<StreamEvent>,
+    queue: VecDeque<StreamItem>,
     stats: DecodeStats,
     skip_frames: bool,
     /// Bytes skipped as not a chunk since the last chunk: (offset, count), reported as one
@@ -207,12 +207,12 @@ impl StreamDecoder {
         self.stats
     }
 
-    /// The next event; `Ok(None)` when more input is needed (or after [`StreamEvent::End`]).
+    /// The next item; `Ok(None)` when more input is needed (or after [`StreamItem::End`]).
     ///
     /// An error is final (format.md: a critical chunk stops the reader): everything
     /// yielded before it was valid, and every later call returns the same error again,
     /// whatever input is pushed.
-    pub fn next_event(&mut self) -> Result<Option<StreamEvent>, StreamError> {
+    pub fn next_item(&mut self) -> Result<Option<StreamItem>, StreamError> {
         loop {
             // What was queued before a fault is valid and comes out first.
             if let Some(e) = self.queue.pop_front() {
@@ -240,7 +240,7 @@ impl StreamDecoder {
     fn damage(&mut self, kind: DamageKind, skipped: usize) {
         self.stats.damaged += 1;
         self.stats.bytes_skipped += skipped as u64;
-        self.queue.push_back(StreamEvent::Damage(Damage::new(
+        self.queue.push_back(StreamItem::Damage(Damage::new(
             self.offset,
             skipped as u64,
             kind,
@@ -284,7 +284,7 @@ impl StreamDecoder {
         if let Some((offset, count)) = self.junk.take() {
             self.stats.damaged += 1;
             self.stats.bytes_skipped += count;
-            self.queue.push_back(StreamEvent::Damage(Damage::new(
+            self.queue.push_back(StreamItem::Damage(Damage::new(
                 offset,
                 count,
                 DamageKind::NotAChunk,
@@ -302,7 +302,7 @@ impl StreamDecoder {
                     self.codec = Some(FrameCodec::new(h.quantization()));
                     self.events = EventCodec::new(h.quantization().is_lossy());
                     self.consume(n);
-                    self.queue.push_back(StreamEvent::Header(Box::new(h)));
+                    self.queue.push_back(StreamItem::Header(Box::new(h)));
                     self.state = State::Chunks;
                     Ok(true)
                 }
@@ -317,7 +317,7 @@ impl StreamDecoder {
     fn end(&mut self) -> Result<bool, StreamError> {
         self.flush_junk();
         self.state = State::Done;
-        self.queue.push_back(StreamEvent::End);
+        self.queue.push_back(StreamItem::End);
         Ok(true)
     }
 
@@ -475,11 +475,11 @@ impl StreamDecoder {
                 self.events_chunk(h, payload, offset);
             }
             ChunkType::Trailer => match Trailer::decode(payload) {
-                Ok(t) => self.queue.push_back(StreamEvent::Trailer(Box::new(t))),
+                Ok(t) => self.queue.push_back(StreamItem::Trailer(Box::new(t))),
                 Err(error) => self.damage_at(offset, undecodable(h, error)),
             },
             ChunkType::Index => match decode_index(payload) {
-                Ok(i) => self.queue.push_back(StreamEvent::Index(i)),
+                Ok(i) => self.queue.push_back(StreamItem::Index(i)),
                 Err(error) => self.damage_at(offset, undecodable(h, error)),
             },
             ChunkType::Unknown(kind) if h.kind.is_critical() => {
@@ -489,7 +489,7 @@ impl StreamDecoder {
                     kind,
                 });
             }
-            ChunkType::Unknown(kind) => self.queue.push_back(StreamEvent::Skipped { offset, kind }),
+            ChunkType::Unknown(kind) => self.queue.push_back(StreamItem::Skipped { offset, kind }),
         }
         Ok(true)
     }
@@ -497,7 +497,7 @@ impl StreamDecoder {
     fn damage_at(&mut self, offset: u64, kind: DamageKind) {
         self.stats.damaged += 1;
         self.queue
-            .push_back(StreamEvent::Damage(Damage::new(offset, 0, kind)));
+            .push_back(StreamItem::Damage(Damage::new(offset, 0, kind)));
     }
 
     /// Something of the current group was lost: resume at the next keyframe.
@@ -555,7 +555,7 @@ impl StreamDecoder {
         let mut index = h.first;
         let queue = &mut self.queue;
         codec.decode_chunk(payload, h.count, |frame| {
-            queue.push_back(StreamEvent::Frame { index, frame });
+            queue.push_back(StreamItem::Frame { index, frame });
             index = index.wrapping_add(1);
         });
         self.next_frame = h.first.wrapping_add(h.count);
@@ -568,7 +568,7 @@ impl StreamDecoder {
             return;
         }
         match self.events.decode(payload) {
-            Ok(batch) => self.queue.push_back(StreamEvent::Events(batch)),
+            Ok(batch) => self.queue.push_back(StreamItem::Events(batch)),
             Err(error) => {
                 self.events_ok = false;
                 self.count_lost(h);

@@ -5,7 +5,7 @@
 use crate::bsor::{ControllerOffsets, Frame, Height, Info, NoteEvent, Pause, Wall};
 
 use super::chunk::{footer, ChunkHeader, ChunkType, MAX_CHUNK_FRAMES};
-use super::events::{EventBatch, EventCodec, MAX_RECORDS};
+use super::events::{EventBatch, EventCodec, Records, MAX_RECORDS};
 use super::frames::{FrameCodec, FrameOut};
 use super::header::{Settings, StreamHeader};
 use super::trailer::{encode_index, IndexEntry, SectionCounts, Trailer};
@@ -26,7 +26,7 @@ struct Group {
 }
 
 /// One kind's pending events (index of the first, records) and its count so far.
-type Pending<'a, T> = (&'a mut (u32, Vec<T>), &'a mut u64);
+type Pending<'a, T> = (&'a mut Records<T>, &'a mut u64);
 
 /// Encodes one replay into the stream format as it is played.
 #[derive(Debug)]
@@ -142,12 +142,12 @@ impl StreamEncoder {
     /// sends the batch early when that kind fills a chunk's limit.
     fn pend<T>(&mut self, pick: fn(&mut Self) -> Pending<'_, T>, item: T) {
         let (pending, count) = pick(self);
-        if pending.1.is_empty() {
-            pending.0 = *count as u32;
+        if pending.records.is_empty() {
+            pending.first = *count as u32;
         }
-        pending.1.push(item);
+        pending.records.push(item);
         *count += 1;
-        if pending.1.len() >= MAX_RECORDS as usize {
+        if pending.records.len() >= MAX_RECORDS as usize {
             self.emit_events();
         }
     }

@@ -18,12 +18,12 @@ pub use chunk::{
     footer, parse_footer, split_stream, ChunkHeader, ChunkSpan, ChunkType, FOOTER_SIZE,
     STREAM_MAGIC,
 };
-pub use decoder::{DecodeStats, StreamDecoder, StreamEvent};
+pub use decoder::{DecodeStats, StreamDecoder, StreamItem};
 pub use encoder::StreamEncoder;
 pub use error::{
     ChunkError, ChunkHeaderError, Damage, DamageKind, Field, FieldError, HeaderError, Section,
     StreamError,
 };
-pub use events::EventBatch;
+pub use events::{EventBatch, Records};
 pub use header::{Profile, Settings, StreamHeader};
 pub use trailer::{IndexEntry, SectionCounts, Trailer};
