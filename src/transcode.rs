@@ -42,6 +42,22 @@ impl<'a> EventCursor<'a> {
 
 /// Encodes a whole replay. Events go out with the first chunk after their song time, as a
 /// recorder would have sent them.
+///
+/// ```
+/// use bsor_stream::stream::{Profile, Settings};
+/// use bsor_stream::{bsor, synth, transcode};
+///
+/// let replay = synth::replay(synth::Settings {
+///     seed: 7,
+///     seconds: 3.0,
+///     fps: 60,
+/// });
+/// let stream = transcode::encode_replay(&replay, Settings::archive(Profile::Lossless));
+/// let (back, recovery) = transcode::decode_replay(&stream)?;
+/// assert!(recovery.complete);
+/// assert_eq!(bsor::to_vec(&back)?, bsor::to_vec(&replay)?); // the same BSOR bytes
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn encode_replay(r: &Replay, settings: Settings) -> Vec<u8> {
     let mut enc = StreamEncoder::new(r.info.clone(), settings);
     let mut events = EventCursor { r, next: [0; 4] };
@@ -279,7 +295,27 @@ impl ReplayCollector {
     }
 }
 
-/// Decodes a whole stream into a replay, stepping over damage.
+/// Decodes a whole stream into a replay, stepping over damage: what was lost is in the
+/// [`Recovery`]. An error only where nothing can be read (a bad stream header) or the
+/// reader must stop (a critical unknown chunk).
+///
+/// ```
+/// use bsor_stream::stream::{Profile, Settings};
+/// use bsor_stream::{synth, transcode};
+///
+/// let replay = synth::replay(synth::Settings {
+///     seed: 7,
+///     seconds: 3.0,
+///     fps: 60,
+/// });
+/// let mut stream = transcode::encode_replay(&replay, Settings::live(Profile::Fine));
+/// let middle = stream.len() / 2;
+/// stream[middle] ^= 0xff; // damage one chunk
+/// let (back, recovery) = transcode::decode_replay(&stream)?;
+/// assert!(!recovery.complete && !recovery.damage.is_empty());
+/// assert!(back.frames.len() > replay.frames.len() / 2);
+/// # Ok::<(), bsor_stream::stream::StreamError>(())
+/// ```
 pub fn decode_replay(bytes: &[u8]) -> Result<(Replay, Recovery), StreamError> {
     let mut d = StreamDecoder::new();
     d.push(bytes);
@@ -509,71 +545,35 @@ impl<W: Write + Seek> BsorSink<W> {
 /// finished file), only the keyframe groups that overlap the span are decoded, starting at
 /// the last keyframe at or before `from`, and the events are read from the event chunks
 /// alone; without one, the whole stream is decoded.
+///
+/// ```
+/// use bsor_stream::stream::{Profile, Settings};
+/// use bsor_stream::{synth, transcode};
+///
+/// let replay = synth::replay(synth::Settings {
+///     seed: 7,
+///     seconds: 3.0,
+///     fps: 60,
+/// });
+/// let stream = transcode::encode_replay(&replay, Settings::archive(Profile::Compact));
+/// let (part, _) = transcode::decode_span(&stream, 1.0, 2.0)?;
+/// assert!(!part.frames.is_empty());
+/// assert!(part.frames.iter().all(|f| (1.0..=2.0).contains(&f.time)));
+/// # Ok::<(), bsor_stream::stream::StreamError>(())
+/// ```
 pub fn decode_span(bytes: &[u8], from: f32, to: f32) -> Result<(Replay, Recovery), StreamError> {
     let in_span = |t: f32| t >= from && t <= to;
     let mut cursor = io::Cursor::new(bytes);
     let (mut r, mut rec, events) = match read_index(&mut cursor).ok().flatten() {
-        Some((header, index)) => {
-            let keys: Vec<&IndexEntry> = index
-                .iter()
-                .filter(|e| e.kind == ChunkType::Keyframes)
-                .collect();
-            let start = keys.iter().rposition(|e| e.t0 <= from).unwrap_or(0);
-            let end = keys
-                .iter()
-                .skip(start + 1)
-                .find(|e| e.t0 > to)
-                .map(|e| e.offset as usize)
-                .or_else(|| {
-                    index
-                        .iter()
-                        .find(|e| e.kind == ChunkType::Trailer)
-                        .map(|e| e.offset as usize)
-                })
-                .unwrap_or(bytes.len());
-            let begin = keys.get(start).map_or(end, |e| e.offset as usize);
-            let mut d = StreamDecoder::with_header(header.clone());
-            d.push(bytes.get(begin..end.max(begin)).unwrap_or_default());
-            d.finish();
-            let mut c = ReplayCollector::default();
-            c.apply(StreamItem::Header(Box::new(header)));
-            while let Some(item) = d.next_item()? {
-                match item {
-                    StreamItem::Frame { frame, .. } if !in_span(frame.time) => {}
-                    StreamItem::Frame { frame, .. } => c.replay.frames.push(frame),
-                    StreamItem::Events(_) => {} // read below, through the index
-                    other => c.apply(other),
-                }
-            }
-            let stats = d.stats();
-            let events = read_events(&mut cursor)
-                .ok()
-                .flatten()
-                .map(|(_, e)| e)
-                .unwrap_or_default();
-            let (r, rec) = c.finish(stats);
-            (r, rec, events)
-        }
+        Some((header, index)) => span_through_index(&mut cursor, header, &index, from, to)?,
         None => {
             let (mut r, rec) = decode_replay(bytes)?;
             r.frames.retain(|f| in_span(f.time));
             let events = EventBatch {
-                notes: Records {
-                    first: 0,
-                    records: std::mem::take(&mut r.notes),
-                },
-                walls: Records {
-                    first: 0,
-                    records: std::mem::take(&mut r.walls),
-                },
-                heights: Records {
-                    first: 0,
-                    records: std::mem::take(&mut r.heights),
-                },
-                pauses: Records {
-                    first: 0,
-                    records: std::mem::take(&mut r.pauses),
-                },
+                notes: Records::new(0, std::mem::take(&mut r.notes)),
+                walls: Records::new(0, std::mem::take(&mut r.walls)),
+                heights: Records::new(0, std::mem::take(&mut r.heights)),
+                pauses: Records::new(0, std::mem::take(&mut r.pauses)),
             };
             (r, rec, events)
         }
@@ -593,6 +593,59 @@ pub fn decode_span(bytes: &[u8], from: f32, to: f32) -> Result<(Replay, Recovery
     // A span is whole when nothing was lost on the way to it.
     rec.complete = rec.damage.is_empty();
     Ok((r, rec))
+}
+
+/// [`decode_span`] of a finished stream with an `index`: decodes the keyframe groups that
+/// overlap the span (from the last keyframe at or before `from`), keeping the frames in the
+/// span, and reads every event through the index. The events are not cut to the span yet.
+fn span_through_index(
+    cursor: &mut io::Cursor<&[u8]>,
+    header: StreamHeader,
+    index: &[IndexEntry],
+    from: f32,
+    to: f32,
+) -> Result<(Replay, Recovery, EventBatch), StreamError> {
+    let bytes: &[u8] = cursor.get_ref();
+    let in_span = |t: f32| t >= from && t <= to;
+    let keys: Vec<&IndexEntry> = index
+        .iter()
+        .filter(|e| e.kind == ChunkType::Keyframes)
+        .collect();
+    let start = keys.iter().rposition(|e| e.t0 <= from).unwrap_or(0);
+    let end = keys
+        .iter()
+        .skip(start + 1)
+        .find(|e| e.t0 > to)
+        .map(|e| e.offset as usize)
+        .or_else(|| {
+            index
+                .iter()
+                .find(|e| e.kind == ChunkType::Trailer)
+                .map(|e| e.offset as usize)
+        })
+        .unwrap_or(bytes.len());
+    let begin = keys.get(start).map_or(end, |e| e.offset as usize);
+    let mut d = StreamDecoder::with_header(header.clone());
+    d.push(bytes.get(begin..end.max(begin)).unwrap_or_default());
+    d.finish();
+    let mut c = ReplayCollector::default();
+    c.apply(StreamItem::Header(Box::new(header)));
+    while let Some(item) = d.next_item()? {
+        match item {
+            StreamItem::Frame { frame, .. } if !in_span(frame.time) => {}
+            StreamItem::Frame { frame, .. } => c.replay.frames.push(frame),
+            StreamItem::Events(_) => {} // read below, through the index
+            other => c.apply(other),
+        }
+    }
+    let stats = d.stats();
+    let events = read_events(cursor)
+        .ok()
+        .flatten()
+        .map(|(_, e)| e)
+        .unwrap_or_default();
+    let (r, rec) = c.finish(stats);
+    Ok((r, rec, events))
 }
 
 /// A chunk of a stream and the song times of the frames it carries.

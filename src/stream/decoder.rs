@@ -73,7 +73,37 @@ enum State {
     Done,
 }
 
-/// Decodes a `.bsors` stream.
+/// Decodes a `.bsors` stream: push bytes in pieces of any size, pull [`StreamItem`]s out
+/// as soon as each chunk is whole.
+///
+/// ```
+/// use bsor_stream::stream::{Profile, Settings, StreamDecoder, StreamItem};
+/// use bsor_stream::{synth, transcode};
+///
+/// let replay = synth::replay(synth::Settings {
+///     seed: 7,
+///     seconds: 3.0,
+///     fps: 60,
+/// });
+/// let stream = transcode::encode_replay(&replay, Settings::archive(Profile::Lossless));
+/// let mut decoder = StreamDecoder::new();
+/// let mut frames = Vec::new();
+/// for piece in stream.chunks(1000) {
+///     decoder.push(piece);
+///     while let Some(item) = decoder.next_item()? {
+///         if let StreamItem::Frame { frame, .. } = item {
+///             frames.push(frame);
+///         }
+///     }
+/// }
+/// decoder.finish();
+/// while let Some(item) = decoder.next_item()? {
+///     assert!(matches!(item, StreamItem::End)); // nothing after the footer
+/// }
+/// assert_eq!(frames, replay.frames); // the lossless profile keeps every bit
+/// assert_eq!(decoder.stats().damaged, 0);
+/// # Ok::<(), bsor_stream::stream::StreamError>(())
+/// ```
 #[derive(Debug)]
 pub struct StreamDecoder {
     buf: Vec<u8>,

@@ -29,6 +29,34 @@ struct Group {
 type Pending<'a, T> = (&'a mut Records<T>, &'a mut u64);
 
 /// Encodes one replay into the stream format as it is played.
+///
+/// Push the frames and the events as they happen; take the bytes whenever they are
+/// wanted (a chunk goes out at each keyframe or flush); [`finish`](Self::finish) adds the
+/// trailer, the index and the footer.
+///
+/// ```
+/// use bsor_stream::stream::{Profile, Settings, StreamEncoder};
+/// use bsor_stream::synth;
+///
+/// let replay = synth::replay(synth::Settings {
+///     seed: 7,
+///     seconds: 3.0,
+///     fps: 60,
+/// });
+/// let mut encoder = StreamEncoder::new(replay.info.clone(), Settings::live(Profile::Compact));
+/// let mut stream = Vec::new();
+/// for frame in &replay.frames {
+///     encoder.push_frame(frame);
+///     stream.extend(encoder.take_output()); // what a live spectator is sent
+/// }
+/// for note in &replay.notes {
+///     encoder.push_note(*note);
+/// }
+/// encoder.finish(replay.info.clone(), None, None, Vec::new());
+/// stream.extend(encoder.take_output());
+/// assert_eq!(&stream[..4], b"BSRS");
+/// assert_eq!(encoder.counts().frames, replay.frames.len() as u64);
+/// ```
 #[derive(Debug)]
 pub struct StreamEncoder {
     settings: Settings,
