@@ -139,7 +139,7 @@ fn low_exponent(bits: u32) -> Option<i32> {
 
 /// A lossy profile's quantization, as the coding uses it.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Grid {
+pub(crate) struct Steps {
     /// Position step in metres.
     step: f64,
     /// `√2 · M`: a smallest-three component `c` is quantized to `round(c · scale)`.
@@ -150,10 +150,10 @@ pub(crate) struct Grid {
     bounds: (f64, f64),
 }
 
-impl Grid {
+impl Steps {
     pub(crate) fn new(position_step: f32, rotation_steps: u32, bounds: (f64, f64)) -> Self {
         let m = rotation_steps.clamp(1, 1 << 23) as i32;
-        Grid {
+        Steps {
             step: f64::from(position_step),
             scale: std::f64::consts::SQRT_2 * f64::from(m),
             m,
@@ -199,7 +199,7 @@ impl DeviceCoding {
 /// The lossy codec state of one keyframe group (encoder and decoder alike).
 #[derive(Clone, Debug)]
 pub(crate) struct Lossy {
-    grid_params: Grid,
+    steps: Steps,
     prior_centre: u32,
     models: Box<LossyModels>,
     history: History,
@@ -226,9 +226,9 @@ pub(crate) struct Lossy {
 }
 
 impl Lossy {
-    pub(crate) fn new(grid: Grid, prior_centre: u32) -> Self {
+    pub(crate) fn new(grid: Steps, prior_centre: u32) -> Self {
         Lossy {
-            grid_params: grid,
+            steps: grid,
             prior_centre,
             models: Box::new(LossyModels::new(prior_centre)),
             history: History::default(),
@@ -249,7 +249,7 @@ impl Lossy {
     /// keeps what the times it coded in the group tell about the next group's time grid.)
     pub(crate) fn reset(&mut self) {
         let low = self.times_low;
-        *self = Lossy::new(self.grid_params, self.prior_centre);
+        *self = Lossy::new(self.steps, self.prior_centre);
         self.prev_times_low = low;
     }
 
@@ -327,7 +327,7 @@ impl Lossy {
                 let axis = &self.axis[d];
                 match (d, axis.h1, axis.h2) {
                     (1 | 2, Some(a1), Some(a2)) => {
-                        let k = SABER_OFFSET / self.grid_params.step;
+                        let k = SABER_OFFSET / self.steps.step;
                         let a0 = saber_axis(rotation);
                         [0, 1, 2].map(|i| {
                             let c = round(k * ((a0[i] - 2.0 * a1[i]) + a2[i]));
@@ -366,7 +366,7 @@ impl Lossy {
     }
 
     fn dequantize_pos(&self, q: [i32; 3]) -> Vec3 {
-        let step = self.grid_params.step;
+        let step = self.steps.step;
         let f = |v: i32| (f64::from(v) * step) as f32;
         Vec3 {
             x: f(q[0]),
@@ -389,7 +389,7 @@ impl Lossy {
     /// `index` (format.md 10.5): the predicted rotation (in `f64`, before its rounding to
     /// `f32`) without its component `index`, quantized again.
     fn rebase(&self, pred: SmallestThree, index: u8) -> [i32; 3] {
-        let Grid { scale, m, .. } = self.grid_params;
+        let Steps { scale, m, .. } = self.steps;
         let mut c = self.rotation_f64(pred);
         let k = usize::from(index & 3);
         if c[k] < 0.0 {
@@ -409,7 +409,7 @@ impl Lossy {
 
     /// A quantized rotation's components in `f64` (10.2).
     fn rotation_f64(&self, r: SmallestThree) -> [f64; 4] {
-        let scale = self.grid_params.scale;
+        let scale = self.steps.scale;
         let mut c = [0f64; 4];
         let mut s = 1.0f64;
         let mut j = 0;
@@ -428,7 +428,7 @@ impl Lossy {
     /// The quantized position and what it decodes to; `None` (escape) for one that cannot
     /// be quantized within the bound.
     fn quantize_pos(&self, p: &Vec3) -> Option<([i32; 3], Vec3)> {
-        let step = self.grid_params.step;
+        let step = self.steps.step;
         let mut q = [0i32; 3];
         for (slot, v) in q.iter_mut().zip([p.x, p.y, p.z]) {
             let r = round(f64::from(v) / step);
@@ -440,7 +440,7 @@ impl Lossy {
         // The steps keep every position within the bound; f32 rounding of far-off
         // coordinates could not be: such a position is sent verbatim.
         let decoded = self.dequantize_pos(q);
-        position_within(p, &decoded, self.grid_params.bounds.0).then_some((q, decoded))
+        position_within(p, &decoded, self.steps.bounds.0).then_some((q, decoded))
     }
 
     /// Smallest three of a unit quaternion; `None` (escape) for non-finite components or a
@@ -480,7 +480,7 @@ impl Lossy {
         mut c: [f64; 4],
         index: usize,
     ) -> Option<(SmallestThree, Quat)> {
-        let Grid { scale, m, .. } = self.grid_params;
+        let Steps { scale, m, .. } = self.steps;
         if c[index] < 0.0 {
             c = c.map(|v| -v);
         }
@@ -707,7 +707,7 @@ impl Lossy {
             } else {
                 (pred.index, pred.v)
             };
-            let m = self.grid_params.m;
+            let m = self.steps.m;
             let mut v = [0i32; 3];
             for (i, slot) in v.iter_mut().enumerate() {
                 let r = self.models.residual[col + 3 + i].decode(rc);

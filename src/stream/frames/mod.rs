@@ -21,7 +21,7 @@ use super::header::Quantization;
 use super::range::{RangeDecoder, RangeEncoder};
 
 use lossless::Lossless;
-use lossy::{Grid, Lossy};
+use lossy::{Lossy, Steps};
 
 /// Values per frame: time, fps, then per device position x y z and rotation x y z w.
 const COLUMNS: usize = 23;
@@ -119,7 +119,7 @@ impl FrameCodec {
                 bounds,
                 prior_centre,
             } => FrameCodec::Lossy(Lossy::new(
-                Grid::new(position_step, rotation_steps, bounds),
+                Steps::new(position_step, rotation_steps, bounds),
                 prior_centre,
             )),
         }
