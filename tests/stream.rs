@@ -303,6 +303,46 @@ fn after_a_critical_chunk_the_decoder_stays_stopped() {
     }
 }
 
+/// Errors and damage are typed: they name what went wrong and where (the chunk's sequence
+/// number and type, the offset), and read as the decoder's messages always have.
+#[test]
+fn errors_and_damage_are_typed_and_say_where() {
+    use bsor_stream::stream::{ChunkHeader, ChunkType, DamageKind, HeaderError, StreamError};
+    let (_, s) = small_stream(Profile::Lossless);
+    let mut bad = s.clone();
+    bad[0] = b'X';
+    let err = transcode::decode_replay(&bad).unwrap_err();
+    assert_eq!(err, StreamError::Header(HeaderError::BadMagic));
+    assert_eq!(
+        err.to_string(),
+        "stream header at byte 0: not a BSOR stream (bad magic)"
+    );
+    assert_eq!(
+        transcode::decode_replay(&s[..5]).unwrap_err(),
+        StreamError::Header(HeaderError::Truncated)
+    );
+    // The last payload byte of the first delta frame chunk.
+    let &(at, len, ..) = chunks(&s).iter().find(|c| c.2 == 2).unwrap();
+    let seq = ChunkHeader::parse_at(&s[at..]).unwrap().0.seq;
+    let mut bad = s.clone();
+    bad[at + len - 1] ^= 0xff;
+    let (_, rec) = transcode::decode_replay(&bad).unwrap();
+    let d = &rec.damage[0];
+    assert_eq!((d.offset, d.skipped_bytes), (at as u64, len as u64));
+    assert_eq!(
+        d.kind,
+        DamageKind::PayloadCrc {
+            seq,
+            kind: ChunkType::Frames
+        }
+    );
+    assert_eq!(d.what(), "chunk payload CRC mismatch");
+    assert!(matches!(
+        rec.damage[1].kind,
+        DamageKind::FramesWithoutKeyframe { seq: next } if next == seq + 1
+    ));
+}
+
 #[test]
 fn any_piece_sizes_decode_the_same() {
     use bsor_stream::stream::StreamDecoder;
