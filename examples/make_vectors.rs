@@ -140,7 +140,7 @@ fn main() {
     let damage: Vec<serde_json::Value> = rec
         .damage
         .iter()
-        .map(|d| serde_json::json!({ "offset": d.offset, "skipped_bytes": d.skipped_bytes, "what": d.what }))
+        .map(|d| serde_json::json!({ "offset": d.offset, "skipped_bytes": d.skipped_bytes, "what": d.what() }))
         .collect();
     let json = serde_json::json!({
         "file": "damaged.bsors",

@@ -6,8 +6,8 @@ use crate::bsor::{
     self, Event, Frame, Height, NoteEvent, ParseError, Pause, PushParser, Replay, Wall,
 };
 use crate::stream::{
-    split_stream, ChunkSpan, ChunkType, DecodeStats, EventBatch, IndexEntry, Settings,
-    StreamDecoder, StreamEncoder, StreamError, StreamEvent, StreamHeader, Trailer,
+    split_stream, ChunkSpan, ChunkType, DecodeStats, EventBatch, IndexEntry, Records, Settings,
+    StreamDecoder, StreamEncoder, StreamError, StreamHeader, StreamItem, Trailer,
 };
 
 /// Pushes the events of `r` whose time has come (not after `t`), each section in its own
@@ -42,6 +42,22 @@ impl<'a> EventCursor<'a> {
 
 /// Encodes a whole replay. Events go out with the first chunk after their song time, as a
 /// recorder would have sent them.
+///
+/// ```
+/// use bsor_stream::stream::{Profile, Settings};
+/// use bsor_stream::{bsor, synth, transcode};
+///
+/// let replay = synth::replay(synth::Settings {
+///     seed: 7,
+///     seconds: 3.0,
+///     fps: 60,
+/// });
+/// let stream = transcode::encode_replay(&replay, Settings::archive(Profile::Lossless));
+/// let (back, recovery) = transcode::decode_replay(&stream)?;
+/// assert!(recovery.complete);
+/// assert_eq!(bsor::to_vec(&back)?, bsor::to_vec(&replay)?); // the same BSOR bytes
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn encode_replay(r: &Replay, settings: Settings) -> Vec<u8> {
     let mut enc = StreamEncoder::new(r.info.clone(), settings);
     let mut events = EventCursor { r, next: [0; 4] };
@@ -198,14 +214,14 @@ impl ReplayCollector {
     }
 
     /// Adds one decoded event.
-    pub fn apply(&mut self, ev: StreamEvent) {
+    pub fn apply(&mut self, item: StreamItem) {
         let r = &mut self.replay;
-        match ev {
-            StreamEvent::Header(h) => {
+        match item {
+            StreamItem::Header(h) => {
                 r.info = h.info;
                 self.header = true;
             }
-            StreamEvent::Frame { index, frame } => {
+            StreamItem::Frame { index, frame } => {
                 if u64::from(index) != self.counted_frames {
                     self.gaps = true;
                 }
@@ -214,25 +230,45 @@ impl ReplayCollector {
                     r.frames.push(frame);
                 }
             }
-            StreamEvent::Events(b) => self.add_events(b),
-            StreamEvent::Trailer(t) => {
+            StreamItem::Events(b) => self.add_events(b),
+            StreamItem::Trailer(t) => {
                 r.info = t.info.clone();
                 r.controller_offsets = t.controller_offsets;
                 r.user_data = t.user_data.clone();
                 r.trailing = t.trailing.clone();
                 self.trailer = Some(*t);
             }
-            StreamEvent::Damage(d) => self.damage.push(d),
-            StreamEvent::Index(_) | StreamEvent::Skipped { .. } | StreamEvent::End => {}
+            StreamItem::Damage(d) => self.damage.push(d),
+            StreamItem::Index(_) | StreamItem::Skipped { .. } | StreamItem::End => {}
         }
     }
 
     fn add_events(&mut self, b: EventBatch) {
         let r = &mut self.replay;
-        place(&mut r.notes, b.notes.0, &b.notes.1, &mut self.gaps);
-        place(&mut r.walls, b.walls.0, &b.walls.1, &mut self.gaps);
-        place(&mut r.heights, b.heights.0, &b.heights.1, &mut self.gaps);
-        place(&mut r.pauses, b.pauses.0, &b.pauses.1, &mut self.gaps);
+        place(
+            &mut r.notes,
+            b.notes.first,
+            &b.notes.records,
+            &mut self.gaps,
+        );
+        place(
+            &mut r.walls,
+            b.walls.first,
+            &b.walls.records,
+            &mut self.gaps,
+        );
+        place(
+            &mut r.heights,
+            b.heights.first,
+            &b.heights.records,
+            &mut self.gaps,
+        );
+        place(
+            &mut r.pauses,
+            b.pauses.first,
+            &b.pauses.records,
+            &mut self.gaps,
+        );
     }
 
     /// The replay and how much of it there is.
@@ -259,14 +295,34 @@ impl ReplayCollector {
     }
 }
 
-/// Decodes a whole stream into a replay, stepping over damage.
+/// Decodes a whole stream into a replay, stepping over damage: what was lost is in the
+/// [`Recovery`]. An error only where nothing can be read (a bad stream header) or the
+/// reader must stop (a critical unknown chunk).
+///
+/// ```
+/// use bsor_stream::stream::{Profile, Settings};
+/// use bsor_stream::{synth, transcode};
+///
+/// let replay = synth::replay(synth::Settings {
+///     seed: 7,
+///     seconds: 3.0,
+///     fps: 60,
+/// });
+/// let mut stream = transcode::encode_replay(&replay, Settings::live(Profile::Fine));
+/// let middle = stream.len() / 2;
+/// stream[middle] ^= 0xff; // damage one chunk
+/// let (back, recovery) = transcode::decode_replay(&stream)?;
+/// assert!(!recovery.complete && !recovery.damage.is_empty());
+/// assert!(back.frames.len() > replay.frames.len() / 2);
+/// # Ok::<(), bsor_stream::stream::StreamError>(())
+/// ```
 pub fn decode_replay(bytes: &[u8]) -> Result<(Replay, Recovery), StreamError> {
     let mut d = StreamDecoder::new();
     d.push(bytes);
     d.finish();
     let mut c = ReplayCollector::default();
-    while let Some(ev) = d.next_event()? {
-        c.apply(ev);
+    while let Some(item) = d.next_item()? {
+        c.apply(item);
     }
     Ok(c.finish(d.stats()))
 }
@@ -296,8 +352,8 @@ pub fn read_index<R: Read + Seek>(
     let mut d = StreamDecoder::with_header(header.clone());
     d.push(&chunk);
     d.finish();
-    while let Some(ev) = d.next_event().map_err(io::Error::other)? {
-        if let StreamEvent::Index(entries) = ev {
+    while let Some(item) = d.next_item().map_err(io::Error::other)? {
+        if let StreamItem::Index(entries) = item {
             return Ok(Some((header, entries)));
         }
     }
@@ -362,10 +418,10 @@ pub fn read_events<R: Read + Seek>(r: &mut R) -> io::Result<Option<(StreamHeader
         let batch = d
             .decode_events_chunk(&chunk)
             .map_err(|m| io::Error::new(io::ErrorKind::InvalidData, m))?;
-        all.notes.1.extend(batch.notes.1);
-        all.walls.1.extend(batch.walls.1);
-        all.heights.1.extend(batch.heights.1);
-        all.pauses.1.extend(batch.pauses.1);
+        all.notes.records.extend(batch.notes.records);
+        all.walls.records.extend(batch.walls.records);
+        all.heights.records.extend(batch.heights.records);
+        all.pauses.records.extend(batch.pauses.records);
     }
     Ok(Some((header, all)))
 }
@@ -411,17 +467,27 @@ impl<W: Write + Seek> BsorSink<W> {
     }
 
     /// Adds a decoded stream event.
-    pub fn apply(&mut self, ev: StreamEvent) -> io::Result<()> {
-        match ev {
-            StreamEvent::Frame { frame, .. } => self.frame(&frame)?,
-            StreamEvent::Events(b) => {
+    pub fn apply(&mut self, item: StreamItem) -> io::Result<()> {
+        match item {
+            StreamItem::Frame { frame, .. } => self.frame(&frame)?,
+            StreamItem::Events(b) => {
                 let mut gaps = false;
-                place(&mut self.notes, b.notes.0, &b.notes.1, &mut gaps);
-                place(&mut self.walls, b.walls.0, &b.walls.1, &mut gaps);
-                place(&mut self.heights, b.heights.0, &b.heights.1, &mut gaps);
-                place(&mut self.pauses, b.pauses.0, &b.pauses.1, &mut gaps);
+                place(&mut self.notes, b.notes.first, &b.notes.records, &mut gaps);
+                place(&mut self.walls, b.walls.first, &b.walls.records, &mut gaps);
+                place(
+                    &mut self.heights,
+                    b.heights.first,
+                    &b.heights.records,
+                    &mut gaps,
+                );
+                place(
+                    &mut self.pauses,
+                    b.pauses.first,
+                    &b.pauses.records,
+                    &mut gaps,
+                );
             }
-            StreamEvent::Trailer(t) => self.trailer = Some(*t),
+            StreamItem::Trailer(t) => self.trailer = Some(*t),
             _ => {}
         }
         Ok(())
@@ -479,59 +545,35 @@ impl<W: Write + Seek> BsorSink<W> {
 /// finished file), only the keyframe groups that overlap the span are decoded, starting at
 /// the last keyframe at or before `from`, and the events are read from the event chunks
 /// alone; without one, the whole stream is decoded.
+///
+/// ```
+/// use bsor_stream::stream::{Profile, Settings};
+/// use bsor_stream::{synth, transcode};
+///
+/// let replay = synth::replay(synth::Settings {
+///     seed: 7,
+///     seconds: 3.0,
+///     fps: 60,
+/// });
+/// let stream = transcode::encode_replay(&replay, Settings::archive(Profile::Compact));
+/// let (part, _) = transcode::decode_span(&stream, 1.0, 2.0)?;
+/// assert!(!part.frames.is_empty());
+/// assert!(part.frames.iter().all(|f| (1.0..=2.0).contains(&f.time)));
+/// # Ok::<(), bsor_stream::stream::StreamError>(())
+/// ```
 pub fn decode_span(bytes: &[u8], from: f32, to: f32) -> Result<(Replay, Recovery), StreamError> {
     let in_span = |t: f32| t >= from && t <= to;
     let mut cursor = io::Cursor::new(bytes);
     let (mut r, mut rec, events) = match read_index(&mut cursor).ok().flatten() {
-        Some((header, index)) => {
-            let keys: Vec<&IndexEntry> = index
-                .iter()
-                .filter(|e| e.kind == ChunkType::Keyframes)
-                .collect();
-            let start = keys.iter().rposition(|e| e.t0 <= from).unwrap_or(0);
-            let end = keys
-                .iter()
-                .skip(start + 1)
-                .find(|e| e.t0 > to)
-                .map(|e| e.offset as usize)
-                .or_else(|| {
-                    index
-                        .iter()
-                        .find(|e| e.kind == ChunkType::Trailer)
-                        .map(|e| e.offset as usize)
-                })
-                .unwrap_or(bytes.len());
-            let begin = keys.get(start).map_or(end, |e| e.offset as usize);
-            let mut d = StreamDecoder::with_header(header.clone());
-            d.push(bytes.get(begin..end.max(begin)).unwrap_or_default());
-            d.finish();
-            let mut c = ReplayCollector::default();
-            c.apply(StreamEvent::Header(Box::new(header)));
-            while let Some(ev) = d.next_event()? {
-                match ev {
-                    StreamEvent::Frame { frame, .. } if !in_span(frame.time) => {}
-                    StreamEvent::Frame { frame, .. } => c.replay.frames.push(frame),
-                    StreamEvent::Events(_) => {} // read below, through the index
-                    other => c.apply(other),
-                }
-            }
-            let stats = d.stats();
-            let events = read_events(&mut cursor)
-                .ok()
-                .flatten()
-                .map(|(_, e)| e)
-                .unwrap_or_default();
-            let (r, rec) = c.finish(stats);
-            (r, rec, events)
-        }
+        Some((header, index)) => span_through_index(&mut cursor, header, &index, from, to)?,
         None => {
             let (mut r, rec) = decode_replay(bytes)?;
             r.frames.retain(|f| in_span(f.time));
             let events = EventBatch {
-                notes: (0, std::mem::take(&mut r.notes)),
-                walls: (0, std::mem::take(&mut r.walls)),
-                heights: (0, std::mem::take(&mut r.heights)),
-                pauses: (0, std::mem::take(&mut r.pauses)),
+                notes: Records::new(0, std::mem::take(&mut r.notes)),
+                walls: Records::new(0, std::mem::take(&mut r.walls)),
+                heights: Records::new(0, std::mem::take(&mut r.heights)),
+                pauses: Records::new(0, std::mem::take(&mut r.pauses)),
             };
             (r, rec, events)
         }
@@ -542,15 +584,68 @@ pub fn decode_span(bytes: &[u8], from: f32, to: f32) -> Result<(Replay, Recovery
             .filter(|x| (from..=to).contains(&time(x)))
             .collect()
     }
-    r.notes = keep(events.notes.1, |n| n.event_time, from, to);
-    r.walls = keep(events.walls.1, |w| w.time, from, to);
-    r.heights = keep(events.heights.1, |h| h.time, from, to);
-    r.pauses = keep(events.pauses.1, |p| p.time, from, to);
+    r.notes = keep(events.notes.records, |n| n.event_time, from, to);
+    r.walls = keep(events.walls.records, |w| w.time, from, to);
+    r.heights = keep(events.heights.records, |h| h.time, from, to);
+    r.pauses = keep(events.pauses.records, |p| p.time, from, to);
     rec.frames = r.frames.len() as u64;
     rec.events = (r.notes.len() + r.walls.len() + r.heights.len() + r.pauses.len()) as u64;
     // A span is whole when nothing was lost on the way to it.
     rec.complete = rec.damage.is_empty();
     Ok((r, rec))
+}
+
+/// [`decode_span`] of a finished stream with an `index`: decodes the keyframe groups that
+/// overlap the span (from the last keyframe at or before `from`), keeping the frames in the
+/// span, and reads every event through the index. The events are not cut to the span yet.
+fn span_through_index(
+    cursor: &mut io::Cursor<&[u8]>,
+    header: StreamHeader,
+    index: &[IndexEntry],
+    from: f32,
+    to: f32,
+) -> Result<(Replay, Recovery, EventBatch), StreamError> {
+    let bytes: &[u8] = cursor.get_ref();
+    let in_span = |t: f32| t >= from && t <= to;
+    let keys: Vec<&IndexEntry> = index
+        .iter()
+        .filter(|e| e.kind == ChunkType::Keyframes)
+        .collect();
+    let start = keys.iter().rposition(|e| e.t0 <= from).unwrap_or(0);
+    let end = keys
+        .iter()
+        .skip(start + 1)
+        .find(|e| e.t0 > to)
+        .map(|e| e.offset as usize)
+        .or_else(|| {
+            index
+                .iter()
+                .find(|e| e.kind == ChunkType::Trailer)
+                .map(|e| e.offset as usize)
+        })
+        .unwrap_or(bytes.len());
+    let begin = keys.get(start).map_or(end, |e| e.offset as usize);
+    let mut d = StreamDecoder::with_header(header.clone());
+    d.push(bytes.get(begin..end.max(begin)).unwrap_or_default());
+    d.finish();
+    let mut c = ReplayCollector::default();
+    c.apply(StreamItem::Header(Box::new(header)));
+    while let Some(item) = d.next_item()? {
+        match item {
+            StreamItem::Frame { frame, .. } if !in_span(frame.time) => {}
+            StreamItem::Frame { frame, .. } => c.replay.frames.push(frame),
+            StreamItem::Events(_) => {} // read below, through the index
+            other => c.apply(other),
+        }
+    }
+    let stats = d.stats();
+    let events = read_events(cursor)
+        .ok()
+        .flatten()
+        .map(|(_, e)| e)
+        .unwrap_or_default();
+    let (r, rec) = c.finish(stats);
+    Ok((r, rec, events))
 }
 
 /// A chunk of a stream and the song times of the frames it carries.
@@ -564,13 +659,13 @@ pub fn chunk_frame_times(stream: &[u8]) -> Option<(usize, Vec<TimedChunk>)> {
     let (_, header_len, spans) = split_stream(stream)?;
     let mut d = StreamDecoder::new();
     d.push(&stream[..header_len]);
-    while let Ok(Some(_)) = d.next_event() {}
+    while let Ok(Some(_)) = d.next_item() {}
     let mut out = Vec::with_capacity(spans.len());
     for span in spans {
         d.push(span.bytes(stream));
         let mut times = Vec::new();
-        while let Ok(Some(ev)) = d.next_event() {
-            if let StreamEvent::Frame { frame, .. } = ev {
+        while let Ok(Some(item)) = d.next_item() {
+            if let StreamItem::Frame { frame, .. } = item {
                 times.push(frame.time);
             }
         }

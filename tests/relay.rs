@@ -214,7 +214,7 @@ fn viewers_receive_identical_bytes_and_a_late_joiner_decodes_from_its_first_chun
     assert_eq!(first_chunk.map(|c| kind(&c)), Some(ChunkType::Keyframes));
     let (back, rec) = decode(&net.received(late).0);
     assert!(
-        rec.damage.iter().all(|d| d.what.contains("sequence")),
+        rec.damage.iter().all(|d| d.what().contains("sequence")),
         "{:?}",
         rec.damage
     );

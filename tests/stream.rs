@@ -182,7 +182,7 @@ fn a_damaged_chunk_is_reported_and_decoding_resumes_at_the_next_keyframe() {
     let (back, rec) = transcode::decode_replay(&bad).unwrap();
     assert!(!rec.complete);
     assert!(
-        rec.damage.iter().any(|d| d.what.contains("CRC")),
+        rec.damage.iter().any(|d| d.what().contains("CRC")),
         "{:?}",
         rec.damage
     );
@@ -249,6 +249,100 @@ fn unknown_chunk_types_are_skipped_and_critical_ones_stop_the_reader() {
     }
 }
 
+/// Format.md: a critical chunk stops the reader. Once the decoder has returned that error,
+/// every further call returns it again; nothing after the chunk is ever decoded.
+#[test]
+fn after_a_critical_chunk_the_decoder_stays_stopped() {
+    use bsor_stream::stream::{ChunkHeader, ChunkType, StreamDecoder, StreamError};
+    let (_, s) = small_stream(Profile::Fine);
+    let list = chunks(&s);
+    let at = list[3].0;
+    let mut with = s[..at].to_vec();
+    let seq_here = ChunkHeader::parse_at(&s[at..]).unwrap().0.seq;
+    ChunkHeader::new(ChunkType::from_byte(0xC2), seq_here, 0, 0, 0.0)
+        .write_to(b"future data", &mut with);
+    // The rest of the stream as it was: well-formed chunks the reader must not reach.
+    with.extend_from_slice(&s[at..]);
+    for piece in [with.len(), 7] {
+        let mut d = StreamDecoder::new();
+        let mut first = None;
+        let mut pulls = 0;
+        for p in with.chunks(piece) {
+            d.push(p);
+            loop {
+                match d.next_item() {
+                    Ok(Some(ev)) => {
+                        assert!(first.is_none(), "decoded past a critical chunk: {ev:?}");
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        assert!(
+                            matches!(e, StreamError::CriticalChunk { kind: 0xC2, .. }),
+                            "{e}"
+                        );
+                        match &first {
+                            None => first = Some(e),
+                            Some(f) => assert_eq!(&e, f, "a different error after the stop"),
+                        }
+                        pulls += 1;
+                        if pulls > 3 {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        d.finish();
+        for _ in 0..3 {
+            assert_eq!(d.next_item().as_ref().err(), first.as_ref());
+        }
+        assert!(
+            first.is_some(),
+            "piece {piece}: the critical chunk was not reported"
+        );
+    }
+}
+
+/// Errors and damage are typed: they name what went wrong and where (the chunk's sequence
+/// number and type, the offset), and read as the decoder's messages always have.
+#[test]
+fn errors_and_damage_are_typed_and_say_where() {
+    use bsor_stream::stream::{ChunkHeader, ChunkType, DamageKind, HeaderError, StreamError};
+    let (_, s) = small_stream(Profile::Lossless);
+    let mut bad = s.clone();
+    bad[0] = b'X';
+    let err = transcode::decode_replay(&bad).unwrap_err();
+    assert_eq!(err, StreamError::Header(HeaderError::BadMagic));
+    assert_eq!(
+        err.to_string(),
+        "stream header at byte 0: not a BSOR stream (bad magic)"
+    );
+    assert_eq!(
+        transcode::decode_replay(&s[..5]).unwrap_err(),
+        StreamError::Header(HeaderError::Truncated)
+    );
+    // The last payload byte of the first delta frame chunk.
+    let &(at, len, ..) = chunks(&s).iter().find(|c| c.2 == 2).unwrap();
+    let seq = ChunkHeader::parse_at(&s[at..]).unwrap().0.seq;
+    let mut bad = s.clone();
+    bad[at + len - 1] ^= 0xff;
+    let (_, rec) = transcode::decode_replay(&bad).unwrap();
+    let d = &rec.damage[0];
+    assert_eq!((d.offset, d.skipped_bytes), (at as u64, len as u64));
+    assert_eq!(
+        d.kind,
+        DamageKind::PayloadCrc {
+            seq,
+            kind: ChunkType::Frames
+        }
+    );
+    assert_eq!(d.what(), "chunk payload CRC mismatch");
+    assert!(matches!(
+        rec.damage[1].kind,
+        DamageKind::FramesWithoutKeyframe { seq: next } if next == seq + 1
+    ));
+}
+
 #[test]
 fn any_piece_sizes_decode_the_same() {
     use bsor_stream::stream::StreamDecoder;
@@ -258,12 +352,12 @@ fn any_piece_sizes_decode_the_same() {
         let mut out = Vec::new();
         for p in s.chunks(piece) {
             d.push(p);
-            while let Some(ev) = d.next_event().unwrap() {
+            while let Some(ev) = d.next_item().unwrap() {
                 out.push(format!("{ev:?}"));
             }
         }
         d.finish();
-        while let Some(ev) = d.next_event().unwrap() {
+        while let Some(ev) = d.next_item().unwrap() {
             out.push(format!("{ev:?}"));
         }
         out
@@ -304,10 +398,10 @@ fn events_are_read_through_the_index_without_touching_pose_data() {
     assert!(events_equal(
         &r,
         &Replay {
-            notes: events.notes.1,
-            walls: events.walls.1,
-            heights: events.heights.1,
-            pauses: events.pauses.1,
+            notes: events.notes.records,
+            walls: events.walls.records,
+            heights: events.heights.records,
+            pauses: events.pauses.records,
             ..r.clone()
         }
     ));
@@ -388,22 +482,22 @@ fn pipe_transcoding_emits_chunks_as_frames_arrive() {
 
 #[test]
 fn stream_to_bsor_through_a_seekable_sink() {
-    use bsor_stream::stream::{StreamDecoder, StreamEvent};
+    use bsor_stream::stream::{StreamDecoder, StreamItem};
     use bsor_stream::transcode::BsorSink;
     let (r, s) = small_stream(Profile::Lossless);
     let mut d = StreamDecoder::new();
     let mut sink = None;
     for piece in s.chunks(333) {
         d.push(piece);
-        while let Some(ev) = d.next_event().unwrap() {
-            if let StreamEvent::Header(h) = &ev {
+        while let Some(ev) = d.next_item().unwrap() {
+            if let StreamItem::Header(h) = &ev {
                 sink = Some(BsorSink::new(std::io::Cursor::new(Vec::new()), h).unwrap());
             }
             sink.as_mut().unwrap().apply(ev).unwrap();
         }
     }
     d.finish();
-    while let Some(ev) = d.next_event().unwrap() {
+    while let Some(ev) = d.next_item().unwrap() {
         sink.as_mut().unwrap().apply(ev).unwrap();
     }
     let out = sink.unwrap().finish().unwrap().into_inner();
@@ -532,7 +626,7 @@ fn events_in_pieces(s: &[u8], piece: usize) -> (Vec<String>, Option<String>) {
     for p in s.chunks(piece.max(1)) {
         d.push(p);
         loop {
-            match d.next_event() {
+            match d.next_item() {
                 Ok(Some(ev)) => out.push(format!("{ev:?}")),
                 Ok(None) => break,
                 Err(e) => return (out, Some(e.to_string())),
@@ -541,7 +635,7 @@ fn events_in_pieces(s: &[u8], piece: usize) -> (Vec<String>, Option<String>) {
     }
     d.finish();
     loop {
-        match d.next_event() {
+        match d.next_item() {
             Ok(Some(ev)) => out.push(format!("{ev:?}")),
             Ok(None) => return (out, None),
             Err(e) => return (out, Some(e.to_string())),
@@ -643,7 +737,7 @@ fn a_one_byte_sync_marker_resynchronises_after_junk_full_of_it() {
         // One stretch, exactly the junk; every chunk after it decodes, nothing is lost.
         assert_eq!(rec.damage.len(), 1, "{:?}", rec.damage);
         let d = &rec.damage[0];
-        assert_eq!(d.what, "bytes that are not a chunk");
+        assert_eq!(d.what(), "bytes that are not a chunk");
         assert_eq!(
             (d.offset, d.skipped_bytes),
             (at.offset as u64, junk.len() as u64)

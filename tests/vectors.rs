@@ -244,7 +244,7 @@ fn damaged_stream_recovers_what_its_json_says() {
         .collect();
     assert_eq!(got, damage);
     assert_eq!(
-        rec.damage[0].what,
+        rec.damage[0].what(),
         reference["damage"][0]["what"].as_str().unwrap()
     );
 }

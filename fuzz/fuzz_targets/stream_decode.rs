@@ -5,9 +5,9 @@
 //! seeds); when its high bit is set, the stream header's, the chunks' and the footer's CRCs
 //! in the rest are first recomputed (`fix_crcs`), so that mutations reach the payload
 //! decoders instead of stopping at a CRC check. The rest is the `.bsors` input, pushed into a `StreamDecoder` piece by piece,
-//! draining `next_event` after each push (an `Err`, a bad stream header or a critical
+//! draining `next_item` after each push (an `Err`, a bad stream header or a critical
 //! unknown chunk, stops the run: it is allowed), then `finish` and a last drain. Checked:
-//! - nothing comes after `StreamEvent::End`, and a run without error ends with `End`;
+//! - nothing comes after `StreamItem::End`, and a run without error ends with `End`;
 //! - the events (as `{:?}` text) and the error are those of pushing everything in one piece
 //!   (but for two known differences, see `coalesce` and `footer_after_junk`, unless run with
 //!   `STREAM_DECODE_STRICT=1`);
@@ -24,12 +24,9 @@ use std::io::Cursor;
 use std::sync::OnceLock;
 
 use bsor_stream::bsor;
-use bsor_stream::stream::{Damage, StreamDecoder, StreamError, StreamEvent};
+use bsor_stream::stream::{Damage, DamageKind, StreamDecoder, StreamError, StreamItem};
 use bsor_stream::transcode;
 use libfuzzer_sys::fuzz_target;
-
-/// What the decoder reports for bytes skipped while looking for the next sync marker.
-const NOT_A_CHUNK: &str = "bytes that are not a chunk";
 
 /// Whether to compare the events exactly as the decoder gives them (environment variable
 /// `STREAM_DECODE_STRICT=1`), rather than past the known differences (`coalesce`,
@@ -43,19 +40,20 @@ fn strict() -> bool {
 /// as one `Damage` event when pushed whole, but as several (one per push) when pushed in
 /// pieces. Unless `strict()`, such a `Damage` that starts where the previous one ended is
 /// merged into it, so that the comparison looks past that known difference.
-fn coalesce(events: &mut Vec<StreamEvent>, ev: StreamEvent) {
+fn coalesce(events: &mut Vec<StreamItem>, ev: StreamItem) {
     if !strict() {
         if let (
-            Some(StreamEvent::Damage(prev)),
-            StreamEvent::Damage(Damage {
+            Some(StreamItem::Damage(prev)),
+            StreamItem::Damage(Damage {
                 offset,
                 skipped_bytes,
-                what,
+                kind,
+                ..
             }),
         ) = (events.last_mut(), &ev)
         {
-            if prev.what == NOT_A_CHUNK
-                && *what == NOT_A_CHUNK
+            if prev.kind == DamageKind::NotAChunk
+                && *kind == DamageKind::NotAChunk
                 && prev.offset.checked_add(prev.skipped_bytes) == Some(*offset)
             {
                 prev.skipped_bytes += skipped_bytes;
@@ -71,23 +69,23 @@ fn coalesce(events: &mut Vec<StreamEvent>, ev: StreamEvent) {
 /// when it arrives together with them (and whatever follows it is decoded then). Tolerated
 /// where the runs first differ at such a `Damage` (same offset, fewer bytes skipped in
 /// pieces) and the pieces run ends right after it.
-fn footer_after_junk(pieces: &[StreamEvent], whole: &[StreamEvent], at: usize) -> bool {
-    let (Some(StreamEvent::Damage(p)), Some(StreamEvent::Damage(w))) =
+fn footer_after_junk(pieces: &[StreamItem], whole: &[StreamItem], at: usize) -> bool {
+    let (Some(StreamItem::Damage(p)), Some(StreamItem::Damage(w))) =
         (pieces.get(at), whole.get(at))
     else {
         return false;
     };
-    p.what == NOT_A_CHUNK
-        && w.what == NOT_A_CHUNK
+    p.kind == DamageKind::NotAChunk
+        && w.kind == DamageKind::NotAChunk
         && p.offset == w.offset
         && p.skipped_bytes < w.skipped_bytes
-        && pieces[at + 1..] == [StreamEvent::End]
+        && pieces[at + 1..] == [StreamItem::End]
 }
 
 /// What one decoder run gave.
 struct Run {
     /// Every event (merged as `coalesce` says).
-    events: Vec<StreamEvent>,
+    events: Vec<StreamItem>,
     /// The error that stopped it.
     error: Option<StreamError>,
     ended: bool,
@@ -96,10 +94,10 @@ struct Run {
 /// Drains the decoder; false once it gave an error.
 fn drain(d: &mut StreamDecoder, run: &mut Run) -> bool {
     loop {
-        match d.next_event() {
+        match d.next_item() {
             Ok(Some(ev)) => {
                 assert!(!run.ended, "an event after End: {ev:?}");
-                run.ended = matches!(ev, StreamEvent::End);
+                run.ended = matches!(ev, StreamItem::End);
                 coalesce(&mut run.events, ev);
             }
             Ok(None) => return true,
@@ -131,7 +129,7 @@ fn push_run(bytes: &[u8], mut sizes: impl FnMut() -> usize) -> Run {
     d.finish();
     if drain(&mut d, &mut run) {
         assert!(run.ended, "no error and no End after finish");
-        assert!(matches!(d.next_event(), Ok(None)), "an event after End");
+        assert!(matches!(d.next_item(), Ok(None)), "an event after End");
     }
     run
 }

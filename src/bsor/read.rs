@@ -5,6 +5,23 @@ use super::error::{ParseError, Section};
 use super::model::Replay;
 
 /// Parses a whole BSOR file with the default [`Limits`].
+///
+/// ```
+/// use bsor_stream::{bsor, synth};
+///
+/// let replay = synth::replay(synth::Settings {
+///     seed: 7,
+///     seconds: 3.0,
+///     fps: 60,
+/// });
+/// let bytes = bsor::to_vec(&replay)?;
+/// let back = bsor::parse(&bytes)?;
+/// assert_eq!(back.frames.len(), replay.frames.len());
+/// assert_eq!(bsor::to_vec(&back)?, bytes); // byte for byte
+/// // Malformed input is an error naming where it went wrong, never a panic.
+/// assert!(bsor::parse(&bytes[..100]).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn parse(bytes: &[u8]) -> Result<Replay, ParseError> {
     parse_with_limits(bytes, Limits::default())
 }

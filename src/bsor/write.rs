@@ -317,6 +317,20 @@ fn check_trailing(r: &Replay) -> Result<(), WriteError> {
 }
 
 /// The replay's bytes.
+///
+/// ```
+/// use bsor_stream::{bsor, synth};
+///
+/// let replay = synth::replay(synth::Settings {
+///     seed: 7,
+///     seconds: 3.0,
+///     fps: 60,
+/// });
+/// let bytes = bsor::to_vec(&replay)?;
+/// assert_eq!(bytes[..4], bsor::MAGIC.to_le_bytes());
+/// assert_eq!(bsor::parse(&bytes)?.notes, replay.notes);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn to_vec(r: &Replay) -> Result<Vec<u8>, WriteError> {
     let mut out = Vec::new();
     write(r, &mut out)?;

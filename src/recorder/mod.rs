@@ -7,7 +7,7 @@
 //! allocation, no lock, no I/O and no system call. When the ring is full the record is
 //! refused at once, as a counted drop or as back-pressure ([`OnFull`]), never a stall. The
 //! background thread polls the ring (it is not woken, so that a push stays free of system
-//! calls), encodes with [`StreamEncoder`], and hands the bytes to the sinks:
+//! calls), encodes with [`StreamEncoder`](crate::stream::StreamEncoder), and hands the bytes to the sinks:
 //!
 //! - a `.bsors` file, written chunk by chunk as the encoder closes them, so a crash loses at
 //!   most the last flush interval ([`Settings::flush_seconds`] of song time, or as long in

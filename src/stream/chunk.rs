@@ -2,9 +2,9 @@
 //!
 //! Byte layouts: `proto-spec/format.md`, sections "Stream header", "Chunks" and "Footer".
 
-use crate::bsor::{self, Info};
-
-use super::header::{Profile, Quantization};
+use super::error::{ChunkHeaderError, Field};
+use super::header::StreamHeader;
+use super::reader::{Reader, Short};
 
 /// The first four bytes of every `.bsors` file: `BSRS`.
 pub const STREAM_MAGIC: [u8; 4] = *b"BSRS";
@@ -79,241 +79,6 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-/// Why a read from a byte slice stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Short {
-    /// More bytes are needed.
-    More,
-    /// The bytes cannot be what was expected.
-    Bad(&'static str),
-}
-
-/// A cursor over a byte slice for the stream's own structures.
-pub(crate) struct Reader<'a> {
-    pub(crate) buf: &'a [u8],
-    pub(crate) pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    pub(crate) fn new(buf: &'a [u8]) -> Self {
-        Reader { buf, pos: 0 }
-    }
-
-    pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], Short> {
-        let s = self
-            .buf
-            .get(self.pos..)
-            .and_then(|r| r.get(..n))
-            .ok_or(Short::More)?;
-        self.pos += n;
-        Ok(s)
-    }
-
-    pub(crate) fn u8(&mut self) -> Result<u8, Short> {
-        Ok(self.bytes(1)?[0])
-    }
-
-    pub(crate) fn u32(&mut self) -> Result<u32, Short> {
-        let b = self.bytes(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    pub(crate) fn f32(&mut self) -> Result<f32, Short> {
-        Ok(f32::from_bits(self.u32()?))
-    }
-
-    /// An unsigned LEB128 varint of at most 10 bytes that fits in a `u64`.
-    pub(crate) fn varint(&mut self) -> Result<u64, Short> {
-        let mut v = 0u64;
-        for i in 0..10 {
-            let b = self.u8()?;
-            if i == 9 && b > 1 {
-                return Err(Short::Bad("varint overflows 64 bits"));
-            }
-            v |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(Short::Bad("varint longer than 10 bytes"))
-    }
-
-    pub(crate) fn varint_u32(&mut self, what: &'static str) -> Result<u32, Short> {
-        u32::try_from(self.varint()?).map_err(|_| Short::Bad(what))
-    }
-}
-
-/// How often keyframes and flushes come.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Settings {
-    /// The frame coding profile.
-    pub profile: Profile,
-    /// A keyframe at least every this many seconds of song time.
-    pub keyframe_seconds: f32,
-    /// And at least every this many frames (0: by time only).
-    pub keyframe_frames: u32,
-    /// Emit a chunk every this many seconds of song time within a group (0: only at
-    /// keyframes).
-    pub flush_seconds: f32,
-    /// zstd level of the event, trailer and index chunks (19 measured 0.2% of BSOR smaller
-    /// than 3 on the corpus, at a hundred times the encoding time).
-    pub zstd_level: i32,
-}
-
-impl Settings {
-    /// What a live spectator needs: a keyframe about every second, a chunk every 100 ms.
-    pub fn live(profile: Profile) -> Self {
-        Settings {
-            profile,
-            keyframe_seconds: 1.0,
-            keyframe_frames: 0,
-            flush_seconds: 0.1,
-            zstd_level: 3,
-        }
-    }
-
-    /// What a leaderboard stores: a keyframe about every 10 s, no flushes in between.
-    pub fn archive(profile: Profile) -> Self {
-        Settings {
-            profile,
-            keyframe_seconds: 10.0,
-            keyframe_frames: 0,
-            flush_seconds: 0.0,
-            zstd_level: 3,
-        }
-    }
-}
-
-/// The stream header: what a decoder needs before the first chunk.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StreamHeader {
-    /// Profile and intervals.
-    pub settings: Settings,
-    /// The info block as known when the song started.
-    pub info: Info,
-}
-
-impl StreamHeader {
-    pub(crate) fn quantization(&self) -> Quantization {
-        self.settings.profile.quantization()
-    }
-
-    /// The header's bytes.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(256);
-        out.extend_from_slice(&STREAM_MAGIC);
-        out.push(FORMAT_VERSION);
-        let s = &self.settings;
-        let (profile, step, steps) = match (s.profile, s.profile.quantization()) {
-            (
-                p,
-                Quantization::Lossy {
-                    position_step,
-                    rotation_steps,
-                    ..
-                },
-            ) => (
-                if p == Profile::Fine { 1 } else { 2 },
-                position_step,
-                rotation_steps,
-            ),
-            (_, Quantization::Lossless) => (0, 0.0, 0),
-        };
-        out.push(profile);
-        out.extend_from_slice(&step.to_le_bytes());
-        put_varint(&mut out, u64::from(steps));
-        out.extend_from_slice(&s.keyframe_seconds.to_le_bytes());
-        put_varint(&mut out, u64::from(s.keyframe_frames));
-        out.extend_from_slice(&s.flush_seconds.to_le_bytes());
-        let mut info = Vec::new();
-        bsor::encode_info(&self.info, &mut info);
-        put_varint(&mut out, info.len() as u64);
-        out.extend_from_slice(&info);
-        let crc = crc32fast::hash(&out);
-        out.extend_from_slice(&crc.to_le_bytes());
-        out
-    }
-
-    /// Parses a header from the start of `buf`: `Ok(None)` if `buf` is too short yet.
-    pub fn parse_prefix(buf: &[u8]) -> Result<Option<StreamHeader>, &'static str> {
-        match Self::parse(buf) {
-            Ok((h, _)) => Ok(Some(h)),
-            Err(Short::More) => Ok(None),
-            Err(Short::Bad(m)) => Err(m),
-        }
-    }
-
-    /// Like [`parse_prefix`](Self::parse_prefix), with the header's length in bytes.
-    pub fn parse_prefix_len(buf: &[u8]) -> Result<Option<(StreamHeader, usize)>, &'static str> {
-        match Self::parse(buf) {
-            Ok(h) => Ok(Some(h)),
-            Err(Short::More) => Ok(None),
-            Err(Short::Bad(m)) => Err(m),
-        }
-    }
-
-    /// Parses a header from the start of `buf`: the header and its length.
-    pub(crate) fn parse(buf: &[u8]) -> Result<(StreamHeader, usize), Short> {
-        let mut r = Reader::new(buf);
-        if r.bytes(4)? != STREAM_MAGIC {
-            return Err(Short::Bad("not a BSOR stream (bad magic)"));
-        }
-        if r.u8()? != FORMAT_VERSION {
-            return Err(Short::Bad("unsupported stream format version"));
-        }
-        let profile = match r.u8()? {
-            0 => Profile::Lossless,
-            1 => Profile::Fine,
-            2 => Profile::Compact,
-            _ => return Err(Short::Bad("unknown profile")),
-        };
-        let step = r.f32()?;
-        let steps = r.varint_u32("rotation steps")?;
-        let keyframe_seconds = r.f32()?;
-        let keyframe_frames = r.varint_u32("keyframe frame interval")?;
-        let flush_seconds = r.f32()?;
-        let info_len = r.varint()?;
-        if info_len > 64 << 20 {
-            return Err(Short::Bad("info block length over 64 MiB"));
-        }
-        let info_bytes = r.bytes(info_len as usize)?;
-        let end = r.pos;
-        let crc = r.u32()?;
-        if crc != crc32fast::hash(&buf[..end]) {
-            return Err(Short::Bad("stream header CRC mismatch"));
-        }
-        if let Quantization::Lossy {
-            position_step,
-            rotation_steps,
-            ..
-        } = profile.quantization()
-        {
-            if step != position_step || steps != rotation_steps {
-                return Err(Short::Bad("quantization does not match the profile"));
-            }
-        }
-        let info = parse_info(info_bytes).ok_or(Short::Bad("malformed info block"))?;
-        Ok((
-            StreamHeader {
-                settings: Settings {
-                    profile,
-                    keyframe_seconds,
-                    keyframe_frames,
-                    flush_seconds,
-                    zstd_level: 0,
-                },
-                info,
-            },
-            r.pos,
-        ))
-    }
-}
-
-/// Parses a bare BSOR info block (as `bsor::encode_info` writes it).
-pub(crate) fn parse_info(bytes: &[u8]) -> Option<Info> {
-    bsor::parse_info(bytes, &bsor::Limits::default()).ok()
-}
-
 /// A chunk header.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ChunkHeader {
@@ -374,25 +139,25 @@ impl ChunkHeader {
 
     /// Parses a chunk header at the start of `buf` (which must start with the sync
     /// marker): the header and its length. The payload is not checked here.
-    pub(crate) fn parse(buf: &[u8]) -> Result<(ChunkHeader, usize), Short> {
+    pub(crate) fn parse(buf: &[u8]) -> Result<(ChunkHeader, usize), Short<ChunkHeaderError>> {
         let mut r = Reader::new(buf);
         if r.u8()? != SYNC {
-            return Err(Short::Bad("no sync marker"));
+            return Err(Short::Bad(ChunkHeaderError::NoSync));
         }
         let kind = ChunkType::from_byte(r.u8()?);
-        let seq = r.varint_u32("sequence number")?;
-        let first = r.varint_u32("first index")?;
-        let count = r.varint_u32("count")?;
+        let seq = r.varint_u32(Field::Seq)?;
+        let first = r.varint_u32(Field::First)?;
+        let count = r.varint_u32(Field::Count)?;
         let t0 = r.f32()?;
-        let len = r.varint_u32("payload length")?;
+        let len = r.varint_u32(Field::PayloadLength)?;
         let payload_crc = r.u32()?;
         let end = r.pos;
         let crc = r.u32()?;
         if crc != crc32fast::hash(&buf[..end]) {
-            return Err(Short::Bad("chunk header CRC mismatch"));
+            return Err(Short::Bad(ChunkHeaderError::Crc));
         }
         if len > MAX_PAYLOAD {
-            return Err(Short::Bad("chunk payload over 64 MiB"));
+            return Err(Short::Bad(ChunkHeaderError::PayloadTooLarge(len)));
         }
         Ok((
             ChunkHeader {

@@ -6,43 +6,17 @@ use std::collections::VecDeque;
 
 use crate::bsor::Frame;
 
-use super::chunk::{
-    parse_footer, ChunkHeader, ChunkType, Short, StreamHeader, FOOTER_SIZE, MAX_CHUNK_FRAMES, SYNC,
-};
+use super::chunk::{parse_footer, ChunkHeader, ChunkType, FOOTER_SIZE, MAX_CHUNK_FRAMES, SYNC};
+use super::error::{ChunkError, ChunkHeaderError, Damage, DamageKind, HeaderError, StreamError};
 use super::events::{EventBatch, EventCodec};
 use super::frames::FrameCodec;
+use super::header::StreamHeader;
+use super::reader::Short;
 use super::trailer::{decode_index, IndexEntry, Trailer};
-
-/// A fault that stops decoding altogether.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum StreamError {
-    /// The stream header is missing, damaged or of another format or version.
-    #[error("stream header at byte 0: {0}")]
-    Header(&'static str),
-    /// A chunk type this reader does not know and must not skip.
-    #[error("chunk at byte {offset} has critical unknown type 0x{kind:02x}")]
-    CriticalChunk {
-        /// Offset of the chunk.
-        offset: u64,
-        /// Its type byte.
-        kind: u8,
-    },
-}
-
-/// Something the decoder had to step over.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Damage {
-    /// Byte offset where it was found.
-    pub offset: u64,
-    /// Bytes skipped because of it.
-    pub skipped_bytes: u64,
-    /// What was wrong.
-    pub what: &'static str,
-}
 
 /// What the decoder yields, in stream order.
 #[derive(Clone, Debug, PartialEq)]
-pub enum StreamEvent {
+pub enum StreamItem {
     /// The stream header (always first).
     Header(Box<StreamHeader>),
     /// A frame and its index in the replay.
@@ -99,7 +73,37 @@ enum State {
     Done,
 }
 
-/// Decodes a `.bsors` stream.
+/// Decodes a `.bsors` stream: push bytes in pieces of any size, pull [`StreamItem`]s out
+/// as soon as each chunk is whole.
+///
+/// ```
+/// use bsor_stream::stream::{Profile, Settings, StreamDecoder, StreamItem};
+/// use bsor_stream::{synth, transcode};
+///
+/// let replay = synth::replay(synth::Settings {
+///     seed: 7,
+///     seconds: 3.0,
+///     fps: 60,
+/// });
+/// let stream = transcode::encode_replay(&replay, Settings::archive(Profile::Lossless));
+/// let mut decoder = StreamDecoder::new();
+/// let mut frames = Vec::new();
+/// for piece in stream.chunks(1000) {
+///     decoder.push(piece);
+///     while let Some(item) = decoder.next_item()? {
+///         if let StreamItem::Frame { frame, .. } = item {
+///             frames.push(frame);
+///         }
+///     }
+/// }
+/// decoder.finish();
+/// while let Some(item) = decoder.next_item()? {
+///     assert!(matches!(item, StreamItem::End)); // nothing after the footer
+/// }
+/// assert_eq!(frames, replay.frames); // the lossless profile keeps every bit
+/// assert_eq!(decoder.stats().damaged, 0);
+/// # Ok::<(), bsor_stream::stream::StreamError>(())
+/// ```
 #[derive(Debug)]
 pub struct StreamDecoder {
     buf: Vec<u8>,
@@ -116,7 +120,7 @@ pub struct StreamDecoder {
     events_ok: bool,
     next_seq: Option<u32>,
     next_frame: u32,
-    queue: VecDeque<StreamEvent>,
+    queue: VecDeque<StreamItem>,
     stats: DecodeStats,
     skip_frames: bool,
     /// Bytes skipped as not a chunk since the last chunk: (offset, count), reported as one
@@ -124,6 +128,8 @@ pub struct StreamDecoder {
     junk: Option<(u64, u64)>,
     /// The chunk header last parsed, by its offset.
     head: Option<(u64, Head)>,
+    /// The error that stopped the decoder: returned again by every later call.
+    failed: Option<StreamError>,
 }
 
 /// A chunk header parsed at some offset, kept while more input is awaited.
@@ -161,6 +167,7 @@ impl StreamDecoder {
             skip_frames: false,
             junk: None,
             head: None,
+            failed: None,
         }
     }
 
@@ -191,26 +198,26 @@ impl StreamDecoder {
     }
 
     /// Decodes one whole event chunk (header and payload) in the current group's context.
-    pub fn decode_events_chunk(&mut self, chunk: &[u8]) -> Result<EventBatch, &'static str> {
+    pub fn decode_events_chunk(&mut self, chunk: &[u8]) -> Result<EventBatch, ChunkError> {
         let (h, hlen) = ChunkHeader::parse(chunk).map_err(|s| match s {
-            Short::More => "chunk header ends early",
-            Short::Bad(m) => m,
+            Short::More => ChunkError::HeaderEndsEarly,
+            Short::Bad(e) => ChunkError::Header(e),
         })?;
         let payload = chunk
             .get(hlen..hlen + h.len as usize)
-            .ok_or("chunk payload ends early")?;
+            .ok_or(ChunkError::PayloadEndsEarly)?;
         if h.kind != ChunkType::Events {
-            return Err("not an event chunk");
+            return Err(ChunkError::NotEvents(h.kind));
         }
         if crc32fast::hash(payload) != h.payload_crc {
-            return Err("chunk payload CRC mismatch");
+            return Err(ChunkError::PayloadCrc);
         }
         self.events.decode(payload)
     }
 
     /// Adds input.
     pub fn push(&mut self, bytes: &[u8]) {
-        if self.eof {
+        if self.eof || self.failed.is_some() {
             return;
         }
         if self.start > 0 && self.start >= self.buf.len() / 2 {
@@ -230,14 +237,27 @@ impl StreamDecoder {
         self.stats
     }
 
-    /// The next event; `Ok(None)` when more input is needed (or after [`StreamEvent::End`]).
-    pub fn next_event(&mut self) -> Result<Option<StreamEvent>, StreamError> {
+    /// The next item; `Ok(None)` when more input is needed (or after [`StreamItem::End`]).
+    ///
+    /// An error is final (format.md: a critical chunk stops the reader): everything
+    /// yielded before it was valid, and every later call returns the same error again,
+    /// whatever input is pushed.
+    pub fn next_item(&mut self) -> Result<Option<StreamItem>, StreamError> {
         loop {
+            // What was queued before a fault is valid and comes out first.
             if let Some(e) = self.queue.pop_front() {
                 return Ok(Some(e));
             }
-            if !self.step()? {
-                return Ok(None);
+            if let Some(e) = &self.failed {
+                return Err(e.clone());
+            }
+            match self.step() {
+                Ok(true) => {}
+                Ok(false) => return Ok(None),
+                Err(e) => {
+                    self.state = State::Done;
+                    self.failed = Some(e);
+                }
             }
         }
     }
@@ -247,14 +267,14 @@ impl StreamDecoder {
         self.offset += n as u64;
     }
 
-    fn damage(&mut self, what: &'static str, skipped: usize) {
+    fn damage(&mut self, kind: DamageKind, skipped: usize) {
         self.stats.damaged += 1;
         self.stats.bytes_skipped += skipped as u64;
-        self.queue.push_back(StreamEvent::Damage(Damage {
-            offset: self.offset,
-            skipped_bytes: skipped as u64,
-            what,
-        }));
+        self.queue.push_back(StreamItem::Damage(Damage::new(
+            self.offset,
+            skipped as u64,
+            kind,
+        )));
         self.consume(skipped);
     }
 
@@ -271,7 +291,7 @@ impl StreamDecoder {
     /// while its payload, or the rest of the header, is awaited, the result is kept, so
     /// that waiting for a large payload in small pieces does not check the header again
     /// and again.
-    fn head_at(&mut self) -> Result<(ChunkHeader, usize), Short> {
+    fn head_at(&mut self) -> Result<(ChunkHeader, usize), Short<ChunkHeaderError>> {
         let have = self.buf.len() - self.start;
         match self.head {
             Some((at, Head::Whole(h, n))) if at == self.offset => return Ok((h, n)),
@@ -294,11 +314,11 @@ impl StreamDecoder {
         if let Some((offset, count)) = self.junk.take() {
             self.stats.damaged += 1;
             self.stats.bytes_skipped += count;
-            self.queue.push_back(StreamEvent::Damage(Damage {
+            self.queue.push_back(StreamItem::Damage(Damage::new(
                 offset,
-                skipped_bytes: count,
-                what: "bytes that are not a chunk",
-            }));
+                count,
+                DamageKind::NotAChunk,
+            )));
         }
     }
 
@@ -312,13 +332,13 @@ impl StreamDecoder {
                     self.codec = Some(FrameCodec::new(h.quantization()));
                     self.events = EventCodec::new(h.quantization().is_lossy());
                     self.consume(n);
-                    self.queue.push_back(StreamEvent::Header(Box::new(h)));
+                    self.queue.push_back(StreamItem::Header(Box::new(h)));
                     self.state = State::Chunks;
                     Ok(true)
                 }
                 Err(Short::More) if !self.eof => Ok(false),
-                Err(Short::More) => Err(StreamError::Header("input ends inside it")),
-                Err(Short::Bad(m)) => Err(StreamError::Header(m)),
+                Err(Short::More) => Err(StreamError::Header(HeaderError::Truncated)),
+                Err(Short::Bad(e)) => Err(StreamError::Header(e)),
             },
             State::Chunks => self.chunk_step(),
         }
@@ -327,7 +347,7 @@ impl StreamDecoder {
     fn end(&mut self) -> Result<bool, StreamError> {
         self.flush_junk();
         self.state = State::Done;
-        self.queue.push_back(StreamEvent::End);
+        self.queue.push_back(StreamItem::End);
         Ok(true)
     }
 
@@ -349,28 +369,7 @@ impl StreamDecoder {
             return self.end();
         }
         if pending[0] != SYNC {
-            // Not a chunk: skip to where a chunk or the footer may start. Where the input
-            // has not ended, the last 15 bytes cannot be judged yet (a footer may be
-            // arriving): wait for them. Every position is judged once, from its own bytes.
-            let judge = |i: usize| {
-                pending[i] == SYNC
-                    || pending
-                        .get(i..i + FOOTER_SIZE)
-                        .is_some_and(|f| parse_footer(f).is_some())
-            };
-            let last = if self.eof {
-                pending.len()
-            } else {
-                pending.len() - (FOOTER_SIZE - 1)
-            };
-            let skip = (1..last).find(|&i| judge(i)).unwrap_or(last);
-            if skip == 0 {
-                return Ok(false);
-            }
-            // Nothing is assumed lost: if a chunk went with these bytes, the next chunk's
-            // sequence number says so.
-            self.junk(skip);
-            return Ok(true);
+            return Ok(self.skip_to_sync());
         }
         // A chunk may start here, if its header holds.
         let (h, hlen) = match self.head_at() {
@@ -401,36 +400,19 @@ impl StreamDecoder {
             let n = pending.len();
             self.lose_group();
             self.count_lost(&h);
-            self.damage("input ends inside a chunk (truncated stream)", n);
+            let kind = DamageKind::Truncated {
+                seq: h.seq,
+                kind: h.kind,
+            };
+            self.damage(kind, n);
             return Ok(true);
         }
         let offset = self.offset;
         if crc32fast::hash(&pending[hlen..total]) != h.payload_crc {
-            self.next_seq = Some(h.seq.wrapping_add(1));
-            match h.kind {
-                // The group's start is gone: its events' context too.
-                ChunkType::Keyframes => self.lose_group(),
-                ChunkType::Frames => self.frames_ok = false,
-                ChunkType::Events => self.events_ok = false,
-                _ => {}
-            }
-            self.count_lost(&h);
-            self.damage("chunk payload CRC mismatch", total);
+            self.bad_payload(&h, total);
             return Ok(true);
         }
-        if let Some(expected) = self.next_seq {
-            if h.seq != expected {
-                // Chunks went missing between the last one and this one.
-                self.lose_group();
-                self.stats.damaged += 1;
-                self.queue.push_back(StreamEvent::Damage(Damage {
-                    offset,
-                    skipped_bytes: 0,
-                    what: "chunk sequence gap (chunks missing)",
-                }));
-            }
-        }
-        self.next_seq = Some(h.seq.wrapping_add(1));
+        self.check_seq(&h, offset);
         // The payload stays where it is: the buffer is lent out while the chunk is decoded.
         let buf = std::mem::take(&mut self.buf);
         let payload = &buf[self.start + hlen..self.start + total];
@@ -438,6 +420,70 @@ impl StreamDecoder {
         let result = self.dispatch(&h, payload, offset, total);
         self.buf = buf;
         result
+    }
+
+    /// At a byte that is not the sync marker: skips to where a chunk or the footer may
+    /// start; false if nothing can be skipped until more input arrives. Where the input
+    /// has not ended, the last 15 bytes cannot be judged yet (a footer may be arriving):
+    /// they are waited for. Every position is judged once, from its own bytes.
+    fn skip_to_sync(&mut self) -> bool {
+        let pending = &self.buf[self.start..];
+        let judge = |i: usize| {
+            pending[i] == SYNC
+                || pending
+                    .get(i..i + FOOTER_SIZE)
+                    .is_some_and(|f| parse_footer(f).is_some())
+        };
+        let last = if self.eof {
+            pending.len()
+        } else {
+            pending.len() - (FOOTER_SIZE - 1)
+        };
+        let skip = (1..last).find(|&i| judge(i)).unwrap_or(last);
+        if skip == 0 {
+            return false;
+        }
+        // Nothing is assumed lost: if a chunk went with these bytes, the next chunk's
+        // sequence number says so.
+        self.junk(skip);
+        true
+    }
+
+    /// Steps over the whole chunk `h` (of `total` bytes) whose payload fails its CRC.
+    fn bad_payload(&mut self, h: &ChunkHeader, total: usize) {
+        self.next_seq = Some(h.seq.wrapping_add(1));
+        match h.kind {
+            // The group's start is gone: its events' context too.
+            ChunkType::Keyframes => self.lose_group(),
+            ChunkType::Frames => self.frames_ok = false,
+            ChunkType::Events => self.events_ok = false,
+            _ => {}
+        }
+        self.count_lost(h);
+        let kind = DamageKind::PayloadCrc {
+            seq: h.seq,
+            kind: h.kind,
+        };
+        self.damage(kind, total);
+    }
+
+    /// Reports a gap before chunk `h` (at `offset`) in the sequence numbers; the next
+    /// chunk is expected after `h`.
+    fn check_seq(&mut self, h: &ChunkHeader, offset: u64) {
+        if let Some(expected) = self.next_seq {
+            if h.seq != expected {
+                // Chunks went missing between the last one and this one.
+                self.lose_group();
+                self.damage_at(
+                    offset,
+                    DamageKind::SequenceGap {
+                        expected,
+                        found: h.seq,
+                    },
+                );
+            }
+        }
+        self.next_seq = Some(h.seq.wrapping_add(1));
     }
 
     fn dispatch(
@@ -459,28 +505,29 @@ impl StreamDecoder {
                 self.events_chunk(h, payload, offset);
             }
             ChunkType::Trailer => match Trailer::decode(payload) {
-                Ok(t) => self.queue.push_back(StreamEvent::Trailer(Box::new(t))),
-                Err(m) => self.damage_at(offset, m),
+                Ok(t) => self.queue.push_back(StreamItem::Trailer(Box::new(t))),
+                Err(error) => self.damage_at(offset, undecodable(h, error)),
             },
             ChunkType::Index => match decode_index(payload) {
-                Ok(i) => self.queue.push_back(StreamEvent::Index(i)),
-                Err(m) => self.damage_at(offset, m),
+                Ok(i) => self.queue.push_back(StreamItem::Index(i)),
+                Err(error) => self.damage_at(offset, undecodable(h, error)),
             },
             ChunkType::Unknown(kind) if h.kind.is_critical() => {
-                return Err(StreamError::CriticalChunk { offset, kind });
+                return Err(StreamError::CriticalChunk {
+                    offset,
+                    seq: h.seq,
+                    kind,
+                });
             }
-            ChunkType::Unknown(kind) => self.queue.push_back(StreamEvent::Skipped { offset, kind }),
+            ChunkType::Unknown(kind) => self.queue.push_back(StreamItem::Skipped { offset, kind }),
         }
         Ok(true)
     }
 
-    fn damage_at(&mut self, offset: u64, what: &'static str) {
+    fn damage_at(&mut self, offset: u64, kind: DamageKind) {
         self.stats.damaged += 1;
-        self.queue.push_back(StreamEvent::Damage(Damage {
-            offset,
-            skipped_bytes: 0,
-            what,
-        }));
+        self.queue
+            .push_back(StreamItem::Damage(Damage::new(offset, 0, kind)));
     }
 
     /// Something of the current group was lost: resume at the next keyframe.
@@ -517,12 +564,16 @@ impl StreamDecoder {
         if h.count > MAX_CHUNK_FRAMES {
             self.frames_ok = false;
             self.count_lost(h);
-            self.damage_at(offset, "frame chunk claims more than 4096 frames");
+            let kind = DamageKind::TooManyFrames {
+                seq: h.seq,
+                count: h.count,
+            };
+            self.damage_at(offset, kind);
             return;
         }
         if !self.frames_ok {
             self.count_lost(h);
-            self.damage_at(offset, "frames of a group whose keyframe was lost");
+            self.damage_at(offset, DamageKind::FramesWithoutKeyframe { seq: h.seq });
             return;
         }
         let Some(codec) = &mut self.codec else { return };
@@ -534,7 +585,7 @@ impl StreamDecoder {
         let mut index = h.first;
         let queue = &mut self.queue;
         codec.decode_chunk(payload, h.count, |frame| {
-            queue.push_back(StreamEvent::Frame { index, frame });
+            queue.push_back(StreamItem::Frame { index, frame });
             index = index.wrapping_add(1);
         });
         self.next_frame = h.first.wrapping_add(h.count);
@@ -543,16 +594,25 @@ impl StreamDecoder {
     fn events_chunk(&mut self, h: &ChunkHeader, payload: &[u8], offset: u64) {
         if !self.events_ok {
             self.count_lost(h);
-            self.damage_at(offset, "events of a group whose earlier events were lost");
+            self.damage_at(offset, DamageKind::EventsWithoutContext { seq: h.seq });
             return;
         }
         match self.events.decode(payload) {
-            Ok(batch) => self.queue.push_back(StreamEvent::Events(batch)),
-            Err(m) => {
+            Ok(batch) => self.queue.push_back(StreamItem::Events(batch)),
+            Err(error) => {
                 self.events_ok = false;
                 self.count_lost(h);
-                self.damage_at(offset, m);
+                self.damage_at(offset, undecodable(h, error));
             }
         }
+    }
+}
+
+/// The damage of a chunk whose CRC holds but whose payload does not decode.
+fn undecodable(h: &ChunkHeader, error: ChunkError) -> DamageKind {
+    DamageKind::Undecodable {
+        seq: h.seq,
+        kind: h.kind,
+        error,
     }
 }

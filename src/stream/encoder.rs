@@ -4,9 +4,10 @@
 
 use crate::bsor::{ControllerOffsets, Frame, Height, Info, NoteEvent, Pause, Wall};
 
-use super::chunk::{footer, ChunkHeader, ChunkType, Settings, StreamHeader, MAX_CHUNK_FRAMES};
-use super::events::{EventBatch, EventCodec, MAX_RECORDS};
+use super::chunk::{footer, ChunkHeader, ChunkType, MAX_CHUNK_FRAMES};
+use super::events::{EventBatch, EventCodec, Records, MAX_RECORDS};
 use super::frames::{FrameCodec, FrameOut};
+use super::header::{Settings, StreamHeader};
 use super::trailer::{encode_index, IndexEntry, SectionCounts, Trailer};
 
 #[derive(Clone, Copy, Debug)]
@@ -25,9 +26,37 @@ struct Group {
 }
 
 /// One kind's pending events (index of the first, records) and its count so far.
-type Pending<'a, T> = (&'a mut (u32, Vec<T>), &'a mut u64);
+type Pending<'a, T> = (&'a mut Records<T>, &'a mut u64);
 
 /// Encodes one replay into the stream format as it is played.
+///
+/// Push the frames and the events as they happen; take the bytes whenever they are
+/// wanted (a chunk goes out at each keyframe or flush); [`finish`](Self::finish) adds the
+/// trailer, the index and the footer.
+///
+/// ```
+/// use bsor_stream::stream::{Profile, Settings, StreamEncoder};
+/// use bsor_stream::synth;
+///
+/// let replay = synth::replay(synth::Settings {
+///     seed: 7,
+///     seconds: 3.0,
+///     fps: 60,
+/// });
+/// let mut encoder = StreamEncoder::new(replay.info.clone(), Settings::live(Profile::Compact));
+/// let mut stream = Vec::new();
+/// for frame in &replay.frames {
+///     encoder.push_frame(frame);
+///     stream.extend(encoder.take_output()); // what a live spectator is sent
+/// }
+/// for note in &replay.notes {
+///     encoder.push_note(*note);
+/// }
+/// encoder.finish(replay.info.clone(), None, None, Vec::new());
+/// stream.extend(encoder.take_output());
+/// assert_eq!(&stream[..4], b"BSRS");
+/// assert_eq!(encoder.counts().frames, replay.frames.len() as u64);
+/// ```
 #[derive(Debug)]
 pub struct StreamEncoder {
     settings: Settings,
@@ -141,12 +170,12 @@ impl StreamEncoder {
     /// sends the batch early when that kind fills a chunk's limit.
     fn pend<T>(&mut self, pick: fn(&mut Self) -> Pending<'_, T>, item: T) {
         let (pending, count) = pick(self);
-        if pending.1.is_empty() {
-            pending.0 = *count as u32;
+        if pending.records.is_empty() {
+            pending.first = *count as u32;
         }
-        pending.1.push(item);
+        pending.records.push(item);
         *count += 1;
-        if pending.1.len() >= MAX_RECORDS as usize {
+        if pending.records.len() >= MAX_RECORDS as usize {
             self.emit_events();
         }
     }

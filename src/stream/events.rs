@@ -13,8 +13,10 @@ use crate::bsor::{self, Height, NoteEvent, Pause, Wall};
 use super::bits::{
     largest_of, ordered, unit_rest, unordered, unzigzag, zigzag, BitReader, BitWriter, LengthModel,
 };
-use super::chunk::{put_varint, Reader, Short};
+use super::chunk::put_varint;
+use super::error::{ChunkError, Field, Section};
 use super::range::{Prob, RangeDecoder, RangeEncoder, ResidualModel};
+use super::reader::{Reader, Short};
 
 use crate::bsor::{
     CUT_SIZE as CUT, HEIGHT_SIZE as HEIGHT, NOTE_HEAD_SIZE as NOTE_HEAD, PAUSE_SIZE as PAUSE,
@@ -25,23 +27,53 @@ use crate::bsor::{
 /// allocate more than about 4 × 65536 records (23 MB), and an encoder splits larger batches.
 pub(crate) const MAX_RECORDS: u32 = 1 << 16;
 
-/// Events of one chunk, with the index of the first of each kind in its section.
+/// Consecutive records of one kind (note, wall, height or pause events) and where the first
+/// stands in its section of the replay.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Records<T> {
+    /// Index of the first record in its section.
+    pub first: u32,
+    /// The records, in section order.
+    pub records: Vec<T>,
+}
+
+impl<T> Default for Records<T> {
+    fn default() -> Self {
+        Records {
+            first: 0,
+            records: Vec::new(),
+        }
+    }
+}
+
+impl<T> Records<T> {
+    /// `records`, the first of which is record `first` of its section.
+    pub fn new(first: u32, records: Vec<T>) -> Self {
+        Records { first, records }
+    }
+}
+
+/// The events of one chunk (BSOR's note, wall, height and pause records), each kind with
+/// the index of its first record in its section.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EventBatch {
-    /// Notes and the index of the first.
-    pub notes: (u32, Vec<NoteEvent>),
-    /// Walls and the index of the first.
-    pub walls: (u32, Vec<Wall>),
-    /// Heights and the index of the first.
-    pub heights: (u32, Vec<Height>),
-    /// Pauses and the index of the first.
-    pub pauses: (u32, Vec<Pause>),
+    /// Note events.
+    pub notes: Records<NoteEvent>,
+    /// Walls.
+    pub walls: Records<Wall>,
+    /// Height changes.
+    pub heights: Records<Height>,
+    /// Pauses.
+    pub pauses: Records<Pause>,
 }
 
 impl EventBatch {
     /// Records in the batch.
     pub fn len(&self) -> usize {
-        self.notes.1.len() + self.walls.1.len() + self.heights.1.len() + self.pauses.1.len()
+        self.notes.records.len()
+            + self.walls.records.len()
+            + self.heights.records.len()
+            + self.pauses.records.len()
     }
 
     /// True without records.
@@ -53,12 +85,12 @@ impl EventBatch {
     pub(crate) fn span(&self) -> (f32, f32) {
         let times = self
             .notes
-            .1
+            .records
             .iter()
             .map(|n| n.event_time)
-            .chain(self.walls.1.iter().map(|w| w.time))
-            .chain(self.heights.1.iter().map(|h| h.time))
-            .chain(self.pauses.1.iter().map(|p| p.time))
+            .chain(self.walls.records.iter().map(|w| w.time))
+            .chain(self.heights.records.iter().map(|h| h.time))
+            .chain(self.pauses.records.iter().map(|p| p.time))
             .filter(|t| !t.is_nan());
         let mut span: Option<(f32, f32)> = None;
         for t in times {
@@ -408,7 +440,7 @@ impl EventCodec {
     fn encode_into(&mut self, b: &EventBatch, mut c: Coder) {
         let mut scratch = [0u8; NOTE_HEAD + CUT];
         let mut rec = Vec::with_capacity(NOTE_HEAD + CUT);
-        for n in &b.notes.1 {
+        for n in &b.notes.records {
             rec.clear();
             bsor::encode_note(n, &mut rec);
             self.record(
@@ -429,15 +461,15 @@ impl EventCodec {
                 );
             }
         }
-        for w in &b.walls.1 {
+        for w in &b.walls.records {
             let rec = bsor::encode_wall(w);
             self.record(&mut c, &WALL_WORDS, COL_WALL, &rec, &mut scratch);
         }
-        for h in &b.heights.1 {
+        for h in &b.heights.records {
             let rec = bsor::encode_height(h);
             self.record(&mut c, &HEIGHT_WORDS, COL_HEIGHT, &rec, &mut scratch);
         }
-        for p in &b.pauses.1 {
+        for p in &b.pauses.records {
             let rec = bsor::encode_pause(p);
             self.record(&mut c, &PAUSE_WORDS, COL_PAUSE, &rec, &mut scratch);
         }
@@ -448,9 +480,9 @@ impl EventCodec {
         counts: [usize; 4],
         mut c: Coder,
         batch: &mut EventBatch,
-    ) -> Result<(), &'static str> {
-        batch.notes.1.reserve(counts[0]);
-        for _ in 0..counts[0] {
+    ) -> Result<(), ChunkError> {
+        batch.notes.records.reserve(counts[0]);
+        for at in 0..counts[0] {
             let mut rec = [0u8; NOTE_HEAD + CUT];
             self.record(
                 &mut c,
@@ -468,26 +500,27 @@ impl EventCodec {
             } else {
                 NOTE_HEAD
             };
-            let (note, _) = bsor::decode_note(&rec[..len]).ok_or("malformed note")?;
-            batch.notes.1.push(note);
+            let (note, _) =
+                bsor::decode_note(&rec[..len]).ok_or(ChunkError::MalformedNote { at })?;
+            batch.notes.records.push(note);
         }
-        batch.walls.1.reserve(counts[1]);
+        batch.walls.records.reserve(counts[1]);
         for _ in 0..counts[1] {
             let mut rec = [0u8; WALL];
             self.record(&mut c, &WALL_WORDS, COL_WALL, &[], &mut rec);
-            batch.walls.1.push(bsor::decode_wall(&rec));
+            batch.walls.records.push(bsor::decode_wall(&rec));
         }
-        batch.heights.1.reserve(counts[2]);
+        batch.heights.records.reserve(counts[2]);
         for _ in 0..counts[2] {
             let mut rec = [0u8; HEIGHT];
             self.record(&mut c, &HEIGHT_WORDS, COL_HEIGHT, &[], &mut rec);
-            batch.heights.1.push(bsor::decode_height(&rec));
+            batch.heights.records.push(bsor::decode_height(&rec));
         }
-        batch.pauses.1.reserve(counts[3]);
+        batch.pauses.records.reserve(counts[3]);
         for _ in 0..counts[3] {
             let mut rec = [0u8; PAUSE];
             self.record(&mut c, &PAUSE_WORDS, COL_PAUSE, &[], &mut rec);
-            batch.pauses.1.push(bsor::decode_pause(&rec));
+            batch.pauses.records.push(bsor::decode_pause(&rec));
         }
         Ok(())
     }
@@ -496,10 +529,10 @@ impl EventCodec {
     pub(crate) fn encode(&mut self, batch: &EventBatch) -> Vec<u8> {
         let mut payload = Vec::new();
         let kinds = [
-            (batch.notes.0, batch.notes.1.len()),
-            (batch.walls.0, batch.walls.1.len()),
-            (batch.heights.0, batch.heights.1.len()),
-            (batch.pauses.0, batch.pauses.1.len()),
+            (batch.notes.first, batch.notes.records.len()),
+            (batch.walls.first, batch.walls.records.len()),
+            (batch.heights.first, batch.heights.records.len()),
+            (batch.pauses.first, batch.pauses.records.len()),
         ];
         if self.ranged {
             let mut rc = RangeEncoder::default();
@@ -538,7 +571,7 @@ impl EventCodec {
     }
 
     /// Decodes an event chunk's payload.
-    pub(crate) fn decode(&mut self, payload: &[u8]) -> Result<EventBatch, &'static str> {
+    pub(crate) fn decode(&mut self, payload: &[u8]) -> Result<EventBatch, ChunkError> {
         let mut kinds = [(0u32, 0usize); 4];
         if self.ranged {
             let mut rc = RangeDecoder::new(payload);
@@ -549,7 +582,7 @@ impl EventCodec {
                 }
                 let n = m.count[k].decode(&mut rc);
                 if !(0..MAX_RECORDS as i32).contains(&n) {
-                    return Err("event count out of range in an event chunk");
+                    return Err(ChunkError::EventCountOutOfRange { count_less_one: n });
                 }
                 let delta = m.first[k].decode(&mut rc);
                 *slot = self.place(k, delta, n as u32 + 1);
@@ -557,23 +590,24 @@ impl EventCodec {
             return self.records(kinds, Coder::RangeDec(&mut rc));
         }
         let mut r = Reader::new(payload);
-        let bad = |s: Short| match s {
-            Short::More => "event chunk ends inside its counts",
-            Short::Bad(m) => m,
+        let section = Section::Events;
+        let bad = |s| match s {
+            Short::More => ChunkError::EndsEarly { section },
+            Short::Bad(error) => ChunkError::Field { section, error },
         };
         let present = r.u8().map_err(bad)?;
         if present > 0x0f {
-            return Err("unknown event kinds in an event chunk");
+            return Err(ChunkError::UnknownEventKinds(present));
         }
         for (k, slot) in kinds.iter_mut().enumerate() {
             if present & (1 << k) == 0 {
                 continue;
             }
-            let n = r.varint_u32("event count").map_err(bad)?;
+            let n = r.varint_u32(Field::EventCount).map_err(bad)?;
             if n > MAX_RECORDS {
-                return Err("more than 65536 events of one kind in a chunk");
+                return Err(ChunkError::TooManyEvents { count: n });
             }
-            let delta = r.varint_u32("first event index").map_err(bad)?;
+            let delta = r.varint_u32(Field::FirstEventIndex).map_err(bad)?;
             *slot = self.place(k, unzigzag(delta), n);
         }
         let mut raw = BitReader::new(&payload[r.pos..]);
@@ -597,12 +631,24 @@ impl EventCodec {
     }
 
     /// Decodes the records of a chunk whose first index and count of every kind are `kinds`.
-    fn records(&mut self, kinds: [(u32, usize); 4], c: Coder) -> Result<EventBatch, &'static str> {
+    fn records(&mut self, kinds: [(u32, usize); 4], c: Coder) -> Result<EventBatch, ChunkError> {
         let mut batch = EventBatch {
-            notes: (kinds[0].0, Vec::new()),
-            walls: (kinds[1].0, Vec::new()),
-            heights: (kinds[2].0, Vec::new()),
-            pauses: (kinds[3].0, Vec::new()),
+            notes: Records {
+                first: kinds[0].0,
+                records: Vec::new(),
+            },
+            walls: Records {
+                first: kinds[1].0,
+                records: Vec::new(),
+            },
+            heights: Records {
+                first: kinds[2].0,
+                records: Vec::new(),
+            },
+            pauses: Records {
+                first: kinds[3].0,
+                records: Vec::new(),
+            },
         };
         self.decode_from(kinds.map(|(_, n)| n), c, &mut batch)?;
         Ok(batch)
@@ -647,16 +693,19 @@ mod tests {
     /// the payload's length.
     fn round_trip(notes: Vec<NoteEvent>) -> usize {
         let batch = EventBatch {
-            notes: (0, notes),
+            notes: Records {
+                first: 0,
+                records: notes,
+            },
             ..EventBatch::default()
         };
         let payload = EventCodec::default().encode(&batch);
         let back = EventCodec::default().decode(&payload).unwrap();
-        assert_eq!(bytes(&back.notes.1), bytes(&batch.notes.1));
+        assert_eq!(bytes(&back.notes.records), bytes(&batch.notes.records));
         // The lossy profiles' range-coded events carry the same records.
         let ranged = EventCodec::new(true).encode(&batch);
         let back = EventCodec::new(true).decode(&ranged).unwrap();
-        assert_eq!(bytes(&back.notes.1), bytes(&batch.notes.1));
+        assert_eq!(bytes(&back.notes.records), bytes(&batch.notes.records));
         payload.len()
     }
 
@@ -674,9 +723,15 @@ mod tests {
             let (mut enc, mut dec) = (EventCodec::new(ranged), EventCodec::new(ranged));
             for (i, n) in r.notes.chunks(3).enumerate() {
                 let batch = EventBatch {
-                    notes: (3 * i as u32, n.to_vec()),
-                    walls: (0, if i == 0 { r.walls.clone() } else { Vec::new() }),
-                    heights: (
+                    notes: Records {
+                        first: 3 * i as u32,
+                        records: n.to_vec(),
+                    },
+                    walls: Records {
+                        first: 0,
+                        records: if i == 0 { r.walls.clone() } else { Vec::new() },
+                    },
+                    heights: Records::new(
                         0,
                         if i == 0 {
                             r.heights.clone()
@@ -684,13 +739,23 @@ mod tests {
                             Vec::new()
                         },
                     ),
-                    pauses: (0, if i == 0 { r.pauses.clone() } else { Vec::new() }),
+                    pauses: Records {
+                        first: 0,
+                        records: if i == 0 { r.pauses.clone() } else { Vec::new() },
+                    },
                 };
                 let payload = enc.encode(&batch);
                 *size += payload.len();
                 let back = dec.decode(&payload).unwrap();
-                assert_eq!(bytes(&back.notes.1), bytes(&batch.notes.1), "chunk {i}");
-                assert_eq!(back.notes.0, batch.notes.0, "chunk {i}: first index");
+                assert_eq!(
+                    bytes(&back.notes.records),
+                    bytes(&batch.notes.records),
+                    "chunk {i}"
+                );
+                assert_eq!(
+                    back.notes.first, batch.notes.first,
+                    "chunk {i}: first index"
+                );
                 assert_eq!(back.walls, batch.walls);
                 assert_eq!(back.heights, batch.heights);
                 assert_eq!(back.pauses, batch.pauses);
@@ -720,10 +785,10 @@ mod tests {
             m.count[0].encode(&mut rc, count_less_one);
             m.first[0].encode(&mut rc, 0);
             let payload = rc.finish();
-            assert_eq!(
-                EventCodec::new(true).decode(&payload).err(),
-                Some("event count out of range in an event chunk"),
-                "{count_less_one}"
+            let err = EventCodec::new(true).decode(&payload).err();
+            assert!(
+                matches!(err, Some(ChunkError::EventCountOutOfRange { .. })),
+                "{count_less_one}: {err:?}"
             );
         }
         // The largest count there may be is read (and its records decoded from nothing).
@@ -736,7 +801,10 @@ mod tests {
         m.count[3].encode(&mut rc, 65_535);
         m.first[3].encode(&mut rc, 7);
         let batch = EventCodec::new(true).decode(&rc.finish()).unwrap();
-        assert_eq!((batch.pauses.0, batch.pauses.1.len()), (7, 65_536));
+        assert_eq!(
+            (batch.pauses.first, batch.pauses.records.len()),
+            (7, 65_536)
+        );
     }
 
     #[test]
@@ -792,7 +860,10 @@ mod tests {
             .find(|n| matches!(n.outcome, NoteOutcome::Good(_)))
             .unwrap();
         let batch = EventBatch {
-            notes: (0, vec![cut]),
+            notes: Records {
+                first: 0,
+                records: vec![cut],
+            },
             ..EventBatch::default()
         };
         let typical = EventCodec::default().encode(&batch);
@@ -808,7 +879,7 @@ mod tests {
             from_zeros.len()
         );
         let back = EventCodec::default().decode(&typical).unwrap();
-        assert_eq!(bytes(&back.notes.1), bytes(&batch.notes.1));
+        assert_eq!(bytes(&back.notes.records), bytes(&batch.notes.records));
     }
 
     #[test]
@@ -823,7 +894,10 @@ mod tests {
             })
             .collect();
         let regular = EventBatch {
-            heights: (0, heights.clone()),
+            heights: Records {
+                first: 0,
+                records: heights.clone(),
+            },
             ..EventBatch::default()
         };
         let bytes_regular = EventCodec::default().encode(&regular).len();
@@ -833,19 +907,22 @@ mod tests {
                 .map(|time| Height { height: 1.0, time }),
         );
         let odd = EventBatch {
-            heights: (7, heights),
+            heights: Records {
+                first: 7,
+                records: heights,
+            },
             ..EventBatch::default()
         };
         let payload = EventCodec::default().encode(&odd);
         let back = EventCodec::default().decode(&payload).unwrap();
         let bits = |b: &EventBatch| -> Vec<(u32, u32)> {
             b.heights
-                .1
+                .records
                 .iter()
                 .map(|h| (h.height.to_bits(), h.time.to_bits()))
                 .collect()
         };
         assert_eq!(bits(&back), bits(&odd));
-        assert_eq!(back.heights.0, 7);
+        assert_eq!(back.heights.first, 7);
     }
 }

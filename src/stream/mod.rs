@@ -6,19 +6,24 @@ mod bits;
 mod chunk;
 mod decoder;
 mod encoder;
+mod error;
 mod events;
 mod frames;
 mod header;
 mod range;
-
+mod reader;
 mod trailer;
 
 pub use chunk::{
-    footer, parse_footer, split_stream, ChunkHeader, ChunkSpan, ChunkType, Settings, StreamHeader,
-    FOOTER_SIZE, STREAM_MAGIC,
+    footer, parse_footer, split_stream, ChunkHeader, ChunkSpan, ChunkType, FOOTER_SIZE,
+    STREAM_MAGIC,
 };
-pub use decoder::{Damage, DecodeStats, StreamDecoder, StreamError, StreamEvent};
+pub use decoder::{DecodeStats, StreamDecoder, StreamItem};
 pub use encoder::StreamEncoder;
-pub use events::EventBatch;
-pub use header::Profile;
+pub use error::{
+    ChunkError, ChunkHeaderError, Damage, DamageKind, Field, FieldError, HeaderError, Section,
+    StreamError,
+};
+pub use events::{EventBatch, Records};
+pub use header::{Profile, Settings, StreamHeader};
 pub use trailer::{IndexEntry, SectionCounts, Trailer};

@@ -4,7 +4,10 @@
 use crate::bsor::{self, ControllerOffsets, Info, OFFSETS_SIZE};
 
 use super::bits::{ordered, unordered, unzigzag, zigzag};
-use super::chunk::{parse_info, put_varint, ChunkType, Reader, Short};
+use super::chunk::{put_varint, ChunkType};
+use super::error::{ChunkError, Field, FieldError, Section};
+use super::header::parse_info;
+use super::reader::{Reader, Short};
 
 /// Records per section, as the trailer states them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,24 +44,26 @@ const MAX_DECOMPRESSED: usize = 256 << 20;
 
 /// Decompresses a zstd frame, growing the output as the data really comes (a forged size
 /// in the frame header allocates nothing) and stopping at [`MAX_DECOMPRESSED`].
-fn decompress(payload: &[u8]) -> Result<Vec<u8>, &'static str> {
+fn decompress(payload: &[u8]) -> Result<Vec<u8>, ChunkError> {
     use std::io::Read;
-    let decoder = zstd::stream::read::Decoder::new(payload).map_err(|_| "zstd unavailable")?;
+    let decoder =
+        zstd::stream::read::Decoder::new(payload).map_err(|_| ChunkError::ZstdUnavailable)?;
     let mut out = Vec::new();
     decoder
         .take(MAX_DECOMPRESSED as u64 + 1)
         .read_to_end(&mut out)
-        .map_err(|_| "corrupt zstd data")?;
+        .map_err(|_| ChunkError::CorruptZstd)?;
     if out.len() > MAX_DECOMPRESSED {
-        return Err("decompresses to more than 256 MiB");
+        return Err(ChunkError::DecompressedTooLarge);
     }
     Ok(out)
 }
 
-fn short(s: Short) -> &'static str {
-    match s {
-        Short::More => "ends early",
-        Short::Bad(m) => m,
+/// A read error in the trailer's or the index's bytes as the error of that section.
+fn in_section(section: Section) -> impl Fn(Short<FieldError>) -> ChunkError {
+    move |s| match s {
+        Short::More => ChunkError::EndsEarly { section },
+        Short::Bad(error) => ChunkError::Field { section, error },
     }
 }
 
@@ -88,36 +93,42 @@ impl Trailer {
         zstd::bulk::compress(&raw, level).unwrap_or_default()
     }
 
-    pub(crate) fn decode(payload: &[u8]) -> Result<Trailer, &'static str> {
+    pub(crate) fn decode(payload: &[u8]) -> Result<Trailer, ChunkError> {
+        let short = in_section(Section::Trailer);
         let raw = decompress(payload)?;
         let mut r = Reader::new(&raw);
-        let info_len = r.varint().map_err(short)? as usize;
-        let info = parse_info(r.bytes(info_len).map_err(short)?).ok_or("malformed info block")?;
+        let info_len = r.varint(Field::InfoLength).map_err(&short)? as usize;
+        let info =
+            parse_info(r.bytes(info_len).map_err(&short)?).ok_or(ChunkError::MalformedInfo)?;
         let mut n = [0u64; 5];
         for v in n.iter_mut() {
-            *v = r.varint().map_err(short)?;
+            *v = r.varint(Field::RecordCount).map_err(&short)?;
         }
-        let flags = r.u8().map_err(short)?;
+        let flags = r.u8().map_err(&short)?;
         if flags & !3 != 0 {
-            return Err("unknown trailer flags");
+            return Err(ChunkError::UnknownTrailerFlags(flags));
         }
         let controller_offsets = if flags & 1 != 0 {
-            let b = r.bytes(OFFSETS_SIZE).map_err(short)?;
-            let b: &[u8; OFFSETS_SIZE] = b.try_into().map_err(|_| "offsets")?;
+            let b = r.bytes(OFFSETS_SIZE).map_err(&short)?;
+            let b: &[u8; OFFSETS_SIZE] = b.try_into().map_err(|_| ChunkError::EndsEarly {
+                section: Section::Trailer,
+            })?;
             Some(bsor::decode_controller_offsets(b))
         } else {
             None
         };
         let user_data = if flags & 2 != 0 {
-            let len = r.varint().map_err(short)? as usize;
-            Some(r.bytes(len).map_err(short)?.to_vec())
+            let len = r.varint(Field::ByteLength).map_err(&short)? as usize;
+            Some(r.bytes(len).map_err(&short)?.to_vec())
         } else {
             None
         };
-        let len = r.varint().map_err(short)? as usize;
-        let trailing = r.bytes(len).map_err(short)?.to_vec();
+        let len = r.varint(Field::ByteLength).map_err(&short)? as usize;
+        let trailing = r.bytes(len).map_err(&short)?.to_vec();
         if r.pos != raw.len() {
-            return Err("bytes after the trailer");
+            return Err(ChunkError::TrailingBytes {
+                section: Section::Trailer,
+            });
         }
         Ok(Trailer {
             info,
@@ -212,20 +223,21 @@ fn float_undelta(z: u32, p: f32) -> f32 {
     ))
 }
 
-pub(crate) fn decode_index(payload: &[u8]) -> Result<Vec<IndexEntry>, &'static str> {
+pub(crate) fn decode_index(payload: &[u8]) -> Result<Vec<IndexEntry>, ChunkError> {
+    let short = in_section(Section::Index);
     let raw = decompress(payload)?;
     let mut r = Reader::new(&raw);
-    let n = r.varint().map_err(short)?;
+    let n = r.varint(Field::RecordCount).map_err(&short)?;
     // Each entry takes at least one byte in each of its six columns: no allocation beyond
     // what the bytes can hold.
     if n > (raw.len() / MIN_ENTRY_BYTES) as u64 {
-        return Err("index count exceeds its bytes");
+        return Err(ChunkError::IndexCountExceedsBytes { count: n });
     }
-    let kinds = r.bytes(n as usize).map_err(short)?;
+    let kinds = r.bytes(n as usize).map_err(&short)?;
     let mut entries: Vec<IndexEntry> = Vec::with_capacity(kinds.len());
     let mut offset = 0u64;
     for &kind in kinds {
-        offset = offset.wrapping_add(r.varint().map_err(short)?);
+        offset = offset.wrapping_add(r.varint(Field::IndexOffset).map_err(&short)?);
         entries.push(IndexEntry {
             offset,
             kind: ChunkType::from_byte(kind),
@@ -238,25 +250,27 @@ pub(crate) fn decode_index(payload: &[u8]) -> Result<Vec<IndexEntry>, &'static s
     for run in by_type(kinds).chunk_by(|&a, &b| kinds[a] == kinds[b]) {
         let mut last = 0u32;
         for &i in run {
-            let z = r.varint_u32("index first").map_err(short)?;
+            let z = r.varint_u32(Field::IndexFirst).map_err(&short)?;
             last = last.wrapping_add(unzigzag(z) as u32);
             entries[i].first = last;
         }
         for &i in run {
-            entries[i].count = r.varint_u32("index count").map_err(short)?;
+            entries[i].count = r.varint_u32(Field::IndexCount).map_err(&short)?;
         }
         let mut last = 0.0f32;
         for &i in run {
-            last = float_undelta(r.varint_u32("index t0").map_err(short)?, last);
+            last = float_undelta(r.varint_u32(Field::IndexT0).map_err(&short)?, last);
             entries[i].t0 = last;
         }
         for &i in run {
-            let z = r.varint_u32("index t1").map_err(short)?;
+            let z = r.varint_u32(Field::IndexT1).map_err(&short)?;
             entries[i].t1 = float_undelta(z, entries[i].t0);
         }
     }
     if r.pos != raw.len() {
-        return Err("bytes after the index entries");
+        return Err(ChunkError::TrailingBytes {
+            section: Section::Index,
+        });
     }
     Ok(entries)
 }
@@ -358,7 +372,7 @@ mod tests {
         raw.extend_from_slice(&[0; 64]);
         assert_eq!(
             decode_index(&compressed(&raw)),
-            Err("index count exceeds its bytes")
+            Err(ChunkError::IndexCountExceedsBytes { count: 1 << 40 })
         );
         // One entry whose last column is cut short.
         let whole =
@@ -369,12 +383,21 @@ mod tests {
         padded.extend_from_slice(&[0; 6]);
         assert_eq!(
             decode_index(&compressed(&padded)),
-            Err("bytes after the index entries")
+            Err(ChunkError::TrailingBytes {
+                section: Section::Index
+            })
         );
         let mut cut = whole.clone();
         cut.pop();
         cut.extend_from_slice(&[0x80; 6]);
-        assert_eq!(decode_index(&compressed(&cut)), Err("ends early"));
-        assert_eq!(decode_index(b"not zstd"), Err("corrupt zstd data"));
+        let err = decode_index(&compressed(&cut)).unwrap_err();
+        assert_eq!(
+            err,
+            ChunkError::EndsEarly {
+                section: Section::Index
+            }
+        );
+        assert_eq!(err.to_string(), "ends early");
+        assert_eq!(decode_index(b"not zstd"), Err(ChunkError::CorruptZstd));
     }
 }

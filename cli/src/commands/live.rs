@@ -10,7 +10,7 @@ use std::ops::ControlFlow;
 use bsor_stream::net::client::{ClientConfig, ClientEvent, Subscription};
 use bsor_stream::net::wire::{EndReason, ViewMode};
 use bsor_stream::net::{publisher, tcp, viewer};
-use bsor_stream::stream::{Settings, StreamDecoder, StreamEvent};
+use bsor_stream::stream::{Settings, StreamDecoder, StreamItem};
 use bsor_stream::transcode;
 use bytes::Bytes;
 
@@ -209,8 +209,8 @@ pub fn watch(
                     }
                 }
                 d.push(&b);
-                while let Ok(Some(ev)) = d.next_event() {
-                    if let StreamEvent::Frame { frame, .. } = ev {
+                while let Ok(Some(item)) = d.next_item() {
+                    if let StreamItem::Frame { frame, .. } = item {
                         frames += 1;
                         song_time = frame.time;
                         latency.frame(frame.time);
@@ -244,7 +244,7 @@ pub fn watch(
     }
     result.map_err(|e| Failure(format!("{addr}: {e}")))?;
     d.finish();
-    while let Ok(Some(_)) = d.next_event() {}
+    while let Ok(Some(_)) = d.next_item() {}
     if let Some(f) = out {
         // A finished stream gets its footer, as the publisher's file has.
         f.finish(ended)
@@ -324,8 +324,8 @@ pub fn demo(file: Option<&Path>, speed: f32) -> Result<Outcome, Failure> {
                     };
                     bytes += b.len() as u64;
                     d.push(&b);
-                    while let Ok(Some(ev)) = d.next_event() {
-                        if let StreamEvent::Frame { frame, .. } = ev {
+                    while let Ok(Some(item)) = d.next_item() {
+                        if let StreamItem::Frame { frame, .. } = item {
                             frames += 1;
                             // Latency: arrival against when the publisher had the frame.
                             let due = ((frame.time - first_t) / speed.max(1e-3)).max(0.0);

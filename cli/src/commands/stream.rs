@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bsor_stream::bsor;
-use bsor_stream::stream::{Settings, StreamDecoder, StreamEvent};
+use bsor_stream::stream::{Settings, StreamDecoder, StreamItem};
 use bsor_stream::transcode::{self, BsorSink, BsorToStream, Recovery, ReplayCollector};
 
 use super::{is_std, json_err, open_input, open_output, read_all, stdout_err, Failure, Outcome};
@@ -72,7 +72,7 @@ fn report(rec: &Recovery) -> Outcome {
     for d in rec.damage.iter().take(20) {
         eprintln!(
             "  damage at byte {}: {} ({} bytes skipped)",
-            d.offset, d.what, d.skipped_bytes
+            d.offset, d.kind, d.skipped_bytes
         );
     }
     if rec.complete {
@@ -110,8 +110,8 @@ pub fn decode(
     if is_std(output) {
         // A pipe cannot seek back to patch the frame count: collect, then write.
         let mut c = ReplayCollector::default();
-        feed(&mut *r, input, &mut d, &mut piece, |ev| {
-            c.apply(ev);
+        feed(&mut *r, input, &mut d, &mut piece, |item| {
+            c.apply(item);
             Ok(())
         })?;
         let (replay, rec) = c.finish(d.stats());
@@ -122,15 +122,15 @@ pub fn decode(
     let mut sink: Option<BsorSink<File>> = None;
     let mut pending = Some(file);
     let mut c = ReplayCollector::counting();
-    feed(&mut *r, input, &mut d, &mut piece, |ev| {
-        if let StreamEvent::Header(h) = &ev {
+    feed(&mut *r, input, &mut d, &mut piece, |item| {
+        if let StreamItem::Header(h) = &item {
             if let Some(f) = pending.take() {
                 sink = Some(BsorSink::new(f, h).map_err(|e| (output, e))?);
             }
         }
-        c.apply(ev.clone());
+        c.apply(item.clone());
         if let Some(s) = &mut sink {
-            s.apply(ev).map_err(|e| (output, e))?;
+            s.apply(item).map_err(|e| (output, e))?;
         }
         Ok(())
     })?;
@@ -146,7 +146,7 @@ fn feed(
     input: &Path,
     d: &mut StreamDecoder,
     piece: &mut [u8],
-    mut each: impl FnMut(StreamEvent) -> Result<(), Failure>,
+    mut each: impl FnMut(StreamItem) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
     loop {
         let n = match r.read(piece) {
@@ -159,8 +159,8 @@ fn feed(
         } else {
             d.push(&piece[..n]);
         }
-        while let Some(ev) = d.next_event().map_err(|e| Failure::from((input, e)))? {
-            each(ev)?;
+        while let Some(item) = d.next_item().map_err(|e| Failure::from((input, e)))? {
+            each(item)?;
         }
         if n == 0 {
             return Ok(());
@@ -189,11 +189,11 @@ fn decode_follow(input: &Path, output: &Path) -> Result<Outcome, Failure> {
             last_new = Instant::now();
             d.push(&piece[..n]);
         }
-        while let Some(ev) = d.next_event().map_err(|e| Failure::from((input, e)))? {
-            if matches!(ev, StreamEvent::Index(_) | StreamEvent::End) {
+        while let Some(item) = d.next_item().map_err(|e| Failure::from((input, e)))? {
+            if matches!(item, StreamItem::Index(_) | StreamItem::End) {
                 ended = true;
             }
-            c.apply(ev);
+            c.apply(item);
         }
     }
     let (replay, rec) = c.finish(d.stats());
@@ -225,12 +225,12 @@ pub fn events(file: &Path, json: bool) -> Result<Outcome, Failure> {
             d.push(&bytes);
             d.finish();
             let mut all = bsor_stream::stream::EventBatch::default();
-            while let Some(ev) = d.next_event().map_err(|e| Failure::from((file, e)))? {
-                if let StreamEvent::Events(b) = ev {
-                    all.notes.1.extend(b.notes.1);
-                    all.walls.1.extend(b.walls.1);
-                    all.heights.1.extend(b.heights.1);
-                    all.pauses.1.extend(b.pauses.1);
+            while let Some(item) = d.next_item().map_err(|e| Failure::from((file, e)))? {
+                if let StreamItem::Events(b) = item {
+                    all.notes.records.extend(b.notes.records);
+                    all.walls.records.extend(b.walls.records);
+                    all.heights.records.extend(b.heights.records);
+                    all.pauses.records.extend(b.pauses.records);
                 }
             }
             all
@@ -239,19 +239,19 @@ pub fn events(file: &Path, json: bool) -> Result<Outcome, Failure> {
     let mut out = io::BufWriter::new(io::stdout().lock());
     if json {
         let v = serde_json::json!({
-            "notes": batch.notes.1,
-            "walls": batch.walls.1,
-            "heights": batch.heights.1,
-            "pauses": batch.pauses.1,
+            "notes": batch.notes.records,
+            "walls": batch.walls.records,
+            "heights": batch.heights.records,
+            "pauses": batch.pauses.records,
         });
         serde_json::to_writer(&mut out, &v).map_err(json_err)?;
         writeln!(out).map_err(stdout_err)?;
     } else {
         let r = bsor::Replay {
-            notes: batch.notes.1,
-            walls: batch.walls.1,
-            heights: batch.heights.1,
-            pauses: batch.pauses.1,
+            notes: batch.notes.records,
+            walls: batch.walls.records,
+            heights: batch.heights.records,
+            pauses: batch.pauses.records,
             ..bsor::Replay::default()
         };
         let s = bsor::Summary::of(&r);

@@ -222,7 +222,7 @@ fn measure(path: &Path, bytes: &[u8]) -> Result<BenchRow, Failure> {
             let mut d = StreamDecoder::events_only();
             d.push(&stream);
             d.finish();
-            while let Ok(Some(_)) = d.next_event() {}
+            while let Ok(Some(_)) = d.next_item() {}
             row.streams.insert(
                 format!("{}/{label}", profile_name(profile)),
                 Sizes {
