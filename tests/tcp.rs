@@ -75,7 +75,6 @@ async fn relay(config: RelayConfig, archive: Option<PathBuf>) -> Relay {
         config,
         Tokens::parse("tok\nduel:duel-only\n"),
         ServerConfig {
-            tick: Duration::from_millis(20),
             archive,
             ..ServerConfig::default()
         },

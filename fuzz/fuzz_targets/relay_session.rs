@@ -1,5 +1,5 @@
 //! The relay's sans-IO session logic (`net::relay::Relay`) under arbitrary sequences of
-//! connects, messages, socket drains, disconnects and clock ticks from several connections.
+//! connects, messages, socket drains, disconnects and clock deadlines from several connections.
 //!
 //! The input is read with `arbitrary::Unstructured`: first the relay's limits (small ones,
 //! so that queues overflow and backlogs roll over within a few operations), then up to 400
@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 
-use bsor_stream::net::relay::{ConnId, Relay, RelayConfig, RelayEvent, Tokens};
+use bsor_stream::net::relay::{ConnId, Relay, RelayConfig, RelayAction, Tokens};
 use bsor_stream::net::wire::{EndReason, ErrorCode, Message, Role, ViewMode, WireError};
 use bsor_stream::stream::{ChunkHeader, ChunkType};
 use bytes::Bytes;
@@ -190,25 +190,26 @@ impl Harness {
     /// Handles the relay's events as the shell would: fast connections are drained when
     /// ready; a closed one is drained whole and then disconnected.
     fn pump(&mut self) {
-        while let Some(ev) = self.relay.poll_event() {
+        while let Some(ev) = self.relay.poll_action() {
             match ev {
-                RelayEvent::Ready(c) => {
+                RelayAction::Ready(c) => {
                     if self.peers.get(&c).is_some_and(|p| p.fast && !p.gone) {
                         self.drain(c, usize::MAX);
                     }
                 }
-                RelayEvent::Close(c) => {
+                RelayAction::Close(c) => {
                     if self.peers.get(&c).is_some_and(|p| !p.gone) {
                         self.drain(c, usize::MAX);
                         self.disconnect(c);
                     }
                 }
-                RelayEvent::ArchiveHeader(..)
-                | RelayEvent::ArchiveChunk(..)
-                | RelayEvent::SessionEnded(..) => {}
-                RelayEvent::Fetch(_) | RelayEvent::Lookup(_) => {
+                RelayAction::ArchiveHeader(..)
+                | RelayAction::ArchiveChunk(..)
+                | RelayAction::SessionEnded(..) => {}
+                RelayAction::Fetch(_) | RelayAction::Lookup(_) => {
                     panic!("an archive read from a relay without an archive: {ev:?}")
                 }
+                _ => panic!("an action this harness does not know: {ev:?}"),
             }
         }
     }
@@ -392,7 +393,7 @@ impl Harness {
             }
             12 => {
                 self.now += u64::from(u.int_in_range(0u16..=2000)?);
-                self.relay.tick(self.now);
+                self.relay.handle_timeout(self.now);
             }
             13 => {
                 let c = self.pick(u)?;
@@ -481,7 +482,7 @@ fuzz_target!(|data: &[u8]| {
     h.pump();
     for _ in 0..2 {
         h.now += config.publisher_timeout_ms + 1;
-        h.relay.tick(h.now);
+        h.relay.handle_timeout(h.now);
         h.pump();
     }
     assert_eq!(h.relay.sessions(), 0, "sessions left after everyone left");
