@@ -22,7 +22,7 @@ use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use tokio::sync::{watch, Notify};
 
 use super::archive::{self, ArchiveError, ArchiveWriter};
-use super::relay::{ConnId, Relay, RelayAction, RelayConfig, Tokens};
+use super::relay::{ConnId, Fetch, Relay, RelayAction, RelayConfig, Tokens};
 use super::wire::{Message, WireError, DEFAULT_MAX_FRAME};
 
 /// Messages coming in on a connection, whatever the transport.
@@ -229,8 +229,8 @@ impl Shared {
         {
             self.timer.notify_one();
         }
-        let events: Vec<RelayAction> = std::iter::from_fn(|| relay.poll_action()).collect();
-        let writes = events.iter().any(|e| {
+        let actions: Vec<RelayAction> = std::iter::from_fn(|| relay.poll_action()).collect();
+        let writes = actions.iter().any(|e| {
             matches!(
                 e,
                 RelayAction::ArchiveHeader(..)
@@ -247,8 +247,8 @@ impl Shared {
         drop(relay);
         // Most calls (a viewer's ack of nothing, a chunk with no viewer) ask for nothing:
         // skip the writers' lock then (with 1000 viewers it cost as much as the fan-out).
-        if !events.is_empty() {
-            self.dispatch(events, archive);
+        if !actions.is_empty() {
+            self.dispatch(actions, archive);
         }
         out
     }
@@ -257,27 +257,16 @@ impl Shared {
     /// [`with_relay`](Self::with_relay) again).
     fn dispatch(
         self: &Arc<Self>,
-        events: Vec<RelayAction>,
+        actions: Vec<RelayAction>,
         archive: Option<std::sync::MutexGuard<'_, ArchiveWriter>>,
     ) {
-        let mut failed = Vec::new();
-        if let Some(mut a) = archive {
-            for e in &events {
-                let (session, result) = match e {
-                    RelayAction::ArchiveHeader(s, h) => (s, a.header(s, h)),
-                    RelayAction::ArchiveChunk(s, c) => (s, a.chunk(s, c)),
-                    RelayAction::SessionEnded(s, reason) => (s, a.end(s, *reason)),
-                    _ => continue,
-                };
-                if let Err(err) = result {
-                    tracing::warn!(%session, %err, "archive write failed; the session goes on without it");
-                    failed.push(session.clone());
-                }
-            }
-        }
+        let failed = match archive {
+            Some(mut a) => write_archive(&mut a, &actions),
+            None => Vec::new(),
+        };
         let writers = lock(&self.writers);
-        for e in events {
-            match e {
+        for action in actions {
+            match action {
                 RelayAction::Ready(c) => {
                     if let Some(w) = writers.get(&c) {
                         w.wake.notify_one();
@@ -289,39 +278,8 @@ impl Shared {
                         w.wake.notify_one();
                     }
                 }
-                RelayAction::Fetch(req) => {
-                    let Some(dir) = self.config.archive.clone() else {
-                        continue;
-                    };
-                    let me = self.clone();
-                    tokio::task::spawn_blocking(move || {
-                        let file = archive::path(&dir, &req.session);
-                        let got = archive::read_chunks(
-                            &file,
-                            req.offset,
-                            req.seq,
-                            req.max_chunks,
-                            req.max_bytes,
-                        );
-                        me.with_relay(|r, now| r.fetched(req.conn, req.seq, got, now));
-                    });
-                }
-                RelayAction::Lookup(session) => {
-                    let Some(dir) = self.config.archive.clone() else {
-                        continue;
-                    };
-                    let me = self.clone();
-                    tokio::task::spawn_blocking(move || {
-                        let found = match archive::scan(&archive::path(&dir, &session)) {
-                            Ok(found) => found,
-                            Err(e) => {
-                                tracing::warn!(%session, err = %e, "archive lookup failed");
-                                None
-                            }
-                        };
-                        me.with_relay(|r, now| r.restored(&session, found, now));
-                    });
-                }
+                RelayAction::Fetch(req) => self.spawn_fetch(req),
+                RelayAction::Lookup(session) => self.spawn_lookup(session),
                 RelayAction::SessionEnded(session, reason) => {
                     tracing::info!(%session, ?reason, "session ended");
                 }
@@ -340,6 +298,57 @@ impl Shared {
             });
         }
     }
+
+    /// Reads chunks from the archive on the blocking pool, for [`Relay::fetched`].
+    fn spawn_fetch(self: &Arc<Self>, req: Fetch) {
+        let Some(dir) = self.config.archive.clone() else {
+            return;
+        };
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let file = archive::path(&dir, &req.session);
+            let got =
+                archive::read_chunks(&file, req.offset, req.seq, req.max_chunks, req.max_bytes);
+            me.with_relay(|r, now| r.fetched(req.conn, req.seq, got, now));
+        });
+    }
+
+    /// Looks a session up in the archive on the blocking pool, for [`Relay::restored`].
+    fn spawn_lookup(self: &Arc<Self>, session: String) {
+        let Some(dir) = self.config.archive.clone() else {
+            return;
+        };
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let found = match archive::scan(&archive::path(&dir, &session)) {
+                Ok(found) => found,
+                Err(err) => {
+                    tracing::warn!(%session, %err, "archive lookup failed");
+                    None
+                }
+            };
+            me.with_relay(|r, now| r.restored(&session, found, now));
+        });
+    }
+}
+
+/// Does the archive writes among `actions`, in order; returns the sessions whose archive
+/// failed (they go on without it).
+fn write_archive(a: &mut ArchiveWriter, actions: &[RelayAction]) -> Vec<String> {
+    let mut failed = Vec::new();
+    for action in actions {
+        let (session, result) = match action {
+            RelayAction::ArchiveHeader(s, h) => (s, a.header(s, h)),
+            RelayAction::ArchiveChunk(s, c) => (s, a.chunk(s, c)),
+            RelayAction::SessionEnded(s, reason) => (s, a.end(s, *reason)),
+            _ => continue,
+        };
+        if let Err(err) = result {
+            tracing::warn!(%session, %err, "archive write failed; the session goes on without it");
+            failed.push(session.clone());
+        }
+    }
+    failed
 }
 
 /// The timer task: sleeps until the relay's earliest deadline, handles it, and again; woken
