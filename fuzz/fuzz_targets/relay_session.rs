@@ -232,6 +232,7 @@ impl Harness {
                         Role::Relay => 0,
                         Role::Publisher => 1,
                         Role::Viewer => 2,
+                        _ => unreachable!("a role the relay does not speak"),
                     })
                 }
                 Message::Subscribe { session, mode, .. } if p.subscribed.is_none() => {

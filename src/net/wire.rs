@@ -17,6 +17,7 @@ pub const DEFAULT_MAX_FRAME: u32 = 8 << 20;
 
 /// Who is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Role {
     /// The relay (in its answer to a client's `Hello`).
     Relay,
@@ -28,6 +29,7 @@ pub enum Role {
 
 /// Why a stream ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum EndReason {
     /// The song ended: the stream is whole.
     Finished,
@@ -37,6 +39,7 @@ pub enum EndReason {
 
 /// What a viewer asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ViewMode {
     /// The live edge: a viewer that falls behind skips to the next keyframe group.
     Live,
@@ -127,6 +130,7 @@ impl ErrorCode {
 /// One message of the protocol. Stream headers and chunks are carried as [`Bytes`], so a
 /// relay fans a chunk out to every viewer without copying it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Message {
     /// Version negotiation and role.
     Hello {
