@@ -55,8 +55,8 @@ impl Net {
     }
 
     fn pump(&mut self) {
-        while let Some(ev) = self.relay.poll_action() {
-            match ev {
+        while let Some(action) = self.relay.poll_action() {
+            match action {
                 RelayAction::Ready(c) => self.drain(c),
                 RelayAction::Close(c) => {
                     self.drain(c);

@@ -245,7 +245,7 @@ fn a_publisher_whose_acks_alternate_with_pongs_and_pings_has_one_ack_waiting() {
         let t = u64::from(seq) * 60;
         r.receive(p, Message::Chunk(chunk(seq, seq % 10 == 0)), t);
         r.receive(p, Message::Ping(u64::from(seq)), t);
-        // Silent for a ping interval (its chunks are heard, so tick after a gap).
+        // Silent for a ping interval (its chunks are heard, so its deadline comes after a gap).
         r.handle_timeout(t + 55);
     }
     let got = drain(&mut r, p);

@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 
-use bsor_stream::net::relay::{ConnId, Relay, RelayConfig, RelayAction, Tokens};
+use bsor_stream::net::relay::{ConnId, Relay, RelayAction, RelayConfig, Tokens};
 use bsor_stream::net::wire::{EndReason, ErrorCode, Message, Role, ViewMode, WireError};
 use bsor_stream::stream::{ChunkHeader, ChunkType};
 use bytes::Bytes;
@@ -187,11 +187,11 @@ impl Harness {
         }
     }
 
-    /// Handles the relay's events as the shell would: fast connections are drained when
+    /// Handles the relay's actions as the shell would: fast connections are drained when
     /// ready; a closed one is drained whole and then disconnected.
     fn pump(&mut self) {
-        while let Some(ev) = self.relay.poll_action() {
-            match ev {
+        while let Some(action) = self.relay.poll_action() {
+            match action {
                 RelayAction::Ready(c) => {
                     if self.peers.get(&c).is_some_and(|p| p.fast && !p.gone) {
                         self.drain(c, usize::MAX);
@@ -207,9 +207,9 @@ impl Harness {
                 | RelayAction::ArchiveChunk(..)
                 | RelayAction::SessionEnded(..) => {}
                 RelayAction::Fetch(_) | RelayAction::Lookup(_) => {
-                    panic!("an archive read from a relay without an archive: {ev:?}")
+                    panic!("an archive read from a relay without an archive: {action:?}")
                 }
-                _ => panic!("an action this harness does not know: {ev:?}"),
+                _ => panic!("an action this harness does not know: {action:?}"),
             }
         }
     }
@@ -393,7 +393,18 @@ impl Harness {
                 }
             }
             12 => {
-                self.now += u64::from(u.int_in_range(0u16..=2000)?);
+                if u.arbitrary()? {
+                    self.now += u64::from(u.int_in_range(0u16..=2000)?);
+                } else if let Some(d) = self.relay.poll_timeout() {
+                    // Up to just before the earliest deadline nothing is due; then to it.
+                    if d > self.now {
+                        self.pump();
+                        self.relay.handle_timeout(d - 1);
+                        let acted = self.relay.poll_action();
+                        assert_eq!(acted, None, "handle_timeout before the deadline acted");
+                    }
+                    self.now = self.now.max(d);
+                }
                 self.relay.handle_timeout(self.now);
             }
             13 => {

@@ -2,7 +2,7 @@
 //! arrive, and read back for viewers that fell behind or come after the end.
 //!
 //! This is blocking file I/O (`std::fs`), kept out of the sans-IO [`Relay`](super::relay::Relay):
-//! the relay says what to write and what to read (its archive events), the shell
+//! the relay says what to write and what to read (its archive actions), the shell
 //! (`server.rs`) calls the functions here and hands the results back.
 //!
 //! An archive file is the stream header, then every chunk in sequence order, exactly as

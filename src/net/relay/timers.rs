@@ -264,7 +264,7 @@ mod tests {
         assert_eq!(
             r.poll_action(),
             None,
-            "a tick before the deadline does nothing"
+            "handle_timeout before the deadline does nothing"
         );
         assert_eq!((r.queued(early), r.queued(late)), (0, 0));
         assert_eq!(r.poll_timeout(), Some(121));
