@@ -131,13 +131,14 @@ impl Relay {
     }
 
     /// Sends an error and closes `conn` (only it). A connection already closing gets
-    /// nothing more: its error or `End` is its last message.
+    /// nothing more: its error or `End` is its last message; one the relay does not know
+    /// (gone already) gets nothing at all.
     pub(super) fn fail(&mut self, conn: ConnId, code: ErrorCode, message: &str) {
-        let closing = self
+        let open = self
             .conns
             .get(&conn)
-            .is_some_and(|c| matches!(c.stage, Stage::Closing));
-        if closing {
+            .is_some_and(|c| !matches!(c.stage, Stage::Closing));
+        if !open {
             return;
         }
         self.send(
@@ -197,5 +198,35 @@ impl Relay {
             _ => return,
         };
         self.rearm_session(&session);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::net::relay::{Relay, RelayConfig, Tokens};
+    use crate::net::wire::{Message, Role, WireError};
+
+    #[test]
+    fn disconnect_leaves_nothing_and_a_gone_connection_gets_nothing() {
+        let mut r = Relay::new(RelayConfig::default(), Tokens::default());
+        let c = r.connect(0);
+        let hello = Message::Hello {
+            min_version: 1,
+            max_version: 1,
+            role: Role::Viewer,
+            agent: String::new(),
+        };
+        r.receive(c, hello, 1);
+        assert_eq!(r.queued(c), 1);
+        r.disconnect(c, 2);
+        assert!(
+            r.conns.is_empty(),
+            "one entry per connection, removed whole"
+        );
+        assert_eq!(r.poll_timeout(), None, "its deadline went with it");
+        while r.poll_action().is_some() {}
+        r.reject(c, &WireError::UnknownMessage(0x77));
+        assert_eq!(r.poll_action(), None);
+        assert!(r.conns.is_empty());
     }
 }
