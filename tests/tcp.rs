@@ -357,6 +357,7 @@ async fn raw_error(mut sock: TcpStream) -> Option<ErrorCode> {
     }
 }
 
+// Long: one relay, the offenders and the bystander they must not disturb, end to end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_bad_and_flooding_connections_close_only_themselves() {
     tokio::time::timeout(LIMIT, async {

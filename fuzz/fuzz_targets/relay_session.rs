@@ -245,6 +245,7 @@ impl Harness {
         self.relay.receive(c, m, self.now);
     }
 
+    // Long: one short arm per operation the fuzzer may choose, best read side by side.
     fn step(&mut self, u: &mut Unstructured) -> Result<()> {
         self.now += u64::from(u.int_in_range(0u8..=3)?);
         match u.int_in_range(0u8..=14)? {

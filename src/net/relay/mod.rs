@@ -88,7 +88,8 @@ pub struct RelayConfig {
     pub handshake_timeout_ms: u64,
     /// An established connection that sends nothing for this long is closed (`Timeout`).
     pub idle_timeout_ms: u64,
-    /// The relay sends `Ping` to a connection that has been silent this long.
+    /// The relay sends `Ping` to a connection that has been silent this long (and not
+    /// pinged for as long; 0 counts as 1, so that a ping is not due again the same moment).
     pub ping_interval_ms: u64,
     /// Messages per second a connection may send, on average (a publisher's chunks are not
     /// counted); more is `Flood`.
