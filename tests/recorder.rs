@@ -334,7 +334,6 @@ mod live {
             RelayConfig::default(),
             Tokens::parse("tok"),
             ServerConfig {
-                tick: Duration::from_millis(20),
                 ..ServerConfig::default()
             },
         )

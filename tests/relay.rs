@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use bsor_stream::net::relay::{Archived, ConnId, Relay, RelayConfig, RelayEvent, Tokens};
+use bsor_stream::net::relay::{Archived, ConnId, Relay, RelayAction, RelayConfig, Tokens};
 use bsor_stream::net::wire::{EndReason, ErrorCode, Message, Role, ViewMode};
 use bsor_stream::stream::{split_stream, ChunkHeader, ChunkType, Profile, Settings};
 use bsor_stream::{bsor, synth, transcode};
@@ -55,21 +55,21 @@ impl Net {
     }
 
     fn pump(&mut self) {
-        while let Some(ev) = self.relay.poll_event() {
-            match ev {
-                RelayEvent::Ready(c) => self.drain(c),
-                RelayEvent::Close(c) => {
+        while let Some(action) = self.relay.poll_action() {
+            match action {
+                RelayAction::Ready(c) => self.drain(c),
+                RelayAction::Close(c) => {
                     self.drain(c);
                     self.closed.push(c);
                 }
                 // The shell's part, with a byte vector for each file.
-                RelayEvent::ArchiveHeader(s, b) => {
+                RelayAction::ArchiveHeader(s, b) => {
                     self.archive.insert(s, b.to_vec());
                 }
-                RelayEvent::ArchiveChunk(s, b) => {
+                RelayAction::ArchiveChunk(s, b) => {
                     self.archive.entry(s).or_default().extend_from_slice(&b);
                 }
-                RelayEvent::Fetch(f) => {
+                RelayAction::Fetch(f) => {
                     self.fetches += 1;
                     let file = &self.archive[&f.session];
                     let mut at = f.offset as usize;
@@ -84,7 +84,7 @@ impl Net {
                     }
                     self.relay.fetched(f.conn, f.seq, Ok(got), self.now);
                 }
-                RelayEvent::Lookup(s) => {
+                RelayAction::Lookup(s) => {
                     let found = self.archive.get(&s).map(|file| {
                         let (_, header_len, spans) = split_stream(file).unwrap();
                         Archived {
@@ -95,7 +95,8 @@ impl Net {
                     });
                     self.relay.restored(&s, found, self.now);
                 }
-                RelayEvent::SessionEnded(..) => {}
+                RelayAction::SessionEnded(..) => {}
+                other => panic!("an action this harness does not know: {other:?}"),
             }
         }
     }
@@ -351,10 +352,10 @@ fn a_publisher_that_never_returns_ends_the_session() {
     net.send(p, Message::StreamHeader(header));
     net.send(p, Message::Chunk(chunks[0].clone()));
     net.relay.disconnect(p, net.now);
-    net.relay.tick(net.now + 500);
+    net.relay.handle_timeout(net.now + 500);
     net.pump();
     assert!(!net.closed.contains(&v));
-    net.relay.tick(net.now + 1500);
+    net.relay.handle_timeout(net.now + 1500);
     net.pump();
     assert_eq!(
         net.received(v).1.last(),
@@ -409,11 +410,11 @@ fn handshakes_and_waits_time_out() {
     });
     let idle = net.relay.connect(0);
     let waiting = net.viewer("later", ViewMode::Live);
-    net.relay.tick(200);
+    net.relay.handle_timeout(200);
     net.pump();
     assert_eq!(net.error_of(idle), Some(ErrorCode::Timeout));
     assert!(!net.closed.contains(&waiting));
-    net.relay.tick(10_000);
+    net.relay.handle_timeout(10_000);
     net.pump();
     assert_eq!(net.error_of(waiting), Some(ErrorCode::NoSuchSession));
     // A viewer that waits for a session that then starts gets it.
@@ -462,7 +463,7 @@ fn complete_viewers_behind_the_backlog_read_the_archive_and_ended_sessions_come_
     // Once its viewers are gone the session is forgotten; a viewer (live mode, even) that
     // comes later gets the whole stream from the archive.
     net.relay.disconnect(late, net.now);
-    net.relay.tick(net.now + 1);
+    net.relay.handle_timeout(net.now + 1);
     assert_eq!(net.relay.sessions(), 0);
     let again = net.viewer("song", ViewMode::Live);
     net.pump();
@@ -471,7 +472,7 @@ fn complete_viewers_behind_the_backlog_read_the_archive_and_ended_sessions_come_
     assert!(bytes == net.archive["song"]);
     // No archive file, no session: the viewer waits, and then is told.
     let nobody = net.viewer("nothing", ViewMode::Live);
-    net.relay.tick(net.now + 10_000);
+    net.relay.handle_timeout(net.now + 10_000);
     net.pump();
     assert_eq!(net.error_of(nobody), Some(ErrorCode::NoSuchSession));
 }
@@ -509,14 +510,14 @@ fn floods_and_silence_close_only_the_offender() {
     // Silence: first a ping from the relay, then, if nothing comes back, a timeout.
     let quiet = net.viewer("song", ViewMode::Live);
     let t = net.now;
-    net.relay.tick(t + 1_200);
+    net.relay.handle_timeout(t + 1_200);
     net.pump();
     assert!(net.inbox[&quiet]
         .iter()
         .any(|m| matches!(m, Message::Ping(_))));
     net.now = t + 1_500;
     net.send(calm, Message::Pong(1));
-    net.relay.tick(t + 3_200);
+    net.relay.handle_timeout(t + 3_200);
     net.pump();
     assert_eq!(net.error_of(quiet), Some(ErrorCode::Timeout));
     assert_eq!(net.error_of(calm), None);

@@ -2,7 +2,7 @@
 //! without bound (Pongs, Acks, relay Pings, chunks past a queue full of control messages),
 //! a stream header dropped by a skip, ended sessions never forgotten, and a second Error.
 
-use bsor_stream::net::relay::{ConnId, Relay, RelayConfig, RelayEvent, Tokens};
+use bsor_stream::net::relay::{ConnId, Relay, RelayAction, RelayConfig, Tokens};
 use bsor_stream::net::wire::{EndReason, Message, Role, ViewMode};
 use bsor_stream::stream::{ChunkHeader, ChunkType};
 use bytes::Bytes;
@@ -177,8 +177,8 @@ fn an_ended_session_is_forgotten_once_its_viewers_leave() {
     }
     // The shell closes what the relay asked it to close.
     let mut closed = Vec::new();
-    while let Some(e) = r.poll_event() {
-        if let RelayEvent::Close(c) = e {
+    while let Some(e) = r.poll_action() {
+        if let RelayAction::Close(c) = e {
             closed.push(c);
         }
     }
@@ -186,7 +186,7 @@ fn an_ended_session_is_forgotten_once_its_viewers_leave() {
         assert!(closed.contains(&c), "{c} not closed");
         r.disconnect(c, 3);
     }
-    r.tick(4);
+    r.handle_timeout(4);
     assert_eq!(r.sessions(), 0, "the ended session is still held");
 }
 
@@ -218,7 +218,7 @@ fn a_silent_peer_that_never_reads_has_one_relay_ping_waiting() {
     };
     r.receive(p, publish, 0);
     for t in 1..1000 {
-        r.tick(t * 50);
+        r.handle_timeout(t * 50);
     }
     // Hello, Resume and one Ping.
     assert_eq!(r.queued(p), 3, "messages waiting");
@@ -227,10 +227,10 @@ fn a_silent_peer_that_never_reads_has_one_relay_ping_waiting() {
     assert_eq!(got[1], Message::Resume(0));
     assert!(matches!(got[2], Message::Ping(_)));
     // Once it has read that one, it is pinged again at the next interval: keepalive goes on.
-    r.tick(1000 * 50);
+    r.handle_timeout(1000 * 50);
     assert!(matches!(drain(&mut r, p)[..], [Message::Ping(_)]));
     // And it is still closed when it stays silent for the idle timeout.
-    r.tick(60_001);
+    r.handle_timeout(60_001);
     let got = drain(&mut r, p);
     assert!(matches!(got.last(), Some(Message::Error { .. })), "{got:?}");
 }
@@ -245,8 +245,8 @@ fn a_publisher_whose_acks_alternate_with_pongs_and_pings_has_one_ack_waiting() {
         let t = u64::from(seq) * 60;
         r.receive(p, Message::Chunk(chunk(seq, seq % 10 == 0)), t);
         r.receive(p, Message::Ping(u64::from(seq)), t);
-        // Silent for a ping interval (its chunks are heard, so tick after a gap).
-        r.tick(t + 55);
+        // Silent for a ping interval (its chunks are heard, so its deadline comes after a gap).
+        r.handle_timeout(t + 55);
     }
     let got = drain(&mut r, p);
     let acks: Vec<&Message> = got
@@ -276,7 +276,7 @@ fn a_small_queue_full_of_control_messages_takes_no_chunk_past_its_limit() {
     let p = publisher(&mut r);
     let v = viewer(&mut r, ViewMode::Live);
     r.receive(v, Message::Ping(7), 0);
-    r.tick(50);
+    r.handle_timeout(50);
     assert_eq!(r.queued(v), 4, "Hello, header, Pong, Ping");
     for seq in 0..=20 {
         r.receive(p, Message::Chunk(chunk(seq, seq % 5 == 0)), 60);

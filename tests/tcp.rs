@@ -75,7 +75,6 @@ async fn relay(config: RelayConfig, archive: Option<PathBuf>) -> Relay {
         config,
         Tokens::parse("tok\nduel:duel-only\n"),
         ServerConfig {
-            tick: Duration::from_millis(20),
             archive,
             ..ServerConfig::default()
         },
@@ -358,6 +357,7 @@ async fn raw_error(mut sock: TcpStream) -> Option<ErrorCode> {
     }
 }
 
+// Long: one relay, the offenders and the bystander they must not disturb, end to end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_bad_and_flooding_connections_close_only_themselves() {
     tokio::time::timeout(LIMIT, async {
@@ -674,4 +674,28 @@ async fn connections_beyond_the_limit_are_closed_and_the_others_go_on() {
     })
     .await
     .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_deadline_fires_on_time_on_an_idle_relay() {
+    // Nothing else is timed when the connection comes, so the server's timer must be woken
+    // by the relay's new deadline, and fire at it rather than at a later tick.
+    tokio::time::timeout(LIMIT, async {
+        let r = relay(
+            RelayConfig {
+                handshake_timeout_ms: 150,
+                ..RelayConfig::default()
+            },
+            None,
+        )
+        .await;
+        let start = std::time::Instant::now();
+        let quiet = TcpStream::connect(&r.tcp).await.unwrap();
+        assert_eq!(raw_error(quiet).await, Some(ErrorCode::Timeout));
+        let took = start.elapsed();
+        assert!(took >= Duration::from_millis(150), "closed early: {took:?}");
+        assert!(took < Duration::from_secs(2), "closed late: {took:?}");
+    })
+    .await
+    .expect("finished in time");
 }

@@ -1,5 +1,5 @@
 //! The relay's sans-IO session logic (`net::relay::Relay`) under arbitrary sequences of
-//! connects, messages, socket drains, disconnects and clock ticks from several connections.
+//! connects, messages, socket drains, disconnects and clock deadlines from several connections.
 //!
 //! The input is read with `arbitrary::Unstructured`: first the relay's limits (small ones,
 //! so that queues overflow and backlogs roll over within a few operations), then up to 400
@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 
-use bsor_stream::net::relay::{ConnId, Relay, RelayConfig, RelayEvent, Tokens};
+use bsor_stream::net::relay::{ConnId, Relay, RelayAction, RelayConfig, Tokens};
 use bsor_stream::net::wire::{EndReason, ErrorCode, Message, Role, ViewMode, WireError};
 use bsor_stream::stream::{ChunkHeader, ChunkType};
 use bytes::Bytes;
@@ -187,28 +187,29 @@ impl Harness {
         }
     }
 
-    /// Handles the relay's events as the shell would: fast connections are drained when
+    /// Handles the relay's actions as the shell would: fast connections are drained when
     /// ready; a closed one is drained whole and then disconnected.
     fn pump(&mut self) {
-        while let Some(ev) = self.relay.poll_event() {
-            match ev {
-                RelayEvent::Ready(c) => {
+        while let Some(action) = self.relay.poll_action() {
+            match action {
+                RelayAction::Ready(c) => {
                     if self.peers.get(&c).is_some_and(|p| p.fast && !p.gone) {
                         self.drain(c, usize::MAX);
                     }
                 }
-                RelayEvent::Close(c) => {
+                RelayAction::Close(c) => {
                     if self.peers.get(&c).is_some_and(|p| !p.gone) {
                         self.drain(c, usize::MAX);
                         self.disconnect(c);
                     }
                 }
-                RelayEvent::ArchiveHeader(..)
-                | RelayEvent::ArchiveChunk(..)
-                | RelayEvent::SessionEnded(..) => {}
-                RelayEvent::Fetch(_) | RelayEvent::Lookup(_) => {
-                    panic!("an archive read from a relay without an archive: {ev:?}")
+                RelayAction::ArchiveHeader(..)
+                | RelayAction::ArchiveChunk(..)
+                | RelayAction::SessionEnded(..) => {}
+                RelayAction::Fetch(_) | RelayAction::Lookup(_) => {
+                    panic!("an archive read from a relay without an archive: {action:?}")
                 }
+                _ => panic!("an action this harness does not know: {action:?}"),
             }
         }
     }
@@ -231,6 +232,7 @@ impl Harness {
                         Role::Relay => 0,
                         Role::Publisher => 1,
                         Role::Viewer => 2,
+                        _ => unreachable!("a role the relay does not speak"),
                     })
                 }
                 Message::Subscribe { session, mode, .. } if p.subscribed.is_none() => {
@@ -243,6 +245,7 @@ impl Harness {
         self.relay.receive(c, m, self.now);
     }
 
+    // Long: one short arm per operation the fuzzer may choose, best read side by side.
     fn step(&mut self, u: &mut Unstructured) -> Result<()> {
         self.now += u64::from(u.int_in_range(0u8..=3)?);
         match u.int_in_range(0u8..=14)? {
@@ -391,8 +394,19 @@ impl Harness {
                 }
             }
             12 => {
-                self.now += u64::from(u.int_in_range(0u16..=2000)?);
-                self.relay.tick(self.now);
+                if u.arbitrary()? {
+                    self.now += u64::from(u.int_in_range(0u16..=2000)?);
+                } else if let Some(d) = self.relay.poll_timeout() {
+                    // Up to just before the earliest deadline nothing is due; then to it.
+                    if d > self.now {
+                        self.pump();
+                        self.relay.handle_timeout(d - 1);
+                        let acted = self.relay.poll_action();
+                        assert_eq!(acted, None, "handle_timeout before the deadline acted");
+                    }
+                    self.now = self.now.max(d);
+                }
+                self.relay.handle_timeout(self.now);
             }
             13 => {
                 let c = self.pick(u)?;
@@ -481,7 +495,7 @@ fuzz_target!(|data: &[u8]| {
     h.pump();
     for _ in 0..2 {
         h.now += config.publisher_timeout_ms + 1;
-        h.relay.tick(h.now);
+        h.relay.handle_timeout(h.now);
         h.pump();
     }
     assert_eq!(h.relay.sessions(), 0, "sessions left after everyone left");

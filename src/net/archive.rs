@@ -2,7 +2,7 @@
 //! arrive, and read back for viewers that fell behind or come after the end.
 //!
 //! This is blocking file I/O (`std::fs`), kept out of the sans-IO [`Relay`](super::relay::Relay):
-//! the relay says what to write and what to read (its archive events), the shell
+//! the relay says what to write and what to read (its archive actions), the shell
 //! (`server.rs`) calls the functions here and hands the results back.
 //!
 //! An archive file is the stream header, then every chunk in sequence order, exactly as
@@ -19,8 +19,71 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 
 use super::relay::Archived;
-use super::wire::{check_chunk, EndReason};
+use super::wire::{check_chunk, EndReason, WireError};
 use crate::stream::{footer, parse_footer, ChunkHeader, ChunkType, StreamHeader, FOOTER_SIZE};
+
+/// Why the archive could not be written or read: what failed, and which session, file and
+/// byte offset it was at.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ArchiveError {
+    /// Writing a session's archive file failed (it is closed and left as it is: a valid
+    /// truncated stream).
+    #[error("writing the archive of session {session}: {source}")]
+    Write {
+        /// The session.
+        session: String,
+        /// What the file system said.
+        #[source]
+        source: io::Error,
+    },
+    /// Opening, seeking or reading an archive file failed.
+    #[error("reading {}: {source}", .file.display())]
+    Read {
+        /// The archive file.
+        file: PathBuf,
+        /// What the file system said.
+        #[source]
+        source: io::Error,
+    },
+    /// The chunk at `offset` is not the one that should be there.
+    #[error("{}: chunk {found} where chunk {expected} should be, at byte {offset}", .file.display())]
+    OutOfSequence {
+        /// The archive file.
+        file: PathBuf,
+        /// Where the chunk starts.
+        offset: u64,
+        /// The sequence number wanted.
+        expected: u32,
+        /// The sequence number found.
+        found: u32,
+    },
+    /// The chunk at `offset` fails its checks (length or CRC).
+    #[error("{}: at byte {offset}: {source}", .file.display())]
+    BadChunk {
+        /// The archive file.
+        file: PathBuf,
+        /// Where the chunk starts.
+        offset: u64,
+        /// What is wrong with it.
+        #[source]
+        source: WireError,
+    },
+    /// The file ends inside its stream header (or the header is over the size read back).
+    #[error("{}: the stream header is cut short", .file.display())]
+    HeaderCutShort {
+        /// The archive file.
+        file: PathBuf,
+    },
+    /// The stream header does not parse.
+    #[error("{}: bad stream header: {reason}", .file.display())]
+    BadHeader {
+        /// The archive file.
+        file: PathBuf,
+        /// What the header parser said.
+        reason: crate::stream::HeaderError,
+    },
+}
 
 /// Bytes enough for any chunk header (sync, type, four varints, `t0`, two CRCs).
 const CHUNK_HEADER_MAX: usize = 64;
@@ -108,31 +171,37 @@ impl ArchiveWriter {
 
     /// A session starts: its file is created (an older file of the same name is replaced)
     /// with the stream header.
-    pub fn header(&mut self, session: &str, header: &[u8]) -> io::Result<()> {
+    pub fn header(&mut self, session: &str, header: &[u8]) -> Result<(), ArchiveError> {
         self.open.remove(session);
-        let mut w = StreamWriter::new(File::create(path(&self.dir, session))?);
-        w.write(header)?;
+        let created = File::create(path(&self.dir, session)).and_then(|f| {
+            let mut w = StreamWriter::new(f);
+            w.write(header).map(|()| w)
+        });
+        let w = created.map_err(|source| write_error(session, source))?;
         self.open.insert(session.to_string(), w);
         Ok(())
     }
 
     /// The next chunk of a session. After a failed write the file is closed and left as
     /// it is (a truncated stream); later chunks of the session are not written.
-    pub fn chunk(&mut self, session: &str, chunk: &[u8]) -> io::Result<()> {
+    pub fn chunk(&mut self, session: &str, chunk: &[u8]) -> Result<(), ArchiveError> {
         let Some(w) = self.open.get_mut(session) else {
             return Ok(());
         };
         if let Err(e) = w.write(chunk) {
             self.open.remove(session);
-            return Err(e);
+            return Err(write_error(session, e));
         }
         Ok(())
     }
 
     /// A session ended: its file gets the footer if it is finished, and is synced and closed.
-    pub fn end(&mut self, session: &str, reason: EndReason) -> io::Result<()> {
+    pub fn end(&mut self, session: &str, reason: EndReason) -> Result<(), ArchiveError> {
         match self.open.remove(session) {
-            Some(w) => w.finish(reason == EndReason::Finished)?.sync_all(),
+            Some(w) => w
+                .finish(reason == EndReason::Finished)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| write_error(session, e)),
             None => Ok(()),
         }
     }
@@ -143,19 +212,23 @@ impl ArchiveWriter {
     }
 
     /// Syncs and closes every open file (on shutdown): each is a valid truncated stream.
-    pub fn close_all(&mut self) -> io::Result<()> {
+    /// The last failure, if any, is returned (every file is tried).
+    pub fn close_all(&mut self) -> Result<(), ArchiveError> {
         let mut result = Ok(());
-        for (_, w) in self.open.drain() {
+        for (session, w) in self.open.drain() {
             if let Err(e) = w.finish(false).and_then(|f| f.sync_all()) {
-                result = Err(e);
+                result = Err(write_error(&session, e));
             }
         }
         result
     }
 }
 
-fn invalid(what: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, what)
+fn write_error(session: &str, source: io::Error) -> ArchiveError {
+    ArchiveError::Write {
+        session: session.to_string(),
+        source,
+    }
 }
 
 /// Reads up to `buf.len()` bytes at the reader's position (fewer only at the end).
@@ -181,11 +254,15 @@ pub fn read_chunks(
     seq: u32,
     max_chunks: usize,
     max_bytes: usize,
-) -> io::Result<Vec<Bytes>> {
-    let mut f = File::open(file)?;
-    f.seek(SeekFrom::Start(offset))?;
+) -> Result<Vec<Bytes>, ArchiveError> {
+    let io = |source| ArchiveError::Read {
+        file: file.to_path_buf(),
+        source,
+    };
+    let mut f = File::open(file).map_err(io)?;
+    f.seek(SeekFrom::Start(offset)).map_err(io)?;
     let mut buf = vec![0u8; max_bytes.max(CHUNK_HEADER_MAX)];
-    let n = read_full(&mut f, &mut buf)?;
+    let n = read_full(&mut f, &mut buf).map_err(io)?;
     buf.truncate(n);
     let buf = Bytes::from(buf);
     let mut out = Vec::new();
@@ -196,11 +273,12 @@ pub fn read_chunks(
         };
         let want = seq.wrapping_add(out.len() as u32);
         if h.seq != want {
-            return Err(invalid(format!(
-                "chunk {} where chunk {want} should be, at byte {}",
-                h.seq,
-                offset + at as u64
-            )));
+            return Err(ArchiveError::OutOfSequence {
+                file: file.to_path_buf(),
+                offset: offset + at as u64,
+                expected: want,
+                found: h.seq,
+            });
         }
         let len = hlen + h.len as usize;
         let chunk = if at + len <= buf.len() {
@@ -208,15 +286,19 @@ pub fn read_chunks(
         } else if out.is_empty() {
             // One chunk larger than max_bytes: read it whole.
             let mut whole = vec![0u8; len];
-            f.seek(SeekFrom::Start(offset))?;
-            if read_full(&mut f, &mut whole)? < len {
+            f.seek(SeekFrom::Start(offset)).map_err(io)?;
+            if read_full(&mut f, &mut whole).map_err(io)? < len {
                 break;
             }
             Bytes::from(whole)
         } else {
             break;
         };
-        check_chunk(&chunk).map_err(|e| invalid(format!("at byte {}: {e}", offset + at as u64)))?;
+        check_chunk(&chunk).map_err(|source| ArchiveError::BadChunk {
+            file: file.to_path_buf(),
+            offset: offset + at as u64,
+            source,
+        })?;
         at += len;
         out.push(chunk);
     }
@@ -226,25 +308,35 @@ pub fn read_chunks(
 /// Looks a session up in the archive: its stream header, how many whole chunks follow in
 /// sequence, and whether the file ends with its footer. `None` when there is no file.
 /// Only chunk headers are read, not payloads.
-pub fn scan(file: &Path) -> io::Result<Option<Archived>> {
+pub fn scan(file: &Path) -> Result<Option<Archived>, ArchiveError> {
+    let io = |source| ArchiveError::Read {
+        file: file.to_path_buf(),
+        source,
+    };
     let mut f = match File::open(file) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
+        Err(e) => return Err(io(e)),
     };
-    let file_len = f.metadata()?.len();
+    let file_len = f.metadata().map_err(io)?.len();
     // The stream header: read more until it parses.
     let mut head = vec![0u8; 4096.min(STREAM_HEADER_MAX)];
     let (header_len, mut head) = loop {
-        f.seek(SeekFrom::Start(0))?;
-        let n = read_full(&mut f, &mut head)?;
+        f.seek(SeekFrom::Start(0)).map_err(io)?;
+        let n = read_full(&mut f, &mut head).map_err(io)?;
         match StreamHeader::parse_prefix_len(&head[..n]) {
             Ok(Some((_, len))) => break (len, head),
             Ok(None) if n == head.len() && head.len() < STREAM_HEADER_MAX => {
                 head.resize(head.len() * 4, 0);
             }
-            Ok(None) => return Err(invalid("the stream header is cut short".into())),
-            Err(e) => return Err(invalid(e.to_string())),
+            Ok(None) => {
+                let file = file.to_path_buf();
+                return Err(ArchiveError::HeaderCutShort { file });
+            }
+            Err(reason) => {
+                let file = file.to_path_buf();
+                return Err(ArchiveError::BadHeader { file, reason });
+            }
         }
     };
     head.truncate(header_len);
@@ -252,8 +344,8 @@ pub fn scan(file: &Path) -> io::Result<Option<Archived>> {
     let mut chunks = 0u32;
     let mut window = [0u8; CHUNK_HEADER_MAX];
     loop {
-        f.seek(SeekFrom::Start(at))?;
-        let n = read_full(&mut f, &mut window)?;
+        f.seek(SeekFrom::Start(at)).map_err(io)?;
+        let n = read_full(&mut f, &mut window).map_err(io)?;
         let Some((h, hlen)) = ChunkHeader::parse_at(&window[..n]) else {
             break;
         };
@@ -266,8 +358,8 @@ pub fn scan(file: &Path) -> io::Result<Option<Archived>> {
     }
     let finished = file_len == at + FOOTER_SIZE as u64 && {
         let mut tail = [0u8; FOOTER_SIZE];
-        f.seek(SeekFrom::Start(at))?;
-        read_full(&mut f, &mut tail)? == FOOTER_SIZE && parse_footer(&tail).is_some()
+        f.seek(SeekFrom::Start(at)).map_err(io)?;
+        read_full(&mut f, &mut tail).map_err(io)? == FOOTER_SIZE && parse_footer(&tail).is_some()
     };
     Ok(Some(Archived {
         header: Bytes::from(head),

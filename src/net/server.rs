@@ -7,19 +7,22 @@
 //! relay's messages for it when the relay says it has some, so a slow socket only slows
 //! its own writer. Archive writes are done in the order the relay emits them (the archive
 //! lock is taken before the relay's is let go); archive reads run on the blocking pool and
-//! come back to the relay as [`Relay::fetched`] and [`Relay::restored`].
+//! come back to the relay as [`Relay::fetched`] and [`Relay::restored`]. One timer task
+//! sleeps until the relay's earliest deadline ([`Relay::poll_timeout`]) and is woken to
+//! re-arm when a call leaves an earlier one.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use tokio::sync::{watch, Notify};
 
-use super::archive::{self, ArchiveWriter};
-use super::relay::{ConnId, Relay, RelayConfig, RelayEvent, Tokens};
+use super::archive::{self, ArchiveError, ArchiveWriter};
+use super::relay::{ConnId, Fetch, Relay, RelayAction, RelayConfig, Tokens};
 use super::wire::{Message, WireError, DEFAULT_MAX_FRAME};
 
 /// Messages coming in on a connection, whatever the transport.
@@ -37,8 +40,6 @@ const LINGER: Duration = Duration::from_secs(2);
 pub struct ServerConfig {
     /// The limit on a frame's length.
     pub max_frame: u32,
-    /// How often timeouts are checked.
-    pub tick: Duration,
     /// Archive every session into this folder.
     pub archive: Option<PathBuf>,
     /// Connections served at once, over all listeners; one more is closed as soon as it is
@@ -51,27 +52,38 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             max_frame: DEFAULT_MAX_FRAME,
-            tick: Duration::from_millis(100),
             archive: None,
             max_connections: 10_000,
         }
     }
 }
 
-/// One connection's writer: woken when the relay has messages for it, or to close.
-struct Writer {
+/// How the shell reaches one connection's writer task: woken when the relay has messages
+/// for it, or told to close.
+struct WriterHandle {
     wake: Notify,
     closing: watch::Sender<bool>,
 }
 
 struct Shared {
     relay: Mutex<Relay>,
-    writers: Mutex<HashMap<ConnId, Arc<Writer>>>,
+    writers: Mutex<HashMap<ConnId, Arc<WriterHandle>>>,
     archive: Option<Mutex<ArchiveWriter>>,
     start: Instant,
     config: ServerConfig,
     /// Connections accepted and not yet ended.
     open: std::sync::atomic::AtomicUsize,
+    /// Wakes the timer task to re-arm (or, when the server is dropped, to stop).
+    timer: Arc<Notify>,
+    /// The deadline the timer task sleeps until (`u64::MAX` for none), in the relay's
+    /// milliseconds.
+    armed: AtomicU64,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.timer.notify_one();
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -86,8 +98,8 @@ pub struct Server {
 
 impl Server {
     /// A server for a relay with these limits and credentials; with an archive folder,
-    /// sessions are archived there (`relay.archive` is set to match). Starts the clock
-    /// that checks timeouts, so it must be called inside a tokio runtime.
+    /// sessions are archived there (`relay.archive` is set to match). Starts the timer task
+    /// that handles the relay's deadlines, so it must be called inside a tokio runtime.
     pub fn new(
         mut relay: RelayConfig,
         tokens: Tokens,
@@ -105,17 +117,10 @@ impl Server {
             start: Instant::now(),
             config,
             open: std::sync::atomic::AtomicUsize::new(0),
+            timer: Arc::new(Notify::new()),
+            armed: AtomicU64::new(u64::MAX),
         });
-        let weak: Weak<Shared> = Arc::downgrade(&shared);
-        let tick = shared.config.tick;
-        tokio::spawn(async move {
-            let mut interval = tokio::time::interval(tick);
-            loop {
-                interval.tick().await;
-                let Some(s) = weak.upgrade() else { return };
-                s.with_relay(|r, now| r.tick(now));
-            }
-        });
+        tokio::spawn(run_timer(Arc::downgrade(&shared), shared.timer.clone()));
         Ok(Server { shared })
     }
 
@@ -131,7 +136,7 @@ impl Server {
 
     /// Finishes the archive: every open file is synced and closed, a valid truncated
     /// stream (sessions still live get no footer). Call before the process exits.
-    pub fn shutdown(&self) -> std::io::Result<()> {
+    pub fn shutdown(&self) -> Result<(), ArchiveError> {
         let _relay = lock(&self.shared.relay);
         match &self.shared.archive {
             Some(a) => lock(a).close_all(),
@@ -144,7 +149,7 @@ impl Server {
     pub async fn drive(&self, mut incoming: MessageStream, mut outgoing: MessageSink) {
         let shared = &self.shared;
         let (closing, mut closed) = watch::channel(false);
-        let writer = Arc::new(Writer {
+        let writer = Arc::new(WriterHandle {
             wake: Notify::new(),
             closing,
         });
@@ -218,13 +223,19 @@ impl Shared {
         let now = self.now();
         let mut relay = lock(&self.relay);
         let out = f(&mut relay, now);
-        let events: Vec<RelayEvent> = std::iter::from_fn(|| relay.poll_event()).collect();
-        let writes = events.iter().any(|e| {
+        if relay
+            .poll_timeout()
+            .is_some_and(|d| d < self.armed.load(Ordering::Acquire))
+        {
+            self.timer.notify_one();
+        }
+        let actions: Vec<RelayAction> = std::iter::from_fn(|| relay.poll_action()).collect();
+        let writes = actions.iter().any(|e| {
             matches!(
                 e,
-                RelayEvent::ArchiveHeader(..)
-                    | RelayEvent::ArchiveChunk(..)
-                    | RelayEvent::SessionEnded(..)
+                RelayAction::ArchiveHeader(..)
+                    | RelayAction::ArchiveChunk(..)
+                    | RelayAction::SessionEnded(..)
             )
         });
         // Archive writes keep the relay's order: their lock is taken before the relay's
@@ -236,8 +247,8 @@ impl Shared {
         drop(relay);
         // Most calls (a viewer's ack of nothing, a chunk with no viewer) ask for nothing:
         // skip the writers' lock then (with 1000 viewers it cost as much as the fan-out).
-        if !events.is_empty() {
-            self.dispatch(events, archive);
+        if !actions.is_empty() {
+            self.dispatch(actions, archive);
         }
         out
     }
@@ -246,79 +257,36 @@ impl Shared {
     /// [`with_relay`](Self::with_relay) again).
     fn dispatch(
         self: &Arc<Self>,
-        events: Vec<RelayEvent>,
+        actions: Vec<RelayAction>,
         archive: Option<std::sync::MutexGuard<'_, ArchiveWriter>>,
     ) {
-        let mut failed = Vec::new();
-        if let Some(mut a) = archive {
-            for e in &events {
-                let (session, result) = match e {
-                    RelayEvent::ArchiveHeader(s, h) => (s, a.header(s, h)),
-                    RelayEvent::ArchiveChunk(s, c) => (s, a.chunk(s, c)),
-                    RelayEvent::SessionEnded(s, reason) => (s, a.end(s, *reason)),
-                    _ => continue,
-                };
-                if let Err(err) = result {
-                    tracing::warn!(%session, %err, "archive write failed; the session goes on without it");
-                    failed.push(session.clone());
-                }
-            }
-        }
+        let failed = match archive {
+            Some(mut a) => write_archive(&mut a, &actions),
+            None => Vec::new(),
+        };
         let writers = lock(&self.writers);
-        for e in events {
-            match e {
-                RelayEvent::Ready(c) => {
+        for action in actions {
+            match action {
+                RelayAction::Ready(c) => {
                     if let Some(w) = writers.get(&c) {
                         w.wake.notify_one();
                     }
                 }
-                RelayEvent::Close(c) => {
+                RelayAction::Close(c) => {
                     if let Some(w) = writers.get(&c) {
                         w.closing.send_replace(true);
                         w.wake.notify_one();
                     }
                 }
-                RelayEvent::Fetch(req) => {
-                    let Some(dir) = self.config.archive.clone() else {
-                        continue;
-                    };
-                    let me = self.clone();
-                    tokio::task::spawn_blocking(move || {
-                        let file = archive::path(&dir, &req.session);
-                        let got = archive::read_chunks(
-                            &file,
-                            req.offset,
-                            req.seq,
-                            req.max_chunks,
-                            req.max_bytes,
-                        )
-                        .map_err(|e| e.to_string());
-                        me.with_relay(|r, now| r.fetched(req.conn, req.seq, got, now));
-                    });
-                }
-                RelayEvent::Lookup(session) => {
-                    let Some(dir) = self.config.archive.clone() else {
-                        continue;
-                    };
-                    let me = self.clone();
-                    tokio::task::spawn_blocking(move || {
-                        let found = match archive::scan(&archive::path(&dir, &session)) {
-                            Ok(found) => found,
-                            Err(e) => {
-                                tracing::warn!(%session, err = %e, "archive lookup failed");
-                                None
-                            }
-                        };
-                        me.with_relay(|r, now| r.restored(&session, found, now));
-                    });
-                }
-                RelayEvent::SessionEnded(session, reason) => {
+                RelayAction::Fetch(req) => self.spawn_fetch(req),
+                RelayAction::Lookup(session) => self.spawn_lookup(session),
+                RelayAction::SessionEnded(session, reason) => {
                     tracing::info!(%session, ?reason, "session ended");
                 }
-                RelayEvent::ArchiveHeader(session, _) => {
+                RelayAction::ArchiveHeader(session, _) => {
                     tracing::info!(%session, "session started");
                 }
-                RelayEvent::ArchiveChunk(..) => {}
+                RelayAction::ArchiveChunk(..) => {}
             }
         }
         drop(writers);
@@ -329,6 +297,89 @@ impl Shared {
                 }
             });
         }
+    }
+
+    /// Reads chunks from the archive on the blocking pool, for [`Relay::fetched`].
+    fn spawn_fetch(self: &Arc<Self>, req: Fetch) {
+        let Some(dir) = self.config.archive.clone() else {
+            return;
+        };
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let file = archive::path(&dir, &req.session);
+            let got =
+                archive::read_chunks(&file, req.offset, req.seq, req.max_chunks, req.max_bytes);
+            me.with_relay(|r, now| r.fetched(req.conn, req.seq, got, now));
+        });
+    }
+
+    /// Looks a session up in the archive on the blocking pool, for [`Relay::restored`].
+    fn spawn_lookup(self: &Arc<Self>, session: String) {
+        let Some(dir) = self.config.archive.clone() else {
+            return;
+        };
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let found = match archive::scan(&archive::path(&dir, &session)) {
+                Ok(found) => found,
+                Err(err) => {
+                    tracing::warn!(%session, %err, "archive lookup failed");
+                    None
+                }
+            };
+            me.with_relay(|r, now| r.restored(&session, found, now));
+        });
+    }
+}
+
+/// Does the archive writes among `actions`, in order; returns the sessions whose archive
+/// failed (they go on without it).
+fn write_archive(a: &mut ArchiveWriter, actions: &[RelayAction]) -> Vec<String> {
+    let mut failed = Vec::new();
+    for action in actions {
+        let (session, result) = match action {
+            RelayAction::ArchiveHeader(s, h) => (s, a.header(s, h)),
+            RelayAction::ArchiveChunk(s, c) => (s, a.chunk(s, c)),
+            RelayAction::SessionEnded(s, reason) => (s, a.end(s, *reason)),
+            _ => continue,
+        };
+        if let Err(err) = result {
+            tracing::warn!(%session, %err, "archive write failed; the session goes on without it");
+            failed.push(session.clone());
+        }
+    }
+    failed
+}
+
+/// The timer task: sleeps until the relay's earliest deadline, handles it, and again; woken
+/// early when a call leaves an earlier deadline. Holds the server only while it works, and
+/// ends when the server is dropped.
+async fn run_timer(weak: Weak<Shared>, wake: Arc<Notify>) {
+    loop {
+        let Some(s) = weak.upgrade() else { return };
+        let deadline = {
+            let relay = lock(&s.relay);
+            let next = relay.poll_timeout();
+            // Stored under the relay's lock: a call that arms an earlier deadline after this
+            // sees it, and wakes this task.
+            s.armed.store(next.unwrap_or(u64::MAX), Ordering::Release);
+            next.map(|d| s.start + Duration::from_millis(d))
+        };
+        drop(s);
+        match deadline {
+            Some(at) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(at.into()) => {}
+                    _ = wake.notified() => continue,
+                }
+            }
+            None => {
+                wake.notified().await;
+                continue;
+            }
+        }
+        let Some(s) = weak.upgrade() else { return };
+        s.with_relay(|r, now| r.handle_timeout(now));
     }
 }
 
@@ -344,7 +395,6 @@ pub(crate) async fn accept_each<F, Fut>(
     F: Fn(tokio::net::TcpStream, Server) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    use std::sync::atomic::Ordering;
     loop {
         match listener.accept().await {
             Ok((socket, peer)) => {

@@ -17,6 +17,7 @@ pub const DEFAULT_MAX_FRAME: u32 = 8 << 20;
 
 /// Who is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Role {
     /// The relay (in its answer to a client's `Hello`).
     Relay,
@@ -28,6 +29,7 @@ pub enum Role {
 
 /// Why a stream ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum EndReason {
     /// The song ended: the stream is whole.
     Finished,
@@ -37,6 +39,7 @@ pub enum EndReason {
 
 /// What a viewer asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ViewMode {
     /// The live edge: a viewer that falls behind skips to the next keyframe group.
     Live,
@@ -127,6 +130,7 @@ impl ErrorCode {
 /// One message of the protocol. Stream headers and chunks are carried as [`Bytes`], so a
 /// relay fans a chunk out to every viewer without copying it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Message {
     /// Version negotiation and role.
     Hello {
@@ -189,8 +193,11 @@ pub enum Message {
     },
 }
 
-/// Why bytes are not a message.
+/// Why bytes are not a message: which rule they break, and where (the message type, the
+/// field, the byte offset). Each kind maps to the error code sent to the peer
+/// ([`WireError::code`]); new kinds may be added, so match with a wildcard arm.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WireError {
     /// A frame's length is over the limit (seen from its 4 length bytes).
     #[error("frame of {length} bytes is over the limit of {limit}")]
@@ -200,26 +207,139 @@ pub enum WireError {
         /// The limit.
         limit: u32,
     },
-    /// A frame whose body does not parse.
-    #[error("malformed {message} message: {what}")]
+    /// A frame whose length field does not fit the bytes it came in.
+    #[error("malformed frame: {0}")]
+    BadFrame(FrameFault),
+    /// A message body that does not parse.
+    #[error("malformed {message} message: {field} at byte {offset} of the body: {fault}")]
     Malformed {
-        /// The message type's name.
+        /// The message type's name (`"Hello"`, `"Publish"`, ...).
         message: &'static str,
-        /// What is wrong.
-        what: &'static str,
+        /// The field being read (`"end"` for bytes after the last one).
+        field: &'static str,
+        /// Where the field starts in the message body (after the type byte).
+        offset: usize,
+        /// What is wrong with it.
+        fault: Fault,
     },
     /// A type this version does not define.
     #[error("unknown message type 0x{0:02x}")]
     UnknownMessage(u8),
     /// A session name that breaks `[A-Za-z0-9._-]{1,64}`.
-    #[error("bad session name")]
-    BadSessionName,
+    #[error("bad session name in {message}")]
+    BadSessionName {
+        /// The message type's name.
+        message: &'static str,
+    },
     /// A chunk with a bad header, length or CRC.
     #[error("malformed chunk: {0}")]
-    MalformedChunk(&'static str),
+    MalformedChunk(ChunkFault),
+    /// A WebSocket message that is not one binary frame.
+    #[error("malformed WebSocket message: {0}")]
+    WebSocket(WebSocketFault),
     /// The transport failed.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+}
+
+/// What is wrong with a frame's length field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrameFault {
+    /// Fewer than 4 bytes: not even the length field.
+    #[error("{len} bytes, shorter than its length field")]
+    ShorterThanLength {
+        /// The bytes there were.
+        len: usize,
+    },
+    /// Length 0: no type byte.
+    #[error("length 0 (no type byte)")]
+    Empty,
+    /// A WebSocket message holds other than one whole frame.
+    #[error("length {length} but {actual} bytes follow it (not one whole frame)")]
+    NotOneFrame {
+        /// The length field.
+        length: u32,
+        /// The bytes after it.
+        actual: usize,
+    },
+}
+
+/// What is wrong with a field of a message body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Fault {
+    /// The body ends before the field does.
+    #[error("the body ends early")]
+    EndsEarly,
+    /// A string longer than its field allows.
+    #[error("string of {length} bytes over its limit of {limit}")]
+    StringTooLong {
+        /// The string's length field.
+        length: usize,
+        /// The field's limit.
+        limit: usize,
+    },
+    /// A string that is not UTF-8.
+    #[error("string is not UTF-8")]
+    NotUtf8,
+    /// A one-byte field with a value this version does not define.
+    #[error("unknown value {value}")]
+    UnknownValue {
+        /// The value.
+        value: u8,
+    },
+    /// `min_version` above `max_version`.
+    #[error("min_version {min} above max_version {max}")]
+    VersionRange {
+        /// `min_version`.
+        min: u16,
+        /// `max_version`.
+        max: u16,
+    },
+    /// Bytes after the last field.
+    #[error("{count} bytes after the last field")]
+    TrailingBytes {
+        /// How many.
+        count: usize,
+    },
+}
+
+/// What is wrong with a chunk (`format.md`'s chunk header and CRCs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChunkFault {
+    /// No valid chunk header (bad sync, varint or header CRC, or cut short).
+    #[error("no valid chunk header")]
+    NoHeader,
+    /// The header's length does not match the bytes there are.
+    #[error("header and payload make {header} bytes, the frame holds {frame}")]
+    Length {
+        /// Header plus payload length, as the header says.
+        header: usize,
+        /// The bytes there are.
+        frame: usize,
+    },
+    /// The payload's CRC differs from the header's.
+    #[error("payload CRC {actual:08x}, header says {expected:08x}")]
+    PayloadCrc {
+        /// The header's CRC.
+        expected: u32,
+        /// The payload's.
+        actual: u32,
+    },
+}
+
+/// What is wrong with a WebSocket message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WebSocketFault {
+    /// A text message (frames travel in binary messages).
+    #[error("a text message")]
+    Text,
+    /// The WebSocket layer refused it (a protocol violation, say).
+    #[error("not a valid WebSocket message")]
+    Invalid,
 }
 
 impl WireError {
@@ -227,9 +347,11 @@ impl WireError {
     pub fn code(&self) -> ErrorCode {
         match self {
             WireError::FrameTooLarge { .. } => ErrorCode::FrameTooLarge,
-            WireError::Malformed { .. } => ErrorCode::Malformed,
+            WireError::BadFrame(_) | WireError::Malformed { .. } | WireError::WebSocket(_) => {
+                ErrorCode::Malformed
+            }
             WireError::UnknownMessage(_) => ErrorCode::UnknownMessage,
-            WireError::BadSessionName => ErrorCode::BadSessionName,
+            WireError::BadSessionName { .. } => ErrorCode::BadSessionName,
             WireError::MalformedChunk(_) => ErrorCode::MalformedChunk,
             WireError::Io(_) => ErrorCode::Internal,
         }
@@ -246,12 +368,22 @@ pub fn valid_session_name(s: &str) -> bool {
 /// Checks that `chunk` is exactly one whole chunk whose header and payload CRCs hold.
 pub fn check_chunk(chunk: &[u8]) -> Result<(), WireError> {
     let (h, hlen) =
-        ChunkHeader::parse_at(chunk).ok_or(WireError::MalformedChunk("no valid chunk header"))?;
-    if hlen + h.len as usize != chunk.len() {
-        return Err(WireError::MalformedChunk("length differs from the frame's"));
+        ChunkHeader::parse_at(chunk).ok_or(WireError::MalformedChunk(ChunkFault::NoHeader))?;
+    let header = hlen + h.len as usize;
+    if header != chunk.len() {
+        let frame = chunk.len();
+        return Err(WireError::MalformedChunk(ChunkFault::Length {
+            header,
+            frame,
+        }));
     }
-    if crc32fast::hash(&chunk[hlen..]) != h.payload_crc {
-        return Err(WireError::MalformedChunk("payload CRC mismatch"));
+    let actual = crc32fast::hash(&chunk[hlen..]);
+    if actual != h.payload_crc {
+        let expected = h.payload_crc;
+        return Err(WireError::MalformedChunk(ChunkFault::PayloadCrc {
+            expected,
+            actual,
+        }));
     }
     Ok(())
 }
@@ -263,61 +395,100 @@ fn put_str(out: &mut BytesMut, s: &str) {
     out.put_slice(&b[..n]);
 }
 
-/// A reader of one message body, that fails with the message's name.
+/// A reader of one message body, whose errors name the message, the field and its offset.
 struct Body {
     b: Bytes,
+    /// The body's length.
+    len: usize,
     name: &'static str,
 }
 
 impl Body {
-    fn bad(&self, what: &'static str) -> WireError {
-        WireError::Malformed {
-            message: self.name,
-            what,
+    fn new(b: Bytes, name: &'static str) -> Self {
+        Body {
+            len: b.len(),
+            b,
+            name,
         }
     }
 
-    fn need(&self, n: usize) -> Result<(), WireError> {
+    /// The offset of the next byte in the body.
+    fn at(&self) -> usize {
+        self.len - self.b.remaining()
+    }
+
+    fn bad(&self, field: &'static str, offset: usize, fault: Fault) -> WireError {
+        WireError::Malformed {
+            message: self.name,
+            field,
+            offset,
+            fault,
+        }
+    }
+
+    fn need(&self, field: &'static str, n: usize) -> Result<(), WireError> {
         if self.b.remaining() < n {
-            Err(self.bad("ends early"))
+            Err(self.bad(field, self.at(), Fault::EndsEarly))
         } else {
             Ok(())
         }
     }
 
-    fn u8(&mut self) -> Result<u8, WireError> {
-        self.need(1)?;
+    fn u8(&mut self, field: &'static str) -> Result<u8, WireError> {
+        self.need(field, 1)?;
         Ok(self.b.get_u8())
     }
 
-    fn u16(&mut self) -> Result<u16, WireError> {
-        self.need(2)?;
+    /// A one-byte field that `pick` turns into a value, or an unknown value.
+    fn one_of<T>(
+        &mut self,
+        field: &'static str,
+        pick: impl FnOnce(u8) -> Option<T>,
+    ) -> Result<T, WireError> {
+        let at = self.at();
+        let value = self.u8(field)?;
+        pick(value).ok_or_else(|| self.bad(field, at, Fault::UnknownValue { value }))
+    }
+
+    fn u16(&mut self, field: &'static str) -> Result<u16, WireError> {
+        self.need(field, 2)?;
         Ok(self.b.get_u16_le())
     }
 
-    fn u32(&mut self) -> Result<u32, WireError> {
-        self.need(4)?;
+    fn u32(&mut self, field: &'static str) -> Result<u32, WireError> {
+        self.need(field, 4)?;
         Ok(self.b.get_u32_le())
     }
 
-    fn u64(&mut self) -> Result<u64, WireError> {
-        self.need(8)?;
+    fn u64(&mut self, field: &'static str) -> Result<u64, WireError> {
+        self.need(field, 8)?;
         Ok(self.b.get_u64_le())
     }
 
-    fn str(&mut self, max: usize) -> Result<String, WireError> {
-        let n = usize::from(self.u16()?);
-        if n > max {
-            return Err(self.bad("string over its limit"));
+    fn str(&mut self, field: &'static str, limit: usize) -> Result<String, WireError> {
+        let at = self.at();
+        let length = usize::from(self.u16(field)?);
+        if length > limit {
+            return Err(self.bad(field, at, Fault::StringTooLong { length, limit }));
         }
-        self.need(n)?;
-        let s = self.b.split_to(n);
-        String::from_utf8(s.to_vec()).map_err(|_| self.bad("string is not UTF-8"))
+        self.need(field, length)?;
+        let s = self.b.split_to(length);
+        String::from_utf8(s.to_vec()).map_err(|_| self.bad(field, at, Fault::NotUtf8))
+    }
+
+    /// A session name (`[A-Za-z0-9._-]{1,64}`).
+    fn session(&mut self) -> Result<String, WireError> {
+        let session = self.str("session", 64)?;
+        if !valid_session_name(&session) {
+            return Err(WireError::BadSessionName { message: self.name });
+        }
+        Ok(session)
     }
 
     fn done(self) -> Result<(), WireError> {
-        if self.b.has_remaining() {
-            Err(self.bad("bytes after the last field"))
+        let count = self.b.remaining();
+        if count > 0 {
+            Err(self.bad("end", self.at(), Fault::TrailingBytes { count }))
         } else {
             Ok(())
         }
@@ -442,106 +613,98 @@ impl Message {
             0x0C => "Skipped",
             k => return Err(WireError::UnknownMessage(k)),
         };
-        let mut r = Body { b: body, name };
+        let mut r = Body::new(body, name);
         let m = match kind {
-            0x01 => {
-                let min_version = r.u16()?;
-                let max_version = r.u16()?;
-                let role = match r.u8()? {
-                    0 => Role::Relay,
-                    1 => Role::Publisher,
-                    2 => Role::Viewer,
-                    _ => return Err(r.bad("unknown role")),
-                };
-                if min_version > max_version {
-                    return Err(r.bad("min_version above max_version"));
-                }
-                let agent = r.str(64)?;
-                Message::Hello {
-                    min_version,
-                    max_version,
-                    role,
-                    agent,
-                }
-            }
-            0x02 => {
-                let session = r.str(64)?;
-                if !valid_session_name(&session) {
-                    return Err(WireError::BadSessionName);
-                }
-                let token = r.str(256)?;
-                let resume = match r.u8()? {
-                    0 => false,
-                    1 => true,
-                    _ => return Err(r.bad("resume is neither 0 nor 1")),
-                };
-                r.need(16)?;
-                let mut publisher_key = [0u8; 16];
-                r.b.copy_to_slice(&mut publisher_key);
-                Message::Publish {
-                    session,
-                    token,
-                    resume,
-                    publisher_key,
-                }
-            }
-            0x03 => {
-                let session = r.str(64)?;
-                if !valid_session_name(&session) {
-                    return Err(WireError::BadSessionName);
-                }
-                let mode = match r.u8()? {
-                    0 => ViewMode::Live,
-                    1 => ViewMode::Complete,
-                    _ => return Err(r.bad("unknown mode")),
-                };
-                let wait_ms = r.u32()?;
-                Message::Subscribe {
-                    session,
-                    mode,
-                    wait_ms,
-                }
-            }
+            0x01 => decode_hello(&mut r)?,
+            0x02 => decode_publish(&mut r)?,
+            0x03 => Message::Subscribe {
+                session: r.session()?,
+                mode: r.one_of("mode", |v| match v {
+                    0 => Some(ViewMode::Live),
+                    1 => Some(ViewMode::Complete),
+                    _ => None,
+                })?,
+                wait_ms: r.u32("wait_ms")?,
+            },
             0x04 => Message::StreamHeader(std::mem::take(&mut r.b)),
             0x05 => {
                 let chunk = std::mem::take(&mut r.b);
                 check_chunk(&chunk)?;
                 Message::Chunk(chunk)
             }
-            0x06 => Message::Ack(r.u32()?),
-            0x07 => Message::Resume(r.u32()?),
-            0x08 => Message::End(match r.u8()? {
-                0 => EndReason::Finished,
-                1 => EndReason::PublisherGone,
-                _ => return Err(r.bad("unknown end reason")),
-            }),
-            0x09 => {
-                let code = ErrorCode::from_code(r.u16()?);
-                let message = r.str(1024)?;
-                Message::Error { code, message }
-            }
-            0x0A => Message::Ping(r.u64()?),
-            0x0B => Message::Pong(r.u64()?),
-            _ => {
-                let chunks = r.u32()?;
-                let bytes = r.u64()?;
-                Message::Skipped { chunks, bytes }
-            }
+            0x06 => Message::Ack(r.u32("seq")?),
+            0x07 => Message::Resume(r.u32("next_seq")?),
+            0x08 => Message::End(r.one_of("reason", |v| match v {
+                0 => Some(EndReason::Finished),
+                1 => Some(EndReason::PublisherGone),
+                _ => None,
+            })?),
+            0x09 => Message::Error {
+                code: ErrorCode::from_code(r.u16("code")?),
+                message: r.str("message", 1024)?,
+            },
+            0x0A => Message::Ping(r.u64("nonce")?),
+            0x0B => Message::Pong(r.u64("nonce")?),
+            _ => Message::Skipped {
+                chunks: r.u32("chunks")?,
+                bytes: r.u64("bytes")?,
+            },
         };
         r.done()?;
         Ok(m)
     }
 }
 
+fn decode_hello(r: &mut Body) -> Result<Message, WireError> {
+    let min_version = r.u16("min_version")?;
+    let max_version = r.u16("max_version")?;
+    let role = r.one_of("role", |v| match v {
+        0 => Some(Role::Relay),
+        1 => Some(Role::Publisher),
+        2 => Some(Role::Viewer),
+        _ => None,
+    })?;
+    if min_version > max_version {
+        let fault = Fault::VersionRange {
+            min: min_version,
+            max: max_version,
+        };
+        return Err(r.bad("min_version", 0, fault));
+    }
+    let agent = r.str("agent", 64)?;
+    Ok(Message::Hello {
+        min_version,
+        max_version,
+        role,
+        agent,
+    })
+}
+
+fn decode_publish(r: &mut Body) -> Result<Message, WireError> {
+    let session = r.session()?;
+    let token = r.str("token", 256)?;
+    let resume = r.one_of("resume", |v| match v {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
+    })?;
+    r.need("publisher_key", 16)?;
+    let mut publisher_key = [0u8; 16];
+    r.b.copy_to_slice(&mut publisher_key);
+    Ok(Message::Publish {
+        session,
+        token,
+        resume,
+        publisher_key,
+    })
+}
+
 /// Decodes a byte string that must hold exactly one whole frame (length included), as a
 /// WebSocket binary message does. The body is not copied: a chunk stays a slice of `frame`.
 pub fn decode_frame(mut frame: Bytes, max_frame: u32) -> Result<Message, WireError> {
-    let bad = |what| WireError::Malformed {
-        message: "frame",
-        what,
-    };
     if frame.len() < 4 {
-        return Err(bad("shorter than its length field"));
+        let len = frame.len();
+        return Err(WireError::BadFrame(FrameFault::ShorterThanLength { len }));
     }
     let length = frame.get_u32_le();
     if length > max_frame {
@@ -551,10 +714,14 @@ pub fn decode_frame(mut frame: Bytes, max_frame: u32) -> Result<Message, WireErr
         });
     }
     if length == 0 {
-        return Err(bad("length 0 (no type byte)"));
+        return Err(WireError::BadFrame(FrameFault::Empty));
     }
     if length as usize != frame.len() {
-        return Err(bad("a WebSocket message holds other than one whole frame"));
+        let actual = frame.len();
+        return Err(WireError::BadFrame(FrameFault::NotOneFrame {
+            length,
+            actual,
+        }));
     }
     let kind = frame.get_u8();
     Message::decode(kind, frame)
@@ -597,10 +764,7 @@ impl WireCodec {
             });
         }
         if length == 0 {
-            return Err(WireError::Malformed {
-                message: "frame",
-                what: "length 0 (no type byte)",
-            });
+            return Err(WireError::BadFrame(FrameFault::Empty));
         }
         let total = 4 + length as usize;
         if src.len() < total {
@@ -817,5 +981,53 @@ mod tests {
             panic!("not a chunk");
         };
         assert_eq!(got.as_ptr(), frame[5..].as_ptr());
+    }
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_field_is_named_with_its_message_and_offset() {
+        let mut b = BytesMut::new();
+        Message::Publish {
+            session: "x".into(),
+            token: "t".into(),
+            resume: true,
+            publisher_key: [0; 16],
+        }
+        .encode(&mut b);
+        // Length (4), type (1), then the body: session (2 + 1), token (2 + 1), resume.
+        b[5 + 6] = 2;
+        match decode_frame(b.freeze(), DEFAULT_MAX_FRAME) {
+            Err(WireError::Malformed {
+                message: "Publish",
+                field: "resume",
+                offset: 6,
+                fault: Fault::UnknownValue { value: 2 },
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn bytes_after_the_last_field_are_counted() {
+        let body = Bytes::from_static(&[1, 0, 0, 0, 0, 0, 0, 0, 9, 9]);
+        let e = Message::decode(0x0A, body).unwrap_err();
+        assert!(matches!(
+            e,
+            WireError::Malformed {
+                message: "Ping",
+                field: "end",
+                offset: 8,
+                fault: Fault::TrailingBytes { count: 2 },
+            }
+        ));
+        assert_eq!(e.code(), ErrorCode::Malformed);
+        assert_eq!(
+            e.to_string(),
+            "malformed Ping message: end at byte 8 of the body: 2 bytes after the last field"
+        );
     }
 }

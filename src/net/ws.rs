@@ -14,7 +14,7 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::WebSocketStream;
 
 use super::server::{MessageSink, MessageStream, Server};
-use super::wire::{self, Message, WireError};
+use super::wire::{self, Message, WebSocketFault, WireError};
 
 /// How long a client may take over the WebSocket opening handshake.
 const HANDSHAKE: Duration = Duration::from_secs(10);
@@ -34,10 +34,9 @@ fn ws_error(e: WsError, max_frame: u32) -> WireError {
             length: size.saturating_sub(4).min(u32::MAX as usize) as u32,
             limit: max_frame,
         },
-        WsError::Capacity(_) | WsError::Protocol(_) | WsError::Utf8(_) => WireError::Malformed {
-            message: "WebSocket",
-            what: "not a valid WebSocket message",
-        },
+        WsError::Capacity(_) | WsError::Protocol(_) | WsError::Utf8(_) => {
+            WireError::WebSocket(WebSocketFault::Invalid)
+        }
         WsError::Io(e) => WireError::Io(e),
         e => WireError::Io(std::io::Error::other(e.to_string())),
     }
@@ -63,10 +62,7 @@ where
         .filter_map(move |m| {
             future::ready(match m {
                 Ok(WsMessage::Binary(b)) => Some(wire::decode_frame(b, max_frame)),
-                Ok(WsMessage::Text(_)) => Some(Err(WireError::Malformed {
-                    message: "WebSocket",
-                    what: "a text message",
-                })),
+                Ok(WsMessage::Text(_)) => Some(Err(WireError::WebSocket(WebSocketFault::Text))),
                 Ok(_) => None,
                 Err(WsError::ConnectionClosed | WsError::AlreadyClosed) => None,
                 Err(e) => Some(Err(ws_error(e, max_frame))),

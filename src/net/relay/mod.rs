@@ -1,0 +1,354 @@
+//! The relay's session logic, sans-IO: messages and deadlines in, messages to send and
+//! connections to close out. The network shells (TCP, WebSocket) only move bytes between
+//! sockets and this state machine, so all of the protocol's rules are tested without sockets.
+//!
+//! Shape: [`Relay::connect`] gives a connection id; [`Relay::receive`] takes a decoded
+//! message; [`Relay::poll_outgoing`] hands out the next message for a connection when its
+//! socket can take one; [`Relay::poll_action`] says which connections have something to
+//! send or must be closed; [`Relay::poll_timeout`] says when to call
+//! [`Relay::handle_timeout`] next. Chunks are held once as [`Bytes`] and shared by every
+//! viewer's queue.
+//!
+//! The archive stays out of this core: the relay says what to write
+//! ([`RelayAction::ArchiveHeader`], [`RelayAction::ArchiveChunk`],
+//! [`RelayAction::SessionEnded`]) and what to read ([`RelayAction::Fetch`] for a
+//! complete-mode viewer behind the backlog, [`RelayAction::Lookup`] for a session it does
+//! not know), and the shell answers reads with [`Relay::fetched`] and [`Relay::restored`].
+//! A session's archive is its stream header and then its chunks in sequence order, so the
+//! relay knows every chunk's file offset without reading the file.
+//!
+//! One concern a file: `connection` (one struct per connection: its stage, queue, meter
+//! and deadline), `session` (the publisher's side and the backlog), `viewer` (live and
+//! complete-mode delivery), `meter` (flood and liveness), `timers` (deadlines), `tokens`.
+//!
+//! ```
+//! use bsor_stream::net::relay::{Relay, RelayAction, RelayConfig, Tokens};
+//! use bsor_stream::net::wire::{Message, Role};
+//!
+//! let mut relay = Relay::new(RelayConfig::default(), Tokens::parse("secret"));
+//! let conn = relay.connect(0);
+//! let hello = Message::Hello {
+//!     min_version: 1,
+//!     max_version: 1,
+//!     role: Role::Publisher,
+//!     agent: "doc".into(),
+//! };
+//! relay.receive(conn, hello, 5);
+//! let publish = Message::Publish {
+//!     session: "song".into(),
+//!     token: "secret".into(),
+//!     resume: false,
+//!     publisher_key: [7; 16],
+//! };
+//! relay.receive(conn, publish, 6);
+//! // The shell is told the connection has messages, and sends them as its socket drains.
+//! assert_eq!(relay.poll_action(), Some(RelayAction::Ready(conn)));
+//! assert!(matches!(relay.poll_outgoing(conn), Some(Message::Hello { role: Role::Relay, .. })));
+//! assert_eq!(relay.poll_outgoing(conn), Some(Message::Resume(0)));
+//! assert_eq!(relay.poll_outgoing(conn), None);
+//! // Nothing is due until the first ping (the default interval is 15 s).
+//! assert_eq!(relay.poll_timeout(), Some(6 + 15_000));
+//! relay.handle_timeout(15_006);
+//! assert_eq!(relay.poll_action(), Some(RelayAction::Ready(conn)));
+//! assert!(matches!(relay.poll_outgoing(conn), Some(Message::Ping(_))));
+//! ```
+
+mod connection;
+mod meter;
+mod session;
+mod timers;
+mod tokens;
+mod viewer;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use bytes::Bytes;
+
+use self::connection::{Connection, Stage};
+use self::timers::Timers;
+pub use self::tokens::Tokens;
+use super::wire::{self, EndReason, ErrorCode, Message, Role, VERSION};
+
+/// A connection, as the relay numbers them.
+pub type ConnId = u64;
+
+/// Limits and timeouts.
+#[derive(Clone, Copy, Debug)]
+pub struct RelayConfig {
+    /// Messages (of every kind) a live viewer may have waiting before it skips to the next
+    /// keyframe group (1 at least: 0 counts as 1).
+    pub viewer_queue_messages: usize,
+    /// Bytes of chunks a live viewer may have waiting before it skips.
+    pub viewer_queue_bytes: usize,
+    /// Chunks each session keeps for complete-mode viewers (and late joiners' groups).
+    pub backlog_chunks: usize,
+    /// How long a session waits for its publisher to come back.
+    pub publisher_timeout_ms: u64,
+    /// How long a connection may take to say `Hello` and `Publish` or `Subscribe`.
+    pub handshake_timeout_ms: u64,
+    /// An established connection that sends nothing for this long is closed (`Timeout`).
+    pub idle_timeout_ms: u64,
+    /// The relay sends `Ping` to a connection that has been silent this long (and not
+    /// pinged for as long; 0 counts as 1, so that a ping is not due again the same moment).
+    pub ping_interval_ms: u64,
+    /// Messages per second a connection may send, on average (a publisher's chunks are not
+    /// counted); more is `Flood`.
+    pub flood_rate: u32,
+    /// Messages a connection may send in a burst above `flood_rate`.
+    pub flood_burst: u32,
+    /// Sessions are archived by the shell: complete-mode viewers behind the backlog are
+    /// served from the archive, and sessions the relay does not know are looked up there.
+    pub archive: bool,
+    /// Most chunks one archive read hands a complete-mode viewer.
+    pub fetch_chunks: usize,
+    /// Most bytes one archive read hands a complete-mode viewer (one chunk at least).
+    pub fetch_bytes: usize,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        RelayConfig {
+            viewer_queue_messages: 64,
+            viewer_queue_bytes: 4 << 20,
+            backlog_chunks: 4096,
+            publisher_timeout_ms: 30_000,
+            handshake_timeout_ms: 10_000,
+            idle_timeout_ms: 60_000,
+            ping_interval_ms: 15_000,
+            flood_rate: 50,
+            flood_burst: 200,
+            archive: false,
+            fetch_chunks: 64,
+            fetch_bytes: 256 << 10,
+        }
+    }
+}
+
+/// What the relay asks its shell to do (from [`Relay::poll_action`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RelayAction {
+    /// The connection has messages waiting: call [`Relay::poll_outgoing`].
+    Ready(ConnId),
+    /// Close the connection once its waiting messages are sent.
+    Close(ConnId),
+    /// A session's stream header, for its archive.
+    ArchiveHeader(String, Bytes),
+    /// A chunk of a session, in order, for its archive.
+    ArchiveChunk(String, Bytes),
+    /// A session ended.
+    SessionEnded(String, EndReason),
+    /// Read chunks from a session's archive for a complete-mode viewer, and hand them to
+    /// [`Relay::fetched`].
+    Fetch(Fetch),
+    /// Look for a session in the archive, and say what was found with [`Relay::restored`].
+    Lookup(String),
+}
+
+/// An archive read: chunks of `session` from sequence number `seq`, which starts at byte
+/// `offset` of the archive file, at most `max_chunks` of them and `max_bytes` (but at least
+/// one chunk).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fetch {
+    /// The viewer the chunks are for.
+    pub conn: ConnId,
+    /// The session.
+    pub session: String,
+    /// The sequence number of the first chunk wanted.
+    pub seq: u32,
+    /// Its offset in the archive file.
+    pub offset: u64,
+    /// At most this many chunks.
+    pub max_chunks: usize,
+    /// At most this many bytes (but one chunk at least).
+    pub max_bytes: usize,
+}
+
+/// A session found in the archive: its stream header, how many whole chunks follow it, and
+/// whether the file is finished (ends with the footer).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Archived {
+    /// The stream header.
+    pub header: Bytes,
+    /// Whole chunks after it, with sequence numbers 0, 1, ...
+    pub chunks: u32,
+    /// The file ends with a footer: the publisher finished the song.
+    pub finished: bool,
+}
+
+/// The relay's state: every connection and session.
+#[derive(Debug)]
+pub struct Relay {
+    config: RelayConfig,
+    tokens: Tokens,
+    next_conn: ConnId,
+    /// Every connection, all of its state in one entry.
+    conns: HashMap<ConnId, Connection>,
+    sessions: HashMap<String, session::Session>,
+    /// Sessions being looked up in the archive.
+    lookups: HashSet<String>,
+    /// The deadlines of the connections and sessions, earliest first.
+    timers: Timers,
+    next_nonce: u64,
+    actions: VecDeque<RelayAction>,
+    /// The time of the latest call, in the shell's milliseconds.
+    now: u64,
+}
+
+impl Relay {
+    /// A relay with these limits and credentials.
+    pub fn new(config: RelayConfig, tokens: Tokens) -> Self {
+        Relay {
+            config,
+            tokens,
+            next_conn: 1,
+            conns: HashMap::new(),
+            sessions: HashMap::new(),
+            lookups: HashSet::new(),
+            timers: Timers::default(),
+            next_nonce: 0,
+            actions: VecDeque::new(),
+            now: 0,
+        }
+    }
+
+    /// A new connection, opened at `now` (the shell's milliseconds, as for every call).
+    pub fn connect(&mut self, now: u64) -> ConnId {
+        self.now = now;
+        let id = self.next_conn;
+        self.next_conn += 1;
+        self.conns
+            .insert(id, Connection::new(now, self.config.flood_burst));
+        self.rearm(id);
+        id
+    }
+
+    /// What the shell must do next, if anything.
+    pub fn poll_action(&mut self) -> Option<RelayAction> {
+        self.actions.pop_front()
+    }
+
+    /// The next message to send on `conn`.
+    pub fn poll_outgoing(&mut self, conn: ConnId) -> Option<Message> {
+        self.refill_complete_viewer(conn);
+        self.conns.get_mut(&conn)?.pop()
+    }
+
+    /// Messages waiting for `conn`.
+    pub fn queued(&self, conn: ConnId) -> usize {
+        self.conns.get(&conn).map_or(0, |c| c.queue.len())
+    }
+
+    /// Sessions alive (with or without a publisher).
+    pub fn sessions(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// A decode error on `conn`'s bytes: its error code, and the connection closed.
+    pub fn reject(&mut self, conn: ConnId, e: &wire::WireError) {
+        self.fail(conn, e.code(), &e.to_string());
+    }
+
+    /// The connection went away: its one entry is removed, with its deadline.
+    pub fn disconnect(&mut self, conn: ConnId, now: u64) {
+        self.now = now;
+        self.detach(conn);
+        if let Some(c) = self.conns.remove(&conn) {
+            self.disarm(conn, c.armed);
+        }
+    }
+
+    /// A message from `conn`, received at `now`.
+    pub fn receive(&mut self, conn: ConnId, m: Message, now: u64) {
+        self.now = now;
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if matches!(c.stage, Stage::Closing) {
+            return;
+        }
+        // A publisher's chunks are paced by the song (or, at full speed, by the socket);
+        // everything else counts against the connection's allowance.
+        let counted = !matches!((&c.stage, &m), (Stage::Publisher { .. }, Message::Chunk(_)));
+        c.meter.heard(now);
+        if counted
+            && !c
+                .meter
+                .spend(now, self.config.flood_rate, self.config.flood_burst)
+        {
+            return self.fail(conn, ErrorCode::Flood, "too many messages too fast");
+        }
+        let stage = c.stage.clone();
+        self.dispatch(conn, stage, m, now);
+        self.rearm(conn);
+    }
+
+    /// Does what `m` asks of a connection at `stage`.
+    fn dispatch(&mut self, conn: ConnId, stage: Stage, m: Message, now: u64) {
+        match (stage, m) {
+            (Stage::Closing, _) => {}
+            (_, Message::Ping(n)) => self.pong(conn, n),
+            (_, Message::Pong(_)) => {}
+            (
+                Stage::New { .. },
+                Message::Hello {
+                    min_version,
+                    max_version,
+                    role,
+                    ..
+                },
+            ) => self.hello(conn, (min_version, max_version), role, now),
+            (
+                Stage::Greeted {
+                    role: Role::Publisher,
+                    ..
+                },
+                Message::Publish {
+                    session,
+                    token,
+                    resume,
+                    publisher_key,
+                },
+            ) => self.publish(conn, session, &token, resume, publisher_key),
+            (
+                Stage::Greeted {
+                    role: Role::Viewer, ..
+                },
+                Message::Subscribe {
+                    session,
+                    mode,
+                    wait_ms,
+                },
+            ) => self.subscribe(conn, session, mode, now.saturating_add(u64::from(wait_ms))),
+            (Stage::Publisher { session }, Message::StreamHeader(h)) => {
+                self.header(conn, &session, h)
+            }
+            (Stage::Publisher { session }, Message::Chunk(c)) => self.chunk(conn, &session, c),
+            (Stage::Publisher { session }, Message::End(reason)) => {
+                self.end(&session, reason);
+                self.close(conn);
+            }
+            (_, _) => self.fail(conn, ErrorCode::UnexpectedMessage, "message out of order"),
+        }
+    }
+
+    /// `Hello`: answered with the relay's, or refused.
+    fn hello(&mut self, conn: ConnId, (min, max): (u16, u16), role: Role, now: u64) {
+        if !(min..=max).contains(&VERSION) {
+            return self.fail(conn, ErrorCode::UnsupportedVersion, "version 1 only");
+        }
+        if role == Role::Relay {
+            return self.fail(conn, ErrorCode::Malformed, "a client cannot be a relay");
+        }
+        self.send(
+            conn,
+            Message::Hello {
+                min_version: VERSION,
+                max_version: VERSION,
+                role: Role::Relay,
+                agent: concat!("bsor-stream ", env!("CARGO_PKG_VERSION")).into(),
+            },
+        );
+        self.set_stage(conn, Stage::Greeted { role, since: now });
+    }
+}

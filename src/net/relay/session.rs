@@ -1,0 +1,260 @@
+//! Sessions, the publisher's side: who publishes, the stream header, the backlog of recent
+//! chunks that viewers are served from, and how a session ends.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+
+use super::connection::Stage;
+use super::{Archived, ConnId, Relay, RelayAction};
+use crate::net::wire::{EndReason, ErrorCode, Message};
+use crate::stream::{ChunkHeader, ChunkType};
+
+/// A chunk kept in a session's backlog.
+#[derive(Clone, Debug)]
+pub(super) struct Kept {
+    pub(super) seq: u32,
+    pub(super) bytes: Bytes,
+    /// It starts a keyframe group.
+    pub(super) keyframe: bool,
+}
+
+/// One session: its publisher (if connected), its stream so far, and its viewers.
+#[derive(Clone, Debug)]
+pub(super) struct Session {
+    pub(super) publisher: Option<ConnId>,
+    pub(super) key: [u8; 16],
+    pub(super) header: Option<Bytes>,
+    /// The last chunks, oldest first, with consecutive sequence numbers.
+    pub(super) backlog: VecDeque<Kept>,
+    pub(super) next_seq: u32,
+    pub(super) ended: Option<EndReason>,
+    pub(super) publisher_gone_since: Option<u64>,
+    /// Attached viewers (not those still waiting for the session to start).
+    pub(super) viewers: Vec<ConnId>,
+    /// The shell keeps this session's archive (and it has not failed).
+    pub(super) archived: bool,
+    /// The deadline armed for it in the relay's timers, if any.
+    pub(super) armed: Option<u64>,
+}
+
+impl Session {
+    /// A session with nothing in it yet.
+    fn new(publisher: Option<ConnId>, key: [u8; 16], archived: bool) -> Self {
+        Session {
+            publisher,
+            key,
+            header: None,
+            backlog: VecDeque::new(),
+            next_seq: 0,
+            ended: None,
+            publisher_gone_since: None,
+            viewers: Vec::new(),
+            archived,
+            armed: None,
+        }
+    }
+
+    /// The sequence number of the oldest chunk kept (`next_seq` when none is).
+    pub(super) fn first_kept(&self) -> u32 {
+        self.backlog.front().map_or(self.next_seq, |c| c.seq)
+    }
+
+    /// Ended, and watched by nobody: to be forgotten.
+    pub(super) fn forgettable(&self) -> bool {
+        self.ended.is_some() && self.viewers.is_empty()
+    }
+}
+
+/// A chunk's sequence number and whether it starts a keyframe group.
+pub(super) fn chunk_info(chunk: &[u8]) -> Option<(u32, bool)> {
+    ChunkHeader::parse_at(chunk).map(|(h, _)| (h.seq, h.kind == ChunkType::Keyframes))
+}
+
+impl Relay {
+    /// `Publish`: a new session, or its publisher resuming it.
+    pub(super) fn publish(
+        &mut self,
+        conn: ConnId,
+        name: String,
+        token: &str,
+        resume: bool,
+        key: [u8; 16],
+    ) {
+        if !self.tokens.allows(&name, token) {
+            return self.fail(
+                conn,
+                ErrorCode::Unauthorized,
+                "not allowed to publish this session",
+            );
+        }
+        let next = match self.sessions.get_mut(&name) {
+            Some(s) if s.ended.is_some() => {
+                return self.fail(conn, ErrorCode::SessionBusy, "the session has ended");
+            }
+            Some(s) if s.key != key || !resume => {
+                return self.fail(conn, ErrorCode::SessionBusy, "the session has a publisher");
+            }
+            Some(s) => {
+                // The same publisher, resuming: its old connection, if it lingers, goes.
+                let old = s.publisher.replace(conn);
+                s.publisher_gone_since = None;
+                let next = s.next_seq;
+                if let Some(old) = old {
+                    self.close(old);
+                }
+                next
+            }
+            None => {
+                let s = Session::new(Some(conn), key, self.config.archive);
+                self.sessions.insert(name.clone(), s);
+                0
+            }
+        };
+        self.set_stage(
+            conn,
+            Stage::Publisher {
+                session: name.clone(),
+            },
+        );
+        self.send(conn, Message::Resume(next));
+        self.attach_waiting(&name);
+        self.rearm_session(&name);
+    }
+
+    /// The answer to [`RelayAction::Lookup`]: the session as found in the archive, if it is
+    /// there. It comes back as an ended session whose viewers read it from the archive.
+    pub fn restored(&mut self, name: &str, found: Option<Archived>, now: u64) {
+        self.now = now;
+        self.lookups.remove(name);
+        let Some(a) = found else {
+            return;
+        };
+        if self.sessions.contains_key(name) {
+            return; // a publisher started it meanwhile
+        }
+        let mut s = Session::new(None, [0; 16], true);
+        s.header = Some(a.header);
+        s.next_seq = a.chunks;
+        s.ended = Some(if a.finished {
+            EndReason::Finished
+        } else {
+            EndReason::PublisherGone
+        });
+        self.sessions.insert(name.to_string(), s);
+        for c in self.attach_waiting(name) {
+            self.join(c);
+        }
+        self.rearm_session(name);
+    }
+
+    /// The shell could not write a session's archive: its viewers are served from memory
+    /// only from now on.
+    pub fn archive_failed(&mut self, name: &str) {
+        if let Some(s) = self.sessions.get_mut(name) {
+            s.archived = false;
+        }
+    }
+
+    /// The publisher's `StreamHeader`: kept, archived, and sent to the viewers waiting.
+    pub(super) fn header(&mut self, conn: ConnId, name: &str, h: Bytes) {
+        let Some(s) = self.sessions.get_mut(name) else {
+            return;
+        };
+        if s.header.is_some() {
+            if s.header.as_ref() == Some(&h) {
+                return; // a resuming publisher may send it again
+            }
+            return self.fail(
+                conn,
+                ErrorCode::UnexpectedMessage,
+                "stream header already set",
+            );
+        }
+        s.header = Some(h.clone());
+        let viewers = s.viewers.clone();
+        self.actions
+            .push_back(RelayAction::ArchiveHeader(name.to_string(), h));
+        for v in viewers {
+            self.join(v);
+        }
+    }
+
+    /// The publisher's next chunk: kept in the backlog, archived, acknowledged, and
+    /// delivered to the viewers.
+    pub(super) fn chunk(&mut self, conn: ConnId, name: &str, c: Bytes) {
+        let Some((seq, keyframe)) = chunk_info(&c) else {
+            return self.fail(conn, ErrorCode::MalformedChunk, "no chunk header");
+        };
+        let limit = self.config.backlog_chunks.max(1);
+        let Some(s) = self.sessions.get_mut(name) else {
+            return;
+        };
+        if s.header.is_none() {
+            return self.fail(
+                conn,
+                ErrorCode::UnexpectedMessage,
+                "chunk before the stream header",
+            );
+        }
+        if seq < s.next_seq {
+            // Sent again by a resuming publisher: already stored.
+            return self.ack(conn, seq);
+        }
+        if seq != s.next_seq {
+            return self.fail(conn, ErrorCode::UnexpectedMessage, "chunk sequence gap");
+        }
+        s.next_seq += 1;
+        s.backlog.push_back(Kept {
+            seq,
+            bytes: c.clone(),
+            keyframe,
+        });
+        while s.backlog.len() > limit {
+            s.backlog.pop_front();
+        }
+        let viewers = s.viewers.clone();
+        self.actions
+            .push_back(RelayAction::ArchiveChunk(name.to_string(), c.clone()));
+        self.ack(conn, seq);
+        for v in viewers {
+            self.deliver(v, &c, keyframe);
+        }
+    }
+
+    /// The session ends: live viewers get `End` now, complete-mode viewers after their last
+    /// chunk.
+    pub(super) fn end(&mut self, name: &str, reason: EndReason) {
+        let Some(s) = self.sessions.get_mut(name) else {
+            return;
+        };
+        if s.ended.is_some() {
+            return;
+        }
+        s.ended = Some(reason);
+        s.publisher = None;
+        let viewers = s.viewers.clone();
+        self.actions
+            .push_back(RelayAction::SessionEnded(name.to_string(), reason));
+        for v in viewers {
+            let complete = self
+                .conns
+                .get(&v)
+                .and_then(|c| c.viewer())
+                .is_some_and(|x| x.mode == crate::net::wire::ViewMode::Complete);
+            if complete {
+                // It gets End after its last chunk (refill_complete_viewer).
+                self.actions.push_back(RelayAction::Ready(v));
+            } else {
+                self.finish(v, reason);
+            }
+        }
+        // The live viewers are closing: out of the session, so that it can be forgotten.
+        let conns = &self.conns;
+        if let Some(s) = self.sessions.get_mut(name) {
+            s.viewers
+                .retain(|c| conns.get(c).is_some_and(|c| c.viewer().is_some()));
+        }
+        self.rearm_session(name);
+    }
+}
