@@ -122,6 +122,7 @@ fn spread(sorted: &[u32]) -> String {
     )
 }
 
+// Long: the timed loop and its setup stay in one place so that nothing but the push sits between the clock reads.
 fn run(seconds: f32, fps: u32) {
     let r = synth::replay(synth::Settings {
         seed: 7,

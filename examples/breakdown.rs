@@ -43,6 +43,7 @@ impl GroupStream {
     }
 }
 
+// Long: a flat report, one block per table it prints.
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::args()
         .nth(1)

@@ -27,6 +27,7 @@ fn write(name: &str, bytes: &[u8]) {
     println!("{name}: {} bytes", bytes.len());
 }
 
+// Long: one block per vector file, in the order proto-spec/vectors/README.md lists them.
 fn main() {
     let synthetic = synth::replay(synth::Settings {
         seed: 7,

@@ -101,6 +101,7 @@ fn pose(p: [f32; 3], r: [f32; 3]) -> Pose {
 }
 
 /// A synthetic replay. Its info score equals [`bsor::replay_score`] of its events.
+// Long: one pass that builds every section of the replay in song order, so a seed gives the same replay; split, it would pass its RNG and clock through every part.
 pub fn replay(s: Settings) -> Replay {
     let mut rng = Rng(s.seed);
     let fps = s.fps.max(1);

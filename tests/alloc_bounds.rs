@@ -18,6 +18,7 @@ fn peak_during(f: impl FnOnce()) -> u64 {
     dhat::HeapStats::get().max_bytes as u64
 }
 
+// Long: one forged input per section, each with its own assertion.
 #[test]
 fn forged_counts_and_lengths_allocate_nothing_large() {
     let r = synth::replay(synth::Settings {

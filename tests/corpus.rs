@@ -37,6 +37,7 @@ fn push_parser_one_byte_at_a_time_matches_whole_buffer() {
     }
 }
 
+// Long: one assertion per field of expected.json.
 #[test]
 fn counts_and_info_equal_expected_json() {
     let Some(dir) = common::corpus_dir() else {

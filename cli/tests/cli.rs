@@ -153,6 +153,7 @@ fn errors_are_one_line_on_stderr_with_a_nonzero_exit() {
     );
 }
 
+// Long: one end-to-end scenario with real processes, in the order a user runs it.
 #[test]
 fn encode_and_decode_through_pipes_and_files() {
     use std::io::Write;
@@ -506,6 +507,7 @@ fn demo_streams_a_synthetic_song_to_three_viewers() {
     assert!(text.contains("sizes: BSOR"), "{text}");
 }
 
+// Long: one end-to-end scenario with real processes, in the order a user runs it.
 #[test]
 fn serve_over_websocket_with_an_archive_that_ctrl_c_finishes() {
     use bsor_stream::net::wire::{Message, Role, WireCodec};

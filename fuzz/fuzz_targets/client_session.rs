@@ -86,6 +86,7 @@ struct Wire {
     ended: bool,
 }
 
+// Long: one match arm per operation the harness can apply.
 fn run(u: &mut Unstructured) -> Result<()> {
     let publisher: bool = u.arbitrary()?;
     let mut config = ClientConfig::default();

@@ -813,6 +813,7 @@ impl Decoder {
         }
     }
 
+    // Long: one match arm per parser state (a state machine reads best as one match).
     fn step_inner(&mut self, input: &[u8], eof: bool) -> R<Option<(Event, usize)>> {
         match self.state {
             State::Header => {

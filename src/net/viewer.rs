@@ -61,19 +61,7 @@ pub async fn watch(
             return Ok(false);
         }
         if let Some((tx, _)) = &mut conn {
-            let mut fed = false;
-            while let Some(Outgoing::Message(m)) = client.poll_transmit() {
-                fed = true;
-                if let Err(e) = tx.feed(m).await {
-                    client.connection_lost(now(), e.to_string());
-                    break;
-                }
-            }
-            if fed {
-                if let Err(e) = tx.flush().await {
-                    client.connection_lost(now(), e.to_string());
-                }
-            }
+            transmit(&mut client, tx, now()).await;
             if client.has_events() {
                 continue;
             }
@@ -96,6 +84,22 @@ pub async fn watch(
                 Some(Err(e)) => client.connection_lost(now(), e.to_string()),
                 None => client.connection_lost(now(), "the relay closed the connection"),
             },
+        }
+    }
+}
+
+/// Sends what the client has to send (a viewer sends only control messages).
+async fn transmit(client: &mut Client, tx: &mut MessageSink, now: u64) {
+    let mut fed = false;
+    while let Some(Outgoing::Message(m)) = client.poll_transmit() {
+        fed = true;
+        if let Err(e) = tx.feed(m).await {
+            return client.connection_lost(now, e.to_string());
+        }
+    }
+    if fed {
+        if let Err(e) = tx.flush().await {
+            client.connection_lost(now, e.to_string());
         }
     }
 }

@@ -354,6 +354,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// One scenario: `sessions` sessions of `viewers` viewers each.
+// Long: one scenario from start to report, step by step (relay, viewers, publishers, sampling, collection); its parts share a dozen locals.
 fn scenario(
     args: &LoadArgs,
     name: &str,
@@ -515,6 +516,7 @@ fn scenario(
     )
 }
 
+// Long: a flat list of printed figures, one block per line of the report.
 #[allow(clippy::too_many_arguments)]
 fn report(
     song: &Song,

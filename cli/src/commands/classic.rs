@@ -8,6 +8,7 @@ use bsor_stream::synth as synthesis;
 
 use super::{json_err, load_replay, stdout_err, Failure, Outcome};
 
+// Long: a flat list of printed fields, one line each.
 fn print_info(s: &Summary, out: &mut impl Write) -> io::Result<()> {
     let or_none = |v: &str| {
         if v.is_empty() {

@@ -165,6 +165,36 @@ impl Latency {
     }
 }
 
+/// What a viewer has decoded so far: the stream's bytes go in, frames' song times come out.
+#[derive(Default)]
+struct Viewing {
+    d: StreamDecoder,
+    frames: u64,
+    bytes: u64,
+    song_time: f32,
+}
+
+impl Viewing {
+    /// Takes the header or a chunk; calls `frame` with each new frame's song time.
+    fn take(&mut self, b: &[u8], mut frame: impl FnMut(&Self, f32)) {
+        self.bytes += b.len() as u64;
+        self.d.push(b);
+        while let Ok(Some(item)) = self.d.next_item() {
+            if let StreamItem::Frame { frame: f, .. } = item {
+                self.frames += 1;
+                self.song_time = f.time;
+                frame(self, f.time);
+            }
+        }
+    }
+
+    /// The stream is over: what the decoder still holds.
+    fn finish(&mut self) {
+        self.d.finish();
+        while let Ok(Some(_)) = self.d.next_item() {}
+    }
+}
+
 /// `watch ADDR --session NAME [--ws] [--complete] [--wait S] [-o OUT.bsors]`.
 pub fn watch(
     addr: &str,
@@ -192,30 +222,19 @@ pub fn watch(
         mode,
         wait_ms,
     };
-    let mut d = StreamDecoder::new();
-    let (mut frames, mut song_time, mut skipped, mut bytes) = (0u64, 0f32, 0u64, 0u64);
+    let mut v = Viewing::default();
+    let (mut skipped, mut ended) = (0u64, false);
     let mut latency = Latency::default();
     let mut last_print = Instant::now();
-    let mut ended = false;
     let mut failed: Option<Failure> = None;
     let on = |e: ClientEvent| {
         match e {
             ClientEvent::Header(b) | ClientEvent::Chunk(b) => {
-                bytes += b.len() as u64;
-                if let Some(f) = &mut out {
-                    if let Err(e) = f.write(&b) {
-                        failed = Some(Failure(format!("writing: {e}")));
-                        return ControlFlow::Break(());
-                    }
+                if let Some(Err(e)) = out.as_mut().map(|f| f.write(&b)) {
+                    failed = Some(Failure(format!("writing: {e}")));
+                    return ControlFlow::Break(());
                 }
-                d.push(&b);
-                while let Ok(Some(item)) = d.next_item() {
-                    if let StreamItem::Frame { frame, .. } = item {
-                        frames += 1;
-                        song_time = frame.time;
-                        latency.frame(frame.time);
-                    }
-                }
+                v.take(&b, |_, time| latency.frame(time));
             }
             ClientEvent::Skipped { chunks, .. } => skipped += u64::from(chunks),
             ClientEvent::End(reason) => ended = reason == EndReason::Finished,
@@ -224,7 +243,10 @@ pub fn watch(
         }
         if last_print.elapsed() > Duration::from_millis(500) {
             eprintln!(
-                "song time {song_time:7.2} s, {frames} frames, {bytes} bytes, latency {:4.0} ms (worst {:.0} ms), {skipped} chunks skipped",
+                "song time {:7.2} s, {} frames, {} bytes, latency {:4.0} ms (worst {:.0} ms), {skipped} chunks skipped",
+                v.song_time,
+                v.frames,
+                v.bytes,
                 latency.last * 1000.0,
                 latency.worst * 1000.0
             );
@@ -232,26 +254,22 @@ pub fn watch(
         }
         ControlFlow::Continue(())
     };
-    let result = runtime()?.block_on(viewer::watch(
-        addr,
-        websocket,
-        subscription,
-        ClientConfig::default(),
-        on,
-    ));
+    let config = ClientConfig::default();
+    let result = runtime()?.block_on(viewer::watch(addr, websocket, subscription, config, on));
     if let Some(f) = failed {
         return Err(f);
     }
     result.map_err(|e| Failure(format!("{addr}: {e}")))?;
-    d.finish();
-    while let Ok(Some(_)) = d.next_item() {}
+    v.finish();
     if let Some(f) = out {
         // A finished stream gets its footer, as the publisher's file has.
         f.finish(ended)
             .map_err(|e| Failure(format!("writing: {e}")))?;
     }
     eprintln!(
-        "received {frames} frames, {bytes} bytes, worst latency {:.0} ms, {skipped} chunks skipped; stream {}",
+        "received {} frames, {} bytes, worst latency {:.0} ms, {skipped} chunks skipped; stream {}",
+        v.frames,
+        v.bytes,
         latency.worst * 1000.0,
         if ended { "ended" } else { "cut off" }
     );
@@ -304,64 +322,33 @@ pub fn demo(file: Option<&Path>, speed: f32) -> Result<Outcome, Failure> {
             .local_addr()
             .map_err(|e| Failure(e.to_string()))?
             .to_string();
-        println!("relay listening on {addr}; publishing {} at {speed}x to 3 viewers", path.display());
-        let relay = Server::new(RelayConfig::default(), Tokens::parse("demo-token"), ServerConfig::default())
-            .map_err(|e| Failure(e.to_string()))?;
+        println!(
+            "relay listening on {addr}; publishing {} at {speed}x to 3 viewers",
+            path.display()
+        );
+        let relay = Server::new(
+            RelayConfig::default(),
+            Tokens::parse("demo-token"),
+            ServerConfig::default(),
+        )
+        .map_err(|e| Failure(e.to_string()))?;
         let server = tokio::spawn(tcp::serve(listener, relay));
         // The viewers connect first; the song starts a moment later.
         let start = Instant::now() + Duration::from_millis(200);
         let mut viewers = Vec::new();
         for n in 0..3 {
             let addr = addr.clone();
-            viewers.push(tokio::spawn(async move {
-                let sub = Subscription { session: "demo".into(), mode: ViewMode::Live, wait_ms: 10_000 };
-                let mut d = StreamDecoder::new();
-                let (mut frames, mut bytes, mut worst_ms) = (0u64, 0u64, 0f64);
-                let mut last = Instant::now();
-                let on = |e: ClientEvent| {
-                    let (ClientEvent::Header(b) | ClientEvent::Chunk(b)) = e else {
-                        return ControlFlow::Continue(());
-                    };
-                    bytes += b.len() as u64;
-                    d.push(&b);
-                    while let Ok(Some(item)) = d.next_item() {
-                        if let StreamItem::Frame { frame, .. } = item {
-                            frames += 1;
-                            // Latency: arrival against when the publisher had the frame.
-                            let due = ((frame.time - first_t) / speed.max(1e-3)).max(0.0);
-                            let now = Instant::now().saturating_duration_since(start);
-                            let late = now.as_secs_f64() - f64::from(due);
-                            worst_ms = worst_ms.max(late * 1000.0);
-                            if n == 0 && last.elapsed() > Duration::from_secs(1) {
-                                let secs = Instant::now()
-                                    .saturating_duration_since(start)
-                                    .as_secs_f64()
-                                    .max(1e-3);
-                                println!(
-                                    "viewer 1: song time {:6.2} s, {frames} frames ({:.0} fps), {:.1} kB/s on the wire, latency {:.0} ms",
-                                    frame.time,
-                                    frames as f64 / secs,
-                                    bytes as f64 / secs / 1000.0,
-                                    late * 1000.0
-                                );
-                                last = Instant::now();
-                            }
-                        }
-                    }
-                    ControlFlow::Continue(())
-                };
-                viewer::watch(&addr, false, sub, ClientConfig::default(), on)
-                    .await
-                    .map_err(|e| Failure(format!("viewer {}: {e}", n + 1)))?;
-                Ok::<_, Failure>((frames, bytes, worst_ms))
-            }));
+            viewers.push(tokio::spawn(demo_viewer(addr, n, start, first_t, speed)));
         }
         tokio::time::sleep_until(start.into()).await;
         let target = target(&addr, false, "demo", "demo-token");
         publish_paced(target, parts, speed, start).await?;
         for (i, v) in viewers.into_iter().enumerate() {
             let (frames, bytes, worst) = v.await.map_err(|e| Failure(e.to_string()))??;
-            println!("viewer {}: {frames} frames, {bytes} bytes, worst latency {worst:.0} ms", i + 1);
+            println!(
+                "viewer {}: {frames} frames, {bytes} bytes, worst latency {worst:.0} ms",
+                i + 1
+            );
         }
         server.abort();
         println!(
@@ -370,4 +357,49 @@ pub fn demo(file: Option<&Path>, speed: f32) -> Result<Outcome, Failure> {
         );
         Ok(Outcome::Done)
     })
+}
+
+/// One of the demo's viewers: frames, bytes and the worst latency against when the publisher
+/// had each frame (viewer 1 also prints its progress every second).
+async fn demo_viewer(
+    addr: String,
+    n: usize,
+    start: Instant,
+    first_t: f32,
+    speed: f32,
+) -> Result<(u64, u64, f64), Failure> {
+    let sub = Subscription {
+        session: "demo".into(),
+        mode: ViewMode::Live,
+        wait_ms: 10_000,
+    };
+    let mut v = Viewing::default();
+    let (mut worst_ms, mut last) = (0f64, Instant::now());
+    let on = |e: ClientEvent| {
+        let (ClientEvent::Header(b) | ClientEvent::Chunk(b)) = e else {
+            return ControlFlow::Continue(());
+        };
+        v.take(&b, |v, time| {
+            let due = ((time - first_t) / speed.max(1e-3)).max(0.0);
+            let secs = Instant::now().saturating_duration_since(start).as_secs_f64();
+            let late = secs - f64::from(due);
+            worst_ms = worst_ms.max(late * 1000.0);
+            if n == 0 && last.elapsed() > Duration::from_secs(1) {
+                let secs = secs.max(1e-3);
+                println!(
+                    "viewer 1: song time {time:6.2} s, {} frames ({:.0} fps), {:.1} kB/s on the wire, latency {:.0} ms",
+                    v.frames,
+                    v.frames as f64 / secs,
+                    v.bytes as f64 / secs / 1000.0,
+                    late * 1000.0
+                );
+                last = Instant::now();
+            }
+        });
+        ControlFlow::Continue(())
+    };
+    viewer::watch(&addr, false, sub, ClientConfig::default(), on)
+        .await
+        .map_err(|e| Failure(format!("viewer {}: {e}", n + 1)))?;
+    Ok((v.frames, v.bytes, worst_ms))
 }

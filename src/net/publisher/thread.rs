@@ -102,77 +102,113 @@ fn run(
     back: mpsc::Sender<Event>,
     mut progress: impl FnMut(Progress),
 ) -> Result<(), PublishError> {
-    let start = Instant::now();
-    let now = || u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let mut p = Pending::new(&target, header, now());
-    let mut conn: Option<Conn> = None;
-    let mut next_id = 0u64;
-    let mut out = BytesMut::new();
+    let mut shell = Shell {
+        p: Pending::new(&target, header, 0),
+        target,
+        conn: None,
+        next_id: 0,
+        out: BytesMut::new(),
+        start: Instant::now(),
+        back,
+    };
     loop {
-        while let Some(event) = p.client.poll_event() {
+        shell.carry_out(&mut progress)?;
+        if shell.p.client.is_closed() {
+            return Ok(());
+        }
+        if let Some(c) = &mut shell.conn {
+            if let Err(e) = transmit(&mut shell.p, c, &mut shell.out)? {
+                let now = ms(shell.start);
+                shell.p.client.connection_lost(now, e);
+            }
+        }
+        if shell.p.client.has_events() {
+            continue;
+        }
+        let wait = shell
+            .p
+            .client
+            .poll_timeout()
+            .map_or(Duration::from_secs(3600), |t| {
+                Duration::from_millis(t.saturating_sub(shell.now()))
+            });
+        let event = rx.recv_timeout(wait);
+        let (now, current) = (shell.now(), shell.conn.as_ref().map(|c| c.id));
+        let client = &mut shell.p.client;
+        match event {
+            Ok(Event::Input(Input::Chunk(c))) => {
+                if shell.p.take(c)? && shell.p.client.spilled() == 1 {
+                    progress(Progress::Spilling);
+                }
+            }
+            Ok(Event::Input(Input::Finished)) => client.finish(now),
+            Ok(Event::Closed) if !client.is_finishing() => client.abandon(),
+            Ok(Event::Closed) => {}
+            Ok(Event::Received(id, m)) if Some(id) == current => client.handle_message(m, now),
+            Ok(Event::Lost(id, e)) if Some(id) == current => client.connection_lost(now, e),
+            Ok(Event::Received(..) | Event::Lost(..)) => {}
+            Err(RecvTimeoutError::Timeout) => client.handle_timeout(now),
+            // Not while this thread holds `back`.
+            Err(RecvTimeoutError::Disconnected) => client.abandon(),
+        }
+    }
+}
+
+/// Milliseconds since `start`: the client's clock.
+fn ms(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The publisher thread's state: the client with its spill file, the open connection, and
+/// the sender its reader threads report on.
+struct Shell {
+    p: Pending,
+    target: Target,
+    conn: Option<Conn>,
+    next_id: u64,
+    out: BytesMut,
+    start: Instant,
+    back: mpsc::Sender<Event>,
+}
+
+impl Shell {
+    fn now(&self) -> u64 {
+        ms(self.start)
+    }
+
+    /// Carries out the client's events.
+    fn carry_out(&mut self, progress: &mut impl FnMut(Progress)) -> Result<(), PublishError> {
+        while let Some(event) = self.p.client.poll_event() {
             match event {
                 ClientEvent::Connect => {
-                    next_id += 1;
-                    let timeout = p.client.config().handshake_timeout_ms;
-                    match open(&target.addr, timeout, next_id, &back) {
+                    self.next_id += 1;
+                    let timeout = self.p.client.config().handshake_timeout_ms;
+                    match open(&self.target.addr, timeout, self.next_id, &self.back) {
                         Ok(c) => {
-                            conn = Some(c);
-                            p.client.connected(now());
+                            self.conn = Some(c);
+                            self.p.client.connected(self.now());
                         }
-                        Err(e) => p.client.connection_lost(now(), e),
+                        Err(e) => self.p.client.connection_lost(self.now(), e),
                     }
                 }
                 ClientEvent::Disconnect => {
-                    if let Some(mut c) = conn.take() {
+                    if let Some(mut c) = self.conn.take() {
                         // What the client queued last (its End) goes out first.
-                        let _ = transmit(&mut p, &mut c, &mut out);
+                        let _ = transmit(&mut self.p, &mut c, &mut self.out);
                         let _ = c.socket.shutdown(Shutdown::Both);
                     }
                 }
                 ClientEvent::Established { next_seq } => progress(Progress::Connected(next_seq)),
                 ClientEvent::Lost(e) => progress(Progress::Lost(e.to_string())),
                 ClientEvent::Acked(n) => {
-                    p.acked();
+                    self.p.acked();
                     progress(Progress::Acked(n));
                 }
                 ClientEvent::Failed(e) => return Err(e.into()),
                 _ => {}
             }
         }
-        if p.client.is_closed() {
-            return Ok(());
-        }
-        if let Some(c) = &mut conn {
-            if let Err(e) = transmit(&mut p, c, &mut out)? {
-                p.client.connection_lost(now(), e);
-            }
-        }
-        if p.client.has_events() {
-            continue;
-        }
-        let wait = p
-            .client
-            .poll_timeout()
-            .map_or(Duration::from_secs(3600), |t| {
-                Duration::from_millis(t.saturating_sub(now()))
-            });
-        let current = conn.as_ref().map(|c| c.id);
-        match rx.recv_timeout(wait) {
-            Ok(Event::Input(Input::Chunk(c))) => {
-                if p.take(c)? && p.client.spilled() == 1 {
-                    progress(Progress::Spilling);
-                }
-            }
-            Ok(Event::Input(Input::Finished)) => p.client.finish(now()),
-            Ok(Event::Closed) if !p.client.is_finishing() => p.client.abandon(),
-            Ok(Event::Closed) => {}
-            Ok(Event::Received(id, m)) if Some(id) == current => p.client.handle_message(m, now()),
-            Ok(Event::Lost(id, e)) if Some(id) == current => p.client.connection_lost(now(), e),
-            Ok(Event::Received(..) | Event::Lost(..)) => {}
-            Err(RecvTimeoutError::Timeout) => p.client.handle_timeout(now()),
-            // Not while this thread holds `back`.
-            Err(RecvTimeoutError::Disconnected) => p.client.abandon(),
-        }
+        Ok(())
     }
 }
 

@@ -1,6 +1,8 @@
 //! The publisher over TCP or WebSocket with tokio: one task that carries out what the
 //! [`Client`](crate::net::client::Client) asks, for the command-line tool.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
@@ -23,108 +25,145 @@ pub async fn publish(
     mut progress: impl FnMut(Progress),
 ) -> Result<(), PublishError> {
     let start = Instant::now();
-    let now = move || u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let mut p = Pending::new(&target, header, now());
-    let mut conn: Option<(MessageSink, MessageStream)> = None;
+    let mut shell = Shell {
+        p: Pending::new(&target, header, 0),
+        target,
+        conn: None,
+        start,
+    };
     let mut input_open = true;
     loop {
-        while let Some(event) = p.client.poll_event() {
-            match event {
-                ClientEvent::Connect => match connect(
-                    &target.addr,
-                    target.websocket,
-                    p.client.config().handshake_timeout_ms,
-                )
-                .await
-                {
-                    Ok(c) => {
-                        conn = Some(c);
-                        p.client.connected(now());
-                    }
-                    Err(e) => p.client.connection_lost(now(), e),
-                },
-                ClientEvent::Disconnect => {
-                    if let Some((mut tx, _)) = conn.take() {
-                        // What the client queued last (its End) goes out first.
-                        while let Some(m) = p.next_message()? {
-                            let _ = tx.feed(m).await;
-                        }
-                        let _ = tx.close().await;
-                    }
-                }
-                ClientEvent::Established { next_seq } => progress(Progress::Connected(next_seq)),
-                ClientEvent::Lost(e) => progress(Progress::Lost(e.to_string())),
-                ClientEvent::Acked(n) => {
-                    p.acked();
-                    progress(Progress::Acked(n));
-                }
-                ClientEvent::Failed(e) => return Err(e.into()),
-                ClientEvent::End(_) => {
-                    if let Some((mut tx, _)) = conn.take() {
-                        let _ = tx.close().await;
-                    }
-                    return Ok(());
-                }
-                _ => {}
-            }
+        if let Some(done) = shell.carry_out(&mut progress).await? {
+            return Ok(done);
         }
-        if p.client.is_closed() {
-            return Ok(());
+        shell.transmit().await?;
+        if shell.p.client.has_events() {
+            continue;
         }
-        if let Some((tx, _)) = &mut conn {
-            let mut fed = false;
-            while let Some(m) = p.next_message()? {
-                fed = true;
-                if let Err(e) = tx.feed(m).await {
-                    p.client.connection_lost(now(), e.to_string());
-                    break;
-                }
-            }
-            if fed {
-                if let Err(e) = tx.flush().await {
-                    p.client.connection_lost(now(), e.to_string());
-                }
-            }
-            if p.client.has_events() {
-                continue;
-            }
-        }
-        let deadline = p
+        let deadline = shell
+            .p
             .client
             .poll_timeout()
-            .map(|t| start + std::time::Duration::from_millis(t));
-        let sleep = tokio::time::sleep_until(deadline.unwrap_or_else(|| Instant::now() + FOREVER));
-        tokio::pin!(sleep);
+            .map_or(start + FOREVER, |t| start + Duration::from_millis(t));
         let received = async {
-            match &mut conn {
+            match &mut shell.conn {
                 Some((_, rx)) => rx.next().await,
                 None => std::future::pending().await,
             }
         };
         tokio::select! {
-            () = &mut sleep => p.client.handle_timeout(now()),
+            () = tokio::time::sleep_until(deadline) => shell.p.client.handle_timeout(ms(start)),
             m = input.recv(), if input_open => match m {
                 Some(Input::Chunk(c)) => {
-                    if p.take(c)? && p.client.spilled() == 1 {
+                    if shell.p.take(c)? && shell.p.client.spilled() == 1 {
                         progress(Progress::Spilling);
                     }
                 }
-                Some(Input::Finished) => p.client.finish(now()),
+                Some(Input::Finished) => shell.p.client.finish(ms(start)),
                 None => {
                     input_open = false;
                     // Stopped without finishing: leave the session to the relay.
-                    if !p.client.is_finishing() {
-                        p.client.abandon();
+                    if !shell.p.client.is_finishing() {
+                        shell.p.client.abandon();
                     }
                 }
             },
             m = received => match m {
-                Some(Ok(m)) => p.client.handle_message(m, now()),
-                Some(Err(e)) => p.client.connection_lost(now(), e.to_string()),
-                None => p.client.connection_lost(now(), "the relay closed the connection"),
+                Some(Ok(m)) => shell.p.client.handle_message(m, ms(start)),
+                Some(Err(e)) => shell.p.client.connection_lost(ms(start), e.to_string()),
+                None => shell.p.client.connection_lost(ms(start), "the relay closed the connection"),
             },
         }
     }
 }
 
-const FOREVER: std::time::Duration = std::time::Duration::from_secs(365 * 86400);
+const FOREVER: Duration = Duration::from_secs(365 * 86400);
+
+/// Milliseconds since `start`: the client's clock.
+fn ms(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The client with its spill file, and the transport it asked for.
+struct Shell {
+    p: Pending,
+    target: Target,
+    conn: Option<(MessageSink, MessageStream)>,
+    start: Instant,
+}
+
+impl Shell {
+    fn now(&self) -> u64 {
+        ms(self.start)
+    }
+
+    /// Carries out the client's events; `Some(())` once it is done.
+    async fn carry_out(
+        &mut self,
+        progress: &mut impl FnMut(Progress),
+    ) -> Result<Option<()>, PublishError> {
+        while let Some(event) = self.p.client.poll_event() {
+            match event {
+                ClientEvent::Connect => {
+                    let timeout = self.p.client.config().handshake_timeout_ms;
+                    match connect(&self.target.addr, self.target.websocket, timeout).await {
+                        Ok(c) => {
+                            self.conn = Some(c);
+                            self.p.client.connected(self.now());
+                        }
+                        Err(e) => self.p.client.connection_lost(self.now(), e),
+                    }
+                }
+                ClientEvent::Disconnect => self.close().await?,
+                ClientEvent::Established { next_seq } => progress(Progress::Connected(next_seq)),
+                ClientEvent::Lost(e) => progress(Progress::Lost(e.to_string())),
+                ClientEvent::Acked(n) => {
+                    self.p.acked();
+                    progress(Progress::Acked(n));
+                }
+                ClientEvent::Failed(e) => return Err(e.into()),
+                ClientEvent::End(_) => {
+                    self.close().await?;
+                    return Ok(Some(()));
+                }
+                _ => {}
+            }
+        }
+        Ok(self.p.client.is_closed().then_some(()))
+    }
+
+    /// Sends what the client queued last (its End) and closes the transport.
+    async fn close(&mut self) -> Result<(), PublishError> {
+        if let Some((mut tx, _)) = self.conn.take() {
+            while let Some(m) = self.p.next_message()? {
+                let _ = tx.feed(m).await;
+            }
+            let _ = tx.close().await;
+        }
+        Ok(())
+    }
+
+    /// Sends everything the client has to send.
+    async fn transmit(&mut self) -> Result<(), PublishError> {
+        let Some((tx, _)) = &mut self.conn else {
+            return Ok(());
+        };
+        let mut fed = false;
+        let mut failed = None;
+        while let Some(m) = self.p.next_message()? {
+            fed = true;
+            if let Err(e) = tx.feed(m).await {
+                failed = Some(e.to_string());
+                break;
+            }
+        }
+        if fed && failed.is_none() {
+            failed = tx.flush().await.err().map(|e| e.to_string());
+        }
+        if let Some(e) = failed {
+            let now = self.now();
+            self.p.client.connection_lost(now, e);
+        }
+        Ok(())
+    }
+}
