@@ -88,9 +88,9 @@ impl Drop for Publisher {
     }
 }
 
-/// One open connection: the socket the publisher writes, and its number (events from an
-/// older connection's reader are stale).
-struct Conn {
+/// One open connection to the relay: the socket the publisher writes, and its number
+/// (events from an older connection's reader are stale).
+struct Link {
     socket: TcpStream,
     id: u64,
 }
@@ -164,7 +164,7 @@ fn ms(start: Instant) -> u64 {
 struct Shell {
     p: Pending,
     target: Target,
-    conn: Option<Conn>,
+    conn: Option<Link>,
     next_id: u64,
     out: BytesMut,
     start: Instant,
@@ -216,7 +216,7 @@ impl Shell {
 /// inner one the socket's.
 fn transmit(
     p: &mut Pending,
-    c: &mut Conn,
+    c: &mut Link,
     out: &mut BytesMut,
 ) -> Result<Result<(), String>, PublishError> {
     out.clear();
@@ -239,7 +239,7 @@ fn transmit(
 }
 
 /// Connects within `timeout_ms` and starts the connection's reader thread.
-fn open(addr: &str, timeout_ms: u64, id: u64, back: &mpsc::Sender<Event>) -> Result<Conn, String> {
+fn open(addr: &str, timeout_ms: u64, id: u64, back: &mpsc::Sender<Event>) -> Result<Link, String> {
     let timeout = Duration::from_millis(timeout_ms.max(1));
     let addrs = addr.to_socket_addrs().map_err(|e| format!("{addr}: {e}"))?;
     let mut last = format!("{addr}: no address");
@@ -256,7 +256,7 @@ fn open(addr: &str, timeout_ms: u64, id: u64, back: &mpsc::Sender<Event>) -> Res
                     .name("bsor-live-reader".into())
                     .spawn(move || read_messages(reader, id, back))
                     .map_err(|e| format!("starting the reader thread: {e}"))?;
-                return Ok(Conn { socket, id });
+                return Ok(Link { socket, id });
             }
             Err(e) => last = format!("{addr}: {e}"),
         }
