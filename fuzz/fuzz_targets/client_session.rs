@@ -31,7 +31,9 @@ fn chunk(seq: u32) -> Bytes {
     Bytes::from(out)
 }
 
-fn relay_message(u: &mut Unstructured) -> Result<Message> {
+/// A message from the relay; `pushed` bounds `Resume` (a relay expects at most the chunk
+/// after the last one the publisher made).
+fn relay_message(u: &mut Unstructured, pushed: u32) -> Result<Message> {
     Ok(match u.int_in_range(0..=11)? {
         0 => Message::Hello {
             min_version: 1,
@@ -39,7 +41,7 @@ fn relay_message(u: &mut Unstructured) -> Result<Message> {
             role: if u.arbitrary()? { Role::Relay } else { Role::Viewer },
             agent: "relay".into(),
         },
-        1 => Message::Resume(u.int_in_range(0..=40)?),
+        1 => Message::Resume(u.int_in_range(0..=pushed)?),
         2 => Message::Ack(u.int_in_range(0..=40)?),
         3 => Message::Ping(u.arbitrary()?),
         4 => Message::Pong(u.arbitrary()?),
@@ -125,9 +127,14 @@ fn run(u: &mut Unstructured) -> Result<()> {
                 wire.open = false;
             }
             2 | 3 => {
-                let m = relay_message(u)?;
+                let m = relay_message(u, pushed)?;
                 if let Message::Hello { role: Role::Relay, .. } = m {
-                    wire.relay_hello = wire.hello_sent;
+                    // A relay answers a Hello it has received: not before the client's
+                    // went out.
+                    if !wire.hello_sent {
+                        continue;
+                    }
+                    wire.relay_hello = true;
                 }
                 if let Message::Resume(n) = m {
                     wire.resume.get_or_insert(n);

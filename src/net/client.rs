@@ -633,6 +633,9 @@ impl Client {
     /// The stream is complete: `End` goes out once every chunk is acknowledged, or the
     /// client fails after the finish timeout.
     pub fn finish(&mut self, now: u64) {
+        if self.state == State::Closed {
+            return;
+        }
         if let Side::Publisher { finishing, .. } = &mut self.side {
             *finishing = true;
             self.finish_deadline
@@ -659,7 +662,7 @@ impl Client {
         };
         match (state, self.finish_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+            (a, _) => a,
         }
     }
 
@@ -1034,6 +1037,23 @@ mod tests {
                 ClientEvent::Disconnect,
             ]
         );
+    }
+
+    #[test]
+    fn a_closed_client_has_no_deadline_even_when_told_to_finish() {
+        let mut c = publisher(ClientConfig::default());
+        c.connected(0);
+        c.handle_message(
+            Message::Error {
+                code: ErrorCode::Unauthorized,
+                message: "no".into(),
+            },
+            1,
+        );
+        assert!(c.is_closed());
+        c.finish(2);
+        assert_eq!(c.poll_timeout(), None);
+        assert!(!c.is_finishing() || c.is_closed());
     }
 
     #[test]
