@@ -96,15 +96,15 @@ typedef struct BsrsConfig {
   float keyframe_seconds;
   // A chunk every this many seconds of song time (0.1 by default; 0: only at keyframes).
   float flush_seconds;
-  // Ring capacity in records (8192 by default).
+  // Ring capacity in records, 1 to 1,048,576 (8192 by default).
   uint32_t queue_capacity;
   // BSRS_ON_FULL_*.
   uint32_t on_full;
   // Non-zero: fdatasync the stream file after each chunk.
   uint8_t sync_each_chunk;
   // When no frame comes for this many seconds of wall time (a pause), the open chunk
-  // goes out anyway (0.1 by default). 0 turns this off: chunk boundaries then depend on
-  // song time alone, and the same pushes give the same bytes.
+  // goes out anyway (0.1 by default; at most 86,400). 0 turns this off: chunk boundaries
+  // then depend on song time alone, and the same pushes give the same bytes.
   float idle_flush_seconds;
   // The `.bsors` file, written chunk by chunk.
   const char *stream_path;

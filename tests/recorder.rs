@@ -548,3 +548,28 @@ mod crash {
         );
     }
 }
+
+#[test]
+fn a_ring_outside_its_range_is_refused_before_anything_is_allocated() {
+    use bsor_stream::recorder::{StartError, MAX_QUEUE_CAPACITY};
+    let info = start_info(&song(3, 1.0));
+    for capacity in [0, MAX_QUEUE_CAPACITY + 1, usize::MAX] {
+        let config = Config {
+            queue_capacity: capacity,
+            ..Config::default()
+        };
+        match Recorder::start(info.clone(), config) {
+            Err(StartError::Capacity(c)) => assert_eq!(c, capacity),
+            other => panic!("{capacity}: {:?}", other.map(|_| ())),
+        }
+    }
+    // The largest allowed ring starts (and the smallest).
+    for capacity in [1, MAX_QUEUE_CAPACITY] {
+        let config = Config {
+            queue_capacity: capacity,
+            ..Config::default()
+        };
+        let mut rec = Recorder::start(info.clone(), config).expect("in range");
+        assert!(rec.finish(info.clone()));
+    }
+}

@@ -265,12 +265,17 @@ fn on_full(o: u32) -> Result<OnFull, String> {
 fn idle_flush(seconds: f32) -> Result<Option<Duration>, String> {
     match seconds {
         0.0 => Ok(None),
-        s if s.is_finite() && s > 0.0 => Ok(Some(Duration::from_secs_f32(s))),
+        s if s > 0.0 && s <= MAX_IDLE_FLUSH_SECONDS => Ok(Duration::try_from_secs_f32(s).ok()),
         s => Err(format!(
-            "idle_flush_seconds {s} is not a positive number or 0"
+            "idle_flush_seconds {s} is not 0 or a number of seconds above 0 and at most \
+             {MAX_IDLE_FLUSH_SECONDS}"
         )),
     }
 }
+
+/// The longest idle flush a configuration may ask for (a day); beyond it a `Duration`
+/// conversion could fail, and no game needs it.
+const MAX_IDLE_FLUSH_SECONDS: f32 = 86_400.0;
 
 /// The live publisher's settings, if both its address and session are given.
 ///

@@ -432,11 +432,22 @@ mod tests {
             c.profile = 9;
             assert_eq!(bsrs_recorder_start(&info, &c, &mut rec), BSRS_ERR_INVALID);
             assert!(last_error().contains("profile 9"));
-            let mut c = config();
-            c.queue_capacity = 0;
-            assert_eq!(bsrs_recorder_start(&info, &c, &mut rec), BSRS_ERR_START);
-            assert!(last_error().contains("queue_capacity"));
-            assert!(rec.is_null());
+            // Out of range at both ends: an error, never an allocation that aborts the game.
+            for capacity in [0, (1 << 20) + 1, 100_000_000, u32::MAX] {
+                let mut c = config();
+                c.queue_capacity = capacity;
+                assert_eq!(bsrs_recorder_start(&info, &c, &mut rec), BSRS_ERR_START);
+                assert!(last_error().contains("queue_capacity"), "{capacity}");
+                assert!(rec.is_null());
+            }
+            // An idle flush too long for a Duration, or not a number: an error, not a panic.
+            for seconds in [1e30, f32::INFINITY, f32::NAN, -1.0, 86_401.0] {
+                let mut c = config();
+                c.idle_flush_seconds = seconds;
+                assert_eq!(bsrs_recorder_start(&info, &c, &mut rec), BSRS_ERR_INVALID);
+                assert!(last_error().contains("idle_flush_seconds"), "{seconds}");
+                assert!(rec.is_null());
+            }
             let f = BsrsFrame::default();
             assert_eq!(bsrs_push_frame(std::ptr::null_mut(), &f), BSRS_ERR_NULL);
             bsrs_recorder_free(std::ptr::null_mut());

@@ -272,15 +272,15 @@ pub struct BsrsConfig {
     pub keyframe_seconds: f32,
     /// A chunk every this many seconds of song time (0.1 by default; 0: only at keyframes).
     pub flush_seconds: f32,
-    /// Ring capacity in records (8192 by default).
+    /// Ring capacity in records, 1 to 1,048,576 (8192 by default).
     pub queue_capacity: u32,
     /// BSRS_ON_FULL_*.
     pub on_full: u32,
     /// Non-zero: fdatasync the stream file after each chunk.
     pub sync_each_chunk: u8,
     /// When no frame comes for this many seconds of wall time (a pause), the open chunk
-    /// goes out anyway (0.1 by default). 0 turns this off: chunk boundaries then depend on
-    /// song time alone, and the same pushes give the same bytes.
+    /// goes out anyway (0.1 by default; at most 86,400). 0 turns this off: chunk boundaries
+    /// then depend on song time alone, and the same pushes give the same bytes.
     pub idle_flush_seconds: f32,
     /// The `.bsors` file, written chunk by chunk.
     pub stream_path: *const c_char,

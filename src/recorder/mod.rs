@@ -87,8 +87,8 @@ pub struct Config {
     /// Stream settings: profile, keyframe and flush intervals.
     pub settings: Settings,
     /// Capacity of the ring between the game thread and the background, in records (one
-    /// frame or one event each). The default, 8192, holds over a minute at 120 frames per
-    /// second.
+    /// frame or one event each), from 1 to [`MAX_QUEUE_CAPACITY`]. The default, 8192, holds
+    /// over a minute at 120 frames per second.
     pub queue_capacity: usize,
     /// What a push does when the ring is full.
     pub on_full: OnFull,
@@ -150,12 +150,19 @@ impl std::fmt::Debug for Config {
     }
 }
 
+/// The largest ring [`Config::queue_capacity`] allows, in records: over two hours at 120
+/// frames per second. The ring is allocated (and touched) whole at start, so a larger one
+/// would only risk the game's memory: a reservation that succeeds can still get the process
+/// killed later on a headset.
+pub const MAX_QUEUE_CAPACITY: usize = 1 << 20;
+
 /// A configuration the recorder cannot start with.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StartError {
-    /// The ring must hold at least one record.
-    #[error("queue_capacity must be at least 1")]
-    ZeroCapacity,
+    /// The ring must hold 1 to [`MAX_QUEUE_CAPACITY`] records.
+    #[error("queue_capacity {0} is not between 1 and {MAX_QUEUE_CAPACITY}")]
+    Capacity(usize),
     /// Keyframe or flush intervals that are negative or not finite.
     #[error("keyframe and flush intervals must be finite and not negative")]
     BadSettings,
@@ -363,8 +370,8 @@ impl Recorder {
     /// starts the background thread. A sink that cannot start (a file that cannot be
     /// created, say) is reported as failed in [`status`](Self::status), not here.
     pub fn start(info: Info, config: Config) -> Result<Recorder, StartError> {
-        if config.queue_capacity == 0 {
-            return Err(StartError::ZeroCapacity);
+        if !(1..=MAX_QUEUE_CAPACITY).contains(&config.queue_capacity) {
+            return Err(StartError::Capacity(config.queue_capacity));
         }
         let s = config.settings;
         let ok = |v: f32| v.is_finite() && v >= 0.0;
