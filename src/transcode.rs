@@ -499,9 +499,11 @@ impl<W: Write + Seek> BsorSink<W> {
         Ok(())
     }
 
-    /// Writes the events and the optional tail, patches the frame count (and the info block,
-    /// from the trailer), and returns the sink.
-    pub fn finish(mut self) -> io::Result<W> {
+    /// Writes the events and the optional tail, patches the frame count and the info block
+    /// (from the trailer), and returns the sink. A final info block whose length differs from
+    /// the header's cannot be patched in place: the sink then holds the BSOR with the
+    /// header's info, and [`SinkEnd::Relocate`] says what replaces its head.
+    pub fn finish(mut self) -> io::Result<SinkEnd<W>> {
         let tail = Replay {
             notes: std::mem::take(&mut self.notes),
             walls: std::mem::take(&mut self.walls),
@@ -522,22 +524,51 @@ impl<W: Write + Seek> BsorSink<W> {
         let end = self.w.stream_position()?;
         self.w.seek(SeekFrom::Start(self.count_at))?;
         self.w.write_all(&(self.frames as i32).to_le_bytes())?;
+        let mut relocate = None;
         if let Some(t) = &self.trailer {
             let mut info = Vec::new();
             bsor::encode_info(&t.info, &mut info);
-            if info.len() != self.info_len {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "the final info block differs in length from the header's; decode to a buffer instead",
-                ));
+            if info.len() == self.info_len {
+                self.w.seek(SeekFrom::Start(self.info_at))?;
+                self.w.write_all(&info)?;
+            } else {
+                let mut head = Vec::new();
+                bsor::write_head(&t.info, self.frames as usize, &mut head)
+                    .map_err(io::Error::from)?;
+                relocate = Some((head, self.count_at + 4));
             }
-            self.w.seek(SeekFrom::Start(self.info_at))?;
-            self.w.write_all(&info)?;
         }
         self.w.seek(SeekFrom::Start(end))?;
         self.w.flush()?;
-        Ok(self.w)
+        Ok(match relocate {
+            None => SinkEnd::Complete(self.w),
+            Some((head, skip)) => SinkEnd::Relocate {
+                w: self.w,
+                head,
+                skip,
+            },
+        })
     }
+}
+
+/// How a [`BsorSink`] ended.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SinkEnd<W> {
+    /// The sink holds the whole BSOR.
+    Complete(W),
+    /// The final info block differs in length from the header's (a modifier added during
+    /// the song, say), so it could not be patched in place. The BSOR is `head` followed by
+    /// the sink's bytes from offset `skip` on (everything after the old head).
+    Relocate {
+        /// The sink, holding the BSOR with the header's info block.
+        w: W,
+        /// The BSOR's head: magic, version, the final info block and the frames section's
+        /// header.
+        head: Vec<u8>,
+        /// Where the sink's bytes after its own head start.
+        skip: u64,
+    },
 }
 
 /// Decodes the part of a finished stream between song times `from` and `to` (inclusive):

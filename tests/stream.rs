@@ -6,6 +6,7 @@ use bsor_stream::bsor::{self, Replay};
 use bsor_stream::stream::{accuracy, Profile, Settings};
 use bsor_stream::synth;
 use bsor_stream::transcode;
+use bsor_stream::transcode::SinkEnd;
 
 fn events_equal(a: &Replay, b: &Replay) -> bool {
     let bytes = |r: &Replay| {
@@ -500,8 +501,58 @@ fn stream_to_bsor_through_a_seekable_sink() {
     while let Some(ev) = d.next_item().unwrap() {
         sink.as_mut().unwrap().apply(ev).unwrap();
     }
-    let out = sink.unwrap().finish().unwrap().into_inner();
+    let out = match sink.unwrap().finish().unwrap() {
+        SinkEnd::Complete(w) => w.into_inner(),
+        other => panic!("the info did not change: {other:?}"),
+    };
     assert!(out == bsor::to_vec(&r).unwrap());
+}
+
+#[test]
+fn a_final_info_of_another_length_relocates_the_head_and_loses_nothing() {
+    use bsor_stream::stream::{StreamDecoder, StreamEncoder, StreamItem};
+    use bsor_stream::transcode::BsorSink;
+    let mut r = synth::replay(synth::Settings {
+        seed: 4,
+        seconds: 2.0,
+        fps: 60,
+    });
+    let mut start = r.info.clone();
+    start.modifiers = "FS".into();
+    r.info.modifiers = "FS,NF".into();
+    let mut enc = StreamEncoder::new(start, Settings::live(Profile::Lossless));
+    for f in &r.frames {
+        enc.push_frame(f);
+    }
+    for n in &r.notes {
+        enc.push_note(n.clone());
+    }
+    enc.finish(
+        r.info.clone(),
+        r.controller_offsets,
+        r.user_data.clone(),
+        Vec::new(),
+    );
+    let stream = enc.take_output();
+    let mut d = StreamDecoder::new();
+    d.push(&stream);
+    d.finish();
+    let mut sink = None;
+    while let Some(item) = d.next_item().unwrap() {
+        if let StreamItem::Header(h) = &item {
+            sink = Some(BsorSink::new(std::io::Cursor::new(Vec::new()), h).unwrap());
+        }
+        sink.as_mut().unwrap().apply(item).unwrap();
+    }
+    let SinkEnd::Relocate { w, head, skip } = sink.unwrap().finish().unwrap() else {
+        panic!("the info grew by 3 bytes: the head must move");
+    };
+    let mut out = head;
+    out.extend_from_slice(&w.into_inner()[skip as usize..]);
+    let back = bsor::parse(&out).unwrap();
+    assert_eq!(back.info.modifiers.as_str(), Some("FS,NF"));
+    assert_eq!(back.frames.len(), r.frames.len());
+    assert_eq!(back.notes.len(), r.notes.len());
 }
 
 #[test]

@@ -671,3 +671,62 @@ fn serve_over_websocket_with_an_archive_that_ctrl_c_finishes() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "recovered in part");
 }
+
+#[test]
+fn decode_to_a_file_takes_a_final_info_of_any_length_and_leaves_nothing_on_failure() {
+    use bsor_stream::stream::{Profile, Settings, StreamEncoder};
+    let mut r = bsor_stream::synth::replay(bsor_stream::synth::Settings {
+        seed: 5,
+        seconds: 2.0,
+        fps: 60,
+    });
+    let mut start = r.info.clone();
+    start.modifiers = "FS".into();
+    r.info.modifiers = "FS,NF".into();
+    let mut enc = StreamEncoder::new(start, Settings::live(Profile::Lossless));
+    for f in &r.frames {
+        enc.push_frame(f);
+    }
+    for n in &r.notes {
+        enc.push_note(n.clone());
+    }
+    enc.finish(r.info.clone(), None, None, Vec::new());
+    let stream = tmp("modifiers.bsors");
+    std::fs::write(&stream, enc.take_output()).unwrap();
+    let out = tmp("modifiers.bsor");
+    let run = bin()
+        .arg("decode")
+        .arg(&stream)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let back = bsor_stream::bsor::parse(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(back.info.modifiers.as_str(), Some("FS,NF"));
+    assert_eq!(back.frames.len(), r.frames.len());
+    // A stream that is not one: an error, and neither the output nor a temporary is left.
+    let junk = tmp("junk.bsors");
+    std::fs::write(&junk, b"not a stream at all").unwrap();
+    let failed = tmp("junk.bsor");
+    let run = bin()
+        .arg("decode")
+        .arg(&junk)
+        .arg("-o")
+        .arg(&failed)
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    assert!(!failed.exists());
+    let dir = failed.parent().unwrap();
+    let leftovers: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".partial-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

@@ -1,13 +1,13 @@
 //! `encode`, `decode` and `events`.
 
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bsor_stream::bsor;
 use bsor_stream::stream::{Settings, StreamDecoder, StreamItem};
-use bsor_stream::transcode::{self, BsorSink, BsorToStream, Recovery, ReplayCollector};
+use bsor_stream::transcode::{self, BsorSink, BsorToStream, Recovery, ReplayCollector, SinkEnd};
 
 use super::{is_std, json_err, open_input, open_output, read_all, stdout_err, Failure, Outcome};
 
@@ -118,7 +118,7 @@ pub fn decode(
         write_bsor(output, &replay)?;
         return Ok(report(&rec));
     }
-    let file = File::create(output).map_err(|e| (output, e))?;
+    let (tmp, file) = Staged::create(output)?;
     let mut sink: Option<BsorSink<File>> = None;
     let mut pending = Some(file);
     let mut c = ReplayCollector::counting();
@@ -135,10 +135,77 @@ pub fn decode(
         Ok(())
     })?;
     if let Some(s) = sink {
-        s.finish().map_err(|e| (output, e))?;
+        match s.finish().map_err(|e| (output, e))? {
+            SinkEnd::Complete(_) => tmp.commit()?,
+            SinkEnd::Relocate { mut w, head, skip } => {
+                // The final info is longer or shorter than the header's: the file is
+                // written again with the new head before what followed the old one.
+                let (moved, mut out) = Staged::create(output)?;
+                w.seek(SeekFrom::Start(skip))
+                    .and_then(|_| out.write_all(&head))
+                    .and_then(|()| std::io::copy(&mut w, &mut out))
+                    .and_then(|_| out.flush())
+                    .map_err(|e| (output, e))?;
+                drop(w);
+                moved.commit()?;
+            }
+            _ => {
+                return Err(Failure(format!(
+                    "{}: unexpected sink end",
+                    output.display()
+                )))
+            }
+        }
     }
     let (_, rec) = c.finish(d.stats());
     Ok(report(&rec))
+}
+
+/// A file written under a temporary name beside its destination and renamed over it only
+/// once complete: a decode that fails leaves no file (and never a wrong one) behind.
+struct Staged {
+    tmp: std::path::PathBuf,
+    dest: std::path::PathBuf,
+    done: bool,
+}
+
+impl Staged {
+    fn create(dest: &Path) -> Result<(Staged, File), Failure> {
+        let name = dest
+            .file_name()
+            .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
+        // Distinct per call: a relocation stages a second file while the first is open.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = dest.with_file_name(format!(".{name}.partial-{}-{n}", std::process::id()));
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(|e| (dest, e))?;
+        let staged = Staged {
+            tmp,
+            dest: dest.to_path_buf(),
+            done: false,
+        };
+        Ok((staged, file))
+    }
+
+    fn commit(mut self) -> Result<(), Failure> {
+        std::fs::rename(&self.tmp, &self.dest).map_err(|e| (self.dest.as_path(), e))?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 fn feed(
@@ -203,6 +270,12 @@ fn decode_follow(input: &Path, output: &Path) -> Result<Outcome, Failure> {
 
 fn write_bsor(output: &Path, replay: &bsor::Replay) -> Result<(), Failure> {
     let bytes = bsor::to_vec(replay).map_err(|e| (output, e))?;
+    if !is_std(output) {
+        let (staged, mut f) = Staged::create(output)?;
+        f.write_all(&bytes).map_err(|e| (output, e))?;
+        drop(f);
+        return staged.commit();
+    }
     let mut w = open_output(output)?;
     w.write_all(&bytes).and_then(|()| w.flush()).map_err(|e| {
         if is_std(output) {
