@@ -525,7 +525,7 @@ fn a_final_info_of_another_length_relocates_the_head_and_loses_nothing() {
         enc.push_frame(f);
     }
     for n in &r.notes {
-        enc.push_note(n.clone());
+        enc.push_note(*n);
     }
     enc.finish(
         r.info.clone(),

@@ -688,7 +688,7 @@ fn decode_to_a_file_takes_a_final_info_of_any_length_and_leaves_nothing_on_failu
         enc.push_frame(f);
     }
     for n in &r.notes {
-        enc.push_note(n.clone());
+        enc.push_note(*n);
     }
     enc.finish(r.info.clone(), None, None, Vec::new());
     let stream = tmp("modifiers.bsors");
