@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 /// The real-replay corpus named by `BSOR_CORPUS` (default `../shared/corpus`), or `None`
-/// with a printed notice when it is absent.
+/// with a notice on the terminal when it is absent.
 pub fn corpus_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("BSOR_CORPUS")
         .map(PathBuf::from)
@@ -12,12 +12,28 @@ pub fn corpus_dir() -> Option<PathBuf> {
     if dir.join("expected.json").is_file() {
         Some(dir)
     } else {
-        eprintln!(
-            "NOTICE: corpus not found at {} (set BSOR_CORPUS); skipping corpus checks",
-            dir.display()
-        );
+        skip_notice(&dir);
         None
     }
+}
+
+/// Says once per test binary that the corpus checks are skipped. The test runner captures
+/// what `println!` and `eprintln!` print inside a test and shows it only for failing tests,
+/// so the notice is written to the process's stderr handle directly, which it does not
+/// capture: a plain `cargo test` shows it between the test lines.
+fn skip_notice(dir: &std::path::Path) {
+    use std::io::Write;
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let text = format!(
+            "\nNOTICE: corpus not found at {} (no expected.json there): the corpus checks \
+             of this test binary pass without checking anything. Set BSOR_CORPUS to the \
+             corpus folder to run them.\n",
+            dir.display()
+        );
+        // One write, so that the runner's own lines do not cut it in two.
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    });
 }
 
 /// Every `.bsor` file in the corpus, sorted, with its bytes.
