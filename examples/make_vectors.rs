@@ -12,7 +12,7 @@
 
 use std::path::PathBuf;
 
-use bsor_stream::bsor;
+use bsor_stream::bsor::{self, NoteOutcome, Quat, Replay};
 use bsor_stream::stream::{split_stream, Profile, Settings};
 use bsor_stream::{synth, transcode};
 
@@ -25,6 +25,188 @@ fn dir() -> PathBuf {
 fn write(name: &str, bytes: &[u8]) {
     std::fs::write(dir().join(name), bytes).expect("write vector");
     println!("{name}: {} bytes", bytes.len());
+}
+
+/// `bsor_v1` written, and encoded with every `(profile, name)` given: `name.bsor`,
+/// `name.PROFILE.bsors` and, for a lossy profile, `name.PROFILE.decoded.bsor`.
+fn write_replay(name: &str, replay: &Replay, profiles: &[Profile]) {
+    write(&format!("{name}.bsor"), &bsor::to_vec(replay).expect(name));
+    for &profile in profiles {
+        let p = format!("{profile:?}").to_lowercase();
+        let s = transcode::encode_replay(replay, Settings::live(profile));
+        write(&format!("{name}.{p}.bsors"), &s);
+        let (back, rec) = transcode::decode_replay(&s).expect("decodes");
+        assert!(rec.complete && rec.damage.is_empty(), "{name}.{p}");
+        let bytes = bsor::to_vec(&back).expect("writes");
+        if profile == Profile::Lossless {
+            assert!(
+                bytes == bsor::to_vec(replay).expect(name),
+                "{name}: lossless"
+            );
+        } else {
+            write(&format!("{name}.{p}.decoded.bsor"), &bytes);
+        }
+    }
+}
+
+/// Cut angles on both sides of the wrap, and NaN predictions of every computed event field
+/// (format.md 11.3): `cuts.bsor`.
+fn cuts() -> Replay {
+    let mut r = synth::replay(synth::Settings {
+        seed: 17,
+        seconds: 2.0,
+        fps: 30,
+    });
+    let template = *r
+        .notes
+        .iter()
+        .find(|n| n.outcome.cut().is_some())
+        .expect("a cut");
+    let cut = template.outcome.cut().copied().expect("a cut");
+    let note = |i: usize, event_time: f32, spawn_time: f32, dev: f32, angle: f32| {
+        let mut c = cut;
+        c.cut_dir_deviation = dev;
+        c.cut_angle = angle;
+        c.time_deviation = spawn_time - event_time;
+        bsor::NoteEvent {
+            note_id: template.note_id + i as i32,
+            event_time,
+            spawn_time,
+            outcome: NoteOutcome::Good(c),
+        }
+    };
+    let nan = f32::NAN;
+    r.notes = vec![
+        // Deviation below -90: the angle is predicted as deviation + 270.
+        note(0, 0.2, -0.8, -100.0, 170.0),
+        note(1, 0.3, -0.7, -179.5, 90.5),
+        // -90 exactly: deviation - 90 = -180 is not below -180, no wrap.
+        note(2, 0.4, -0.6, -90.0, -180.0),
+        note(3, 0.5, -0.5, -90.25, 179.75),
+        // Above -90: deviation - 90.
+        note(4, 0.6, -0.4, 30.0, -60.0),
+        // NaN deviation: the angle's prediction is the previous angle.
+        note(5, 0.7, -0.3, nan, -60.0),
+        // Infinite deviation: -inf - 90 is below -180, -inf + 270 = -inf (not NaN).
+        note(6, 0.8, -0.2, f32::NEG_INFINITY, 12.0),
+        // Infinite times: the time deviation spawn - event = inf - inf is NaN (its
+        // prediction is the previous time deviation), and so is the next note's spawn
+        // prediction (its event time less the gap inf - inf).
+        note(7, f32::INFINITY, f32::INFINITY, 5.0, -85.0),
+        note(8, 1.0, 0.0, 6.0, -84.0),
+    ];
+    // A wall whose time is NaN: the next wall's spawn prediction is NaN.
+    r.walls = vec![
+        bsor::Wall {
+            wall_id: 1,
+            energy: 0.9,
+            time: nan,
+            spawn_time: 0.1,
+        },
+        bsor::Wall {
+            wall_id: 2,
+            energy: 0.8,
+            time: 0.5,
+            spawn_time: -0.5,
+        },
+    ];
+    // A height at a NaN time: the next two stepped predictions (a + (a - b)) are NaN.
+    r.heights = [0.3, 0.4, nan, 0.6, 0.7, 0.8]
+        .iter()
+        .enumerate()
+        .map(|(i, &time)| bsor::Height {
+            height: 1.6 + i as f32 * 0.01,
+            time,
+        })
+        .collect();
+    r
+}
+
+/// Non-finite values where the frame predictions fall back (format.md 9.3, 10.4):
+/// `nonfinite.bsor`.
+fn nonfinite() -> Replay {
+    let mut r = synth::replay(synth::Settings {
+        seed: 19,
+        seconds: 1.0,
+        fps: 30,
+    });
+    let f = &mut r.frames;
+    // Lossless extrapolation 2a - b: NaN in (frames 6 and 7), and inf - inf (frame 10).
+    f[5].left_hand.position.x = f32::NAN;
+    f[8].head.position.y = f32::INFINITY;
+    f[9].head.position.y = f32::INFINITY;
+    // A signalling NaN time: the time from the fps (NaN + 1/fps) is not finite, so frame
+    // 13's time is predicted by extrapolation, which gives the NaN's own bits.
+    f[12].time = f32::from_bits(0x7f80_0001);
+    // Escaped hand rotations whose saber axis is huge (frames 15 to 17) or infinite and NaN
+    // (24 to 26, 28 to 30): the lossy saber term falls back to 0.
+    f[15].left_hand.rotation = Quat {
+        x: 1e5,
+        y: 0.0,
+        z: 0.0,
+        w: 1.0,
+    };
+    f[24].right_hand.rotation = Quat {
+        x: f32::INFINITY,
+        y: 1.0,
+        z: 1.0,
+        w: 1.0,
+    };
+    f[28].right_hand.rotation = Quat {
+        x: f32::NAN,
+        y: 0.0,
+        z: 0.0,
+        w: 1.0,
+    };
+    r
+}
+
+/// Changes of the largest rotation component whose base needs the sign flip, and ties in
+/// the rounding of the lossy saber term (format.md 10.4, 10.5): `turns.bsor`.
+fn turns() -> Replay {
+    let mut r = synth::replay(synth::Settings {
+        seed: 23,
+        seconds: 1.0,
+        fps: 30,
+    });
+    let unit = |x: f32, y: f32, z: f32, w: f32| {
+        let n = (x * x + y * y + z * z + w * w).sqrt();
+        Quat {
+            x: x / n,
+            y: y / n,
+            z: z / n,
+            w: w / n,
+        }
+    };
+    let f = &mut r.frames;
+    // Head: w largest with x negative, then x largest (the predicted x is negative: the base
+    // is the negated prediction), then w largest again (the predicted w, of a rotation with
+    // x positive, is negative).
+    let (a, b) = (unit(-0.6, 0.1, 0.2, 0.75), unit(-0.8, 0.1, 0.2, 0.55));
+    for (i, q) in [(18, a), (19, a), (20, b), (21, a), (22, a)] {
+        f[i].head.rotation = q;
+    }
+    // Hands: escaped rotations (not unit) with saber axes (0, 0, 1), (0, 0, 1) and then one
+    // whose x is exactly -1.5 / k (left) and 4.5 / k (right), k = 0.15 / step: ties.
+    let zero = Quat {
+        x: 0.0,
+        y: 0.0,
+        z: 0.0,
+        w: 0.0,
+    };
+    let q = |x: u32, y: u32, z: u32, w: u32| Quat {
+        x: f32::from_bits(x),
+        y: f32::from_bits(y),
+        z: f32::from_bits(z),
+        w: f32::from_bits(w),
+    };
+    for i in [8, 9] {
+        f[i].left_hand.rotation = zero;
+        f[i].right_hand.rotation = zero;
+    }
+    f[10].left_hand.rotation = q(0xbcbc_e854, 0x2fe0_7038, 0x3e80_0000, 0x3e92_0000);
+    f[10].right_hand.rotation = q(0x3d8d_ae3f, 0xb085_90b2, 0x3e80_0000, 0x3eb8_0000);
+    r
 }
 
 // Long: one block per vector file, in the order proto-spec/vectors/README.md lists them.
@@ -84,6 +266,14 @@ fn main() {
         "clock.compact.decoded.bsor",
         &bsor::to_vec(&back).expect("writes"),
     );
+
+    write_replay("cuts", &cuts(), &[Profile::Lossless, Profile::Compact]);
+    write_replay(
+        "nonfinite",
+        &nonfinite(),
+        &[Profile::Lossless, Profile::Compact],
+    );
+    write_replay("turns", &turns(), &[Profile::Fine, Profile::Compact]);
 
     let mut lossless_synthetic = Vec::new();
     for (source, replay) in [("synthetic", &synthetic), ("edge", &edge)] {
