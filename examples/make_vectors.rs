@@ -13,7 +13,7 @@
 use std::path::PathBuf;
 
 use bsor_stream::bsor::{self, NoteOutcome, Quat, Replay};
-use bsor_stream::stream::{split_stream, Profile, Settings};
+use bsor_stream::stream::{footer, split_stream, ChunkSpan, ChunkType, Profile, Settings};
 use bsor_stream::{synth, transcode};
 
 fn dir() -> PathBuf {
@@ -209,6 +209,170 @@ fn turns() -> Replay {
     r
 }
 
+/// `v` as a LEB128 varint of exactly `n` bytes (overlong when `n` is more than it needs).
+fn varint_of_len(mut v: u64, n: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let more = if i + 1 < n { 0x80 } else { 0 };
+        out.push((v & 0x7f) as u8 | more);
+        v >>= 7;
+    }
+    assert_eq!(v, 0, "{n} bytes are too few");
+    out
+}
+
+/// The chunk header of `c` written again with the varints `seq`, `first`, `count` and `len`
+/// in `lens` bytes and type byte `kind`, and a header CRC of its own.
+fn header_bytes(c: &ChunkSpan, kind: u8, seq: u32, lens: [usize; 4]) -> Vec<u8> {
+    let h = c.header;
+    let mut out = vec![0xb5, kind];
+    out.extend(varint_of_len(u64::from(seq), lens[0]));
+    out.extend(varint_of_len(u64::from(h.first), lens[1]));
+    out.extend(varint_of_len(u64::from(h.count), lens[2]));
+    out.extend(h.t0.to_le_bytes());
+    out.extend(varint_of_len(u64::from(h.len), lens[3]));
+    out.extend(h.payload_crc.to_le_bytes());
+    let crc = crc32fast::hash(&out);
+    out.extend(crc.to_le_bytes());
+    out
+}
+
+/// The hand-made streams, all from `synthetic.lossless.bsors` (`s`): overlong varints, an
+/// unknown skippable and an unknown critical chunk, stray bytes, a missing chunk.
+fn hand_made(s: &[u8], synthetic: &Replay) {
+    let (_, _, list) = split_stream(s).expect("stream");
+    let index = list.last().expect("chunks");
+    assert_eq!(index.header.kind, ChunkType::Index);
+    let at = index.offset;
+    let body = &s[at + index.header_len..at + index.len];
+    let tail = &s[at + index.len..];
+
+    // The index chunk's header with every varint overlong: seq in 5 bytes, first in 10 (the
+    // most a reader accepts), count in 3, len in 4. The index stays where it was.
+    let mut overlong = s[..at].to_vec();
+    overlong.extend(header_bytes(index, 5, index.header.seq, [5, 10, 3, 4]));
+    overlong.extend_from_slice(body);
+    overlong.extend_from_slice(tail);
+    write("overlong.bsors", &overlong);
+
+    // A chunk of unknown type `kind` (6: skippable, 0x86: critical) with seq of the index,
+    // a 5-byte payload, between the trailer and the index; the index's seq one more, the
+    // footer pointing to its new offset.
+    let insert = |kind: u8| {
+        let mut out = s[..at].to_vec();
+        let mut h = index.header;
+        h.kind = ChunkType::from_byte(kind);
+        h.count = 0;
+        h.write_to(b"extra", &mut out);
+        let new_at = out.len();
+        let mut moved = *index;
+        moved.header.seq += 1;
+        out.extend(header_bytes(&moved, 5, moved.header.seq, [1, 1, 1, 1]));
+        out.extend_from_slice(body);
+        out.extend(footer(new_at as u64));
+        out
+    };
+    write("unknown.bsors", &insert(0x06));
+    let critical = insert(0x86);
+    write("critical.bsors", &critical);
+    let json = outcome("critical.bsors", &critical, synthetic);
+    write_json("critical.expected.json", json);
+
+    // Seven bytes between the second and third frame chunks (two of them B5, candidates that
+    // fail their header CRC). Index and footer are not changed (format.md 13: a decoder does
+    // not check where the index entries point).
+    let frames: Vec<_> = list
+        .iter()
+        .filter(|c| matches!(c.header.kind.byte(), 1 | 2))
+        .collect();
+    let cut = frames[2].offset;
+    let mut stray = s[..cut].to_vec();
+    stray.extend_from_slice(&[0x00, 0xb5, 0x01, 0x02, 0x03, 0xb5, 0xff]);
+    stray.extend_from_slice(&s[cut..]);
+    write("stray.bsors", &stray);
+    write_json(
+        "stray.expected.json",
+        outcome("stray.bsors", &stray, synthetic),
+    );
+
+    // The second event chunk left out (index and footer unchanged): the next chunk's seq
+    // is one more than expected.
+    let events: Vec<_> = list
+        .iter()
+        .filter(|c| c.header.kind == ChunkType::Events)
+        .collect();
+    let e = events[1];
+    let mut gap = s[..e.offset].to_vec();
+    gap.extend_from_slice(&s[e.offset + e.len..]);
+    write("gap.bsors", &gap);
+    write_json("gap.expected.json", outcome("gap.bsors", &gap, synthetic));
+}
+
+fn write_json(name: &str, json: serde_json::Value) {
+    let text = serde_json::to_string_pretty(&json).expect("json") + "\n";
+    write(name, text.as_bytes());
+}
+
+/// What this crate's `decode_replay` makes of `bytes`: the error, or which frames and notes
+/// of `synthetic` it recovers, and its report.
+fn outcome(file: &str, bytes: &[u8], synthetic: &Replay) -> serde_json::Value {
+    let (replay, rec) = match transcode::decode_replay(bytes) {
+        Err(e) => return serde_json::json!({ "file": file, "error": e.to_string() }),
+        Ok(r) => r,
+    };
+    // Recovered frames and notes as half-open index ranges of synthetic's.
+    let ranges = |got: Vec<Vec<u8>>, all: Vec<Vec<u8>>| {
+        let mut out: Vec<[usize; 2]> = Vec::new();
+        let mut j = 0;
+        for g in got {
+            while all[j] != g {
+                j += 1;
+            }
+            match out.last_mut() {
+                Some(r) if r[1] == j => r[1] = j + 1,
+                _ => out.push([j, j + 1]),
+            }
+            j += 1;
+        }
+        out
+    };
+    let frames = |r: &Replay| {
+        r.frames
+            .iter()
+            .map(|f| bsor::encode_frame(f).to_vec())
+            .collect()
+    };
+    let notes = |r: &Replay| {
+        r.notes
+            .iter()
+            .map(|n| {
+                let mut v = Vec::new();
+                bsor::encode_note(n, &mut v);
+                v
+            })
+            .collect()
+    };
+    let damage: Vec<serde_json::Value> = rec
+        .damage
+        .iter()
+        .map(|d| serde_json::json!({ "offset": d.offset, "skipped_bytes": d.skipped_bytes, "what": d.what() }))
+        .collect();
+    serde_json::json!({
+        "file": file,
+        "frames_recovered": rec.frames,
+        "frame_ranges_recovered": ranges(frames(&replay), frames(synthetic)),
+        "note_ranges_recovered": ranges(notes(&replay), notes(synthetic)),
+        "events_recovered": rec.events,
+        "complete": rec.complete,
+        "reference_decoder": {
+            "frames_lost": rec.stats.frames_lost,
+            "events_lost": rec.stats.events_lost,
+            "bytes_skipped": rec.stats.bytes_skipped,
+            "damage": damage,
+        },
+    })
+}
+
 // Long: one block per vector file, in the order proto-spec/vectors/README.md lists them.
 fn main() {
     let synthetic = synth::replay(synth::Settings {
@@ -306,6 +470,7 @@ fn main() {
 
     // The damaged stream: the middle payload byte of the second frame chunk, inverted.
     let s = lossless_synthetic;
+    hand_made(&s, &synthetic);
     let (_, _, list) = split_stream(&s).expect("stream");
     let frame_chunks: Vec<_> = list
         .iter()
