@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::client::{Client, ClientConfig, ClientError, Publication};
+use super::client::{Client, ClientConfig, ClientError, ClientEvent, Publication};
 pub use super::spool::Spill;
 use super::spool::Spool;
 use crate::stream::ChunkHeader;
@@ -97,6 +97,9 @@ pub enum PublishError {
     /// The spill file failed.
     #[error("spill file: {0}")]
     Spill(std::io::Error),
+    /// The publisher's thread panicked.
+    #[error("the publisher thread panicked")]
+    Panicked,
 }
 
 impl Target {
@@ -177,8 +180,29 @@ impl Pending {
         }
     }
 
+    /// Reports to the owner an event both shells treat alike (connected, lost, acked) and
+    /// turns `Failed` into the error that ends publishing; the transport events (`Connect`,
+    /// `Disconnect`) and `End` are each shell's own.
+    pub(crate) fn report(
+        &mut self,
+        event: ClientEvent,
+        progress: &mut impl FnMut(Progress),
+    ) -> Result<(), PublishError> {
+        match event {
+            ClientEvent::Established { next_seq } => progress(Progress::Connected(next_seq)),
+            ClientEvent::Lost(e) => progress(Progress::Lost(e.to_string())),
+            ClientEvent::Acked(n) => {
+                self.acked();
+                progress(Progress::Acked(n));
+            }
+            ClientEvent::Failed(e) => return Err(e.into()),
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// After an acknowledgement: an empty spill file starts over.
-    pub(crate) fn acked(&mut self) {
+    fn acked(&mut self) {
         if self.client.spilled() == 0 {
             if let Some(s) = &mut self.spool {
                 s.reset();

@@ -72,9 +72,7 @@ impl Publisher {
         let _ = self.tx.send(last);
         match self.thread.take().map(JoinHandle::join) {
             Some(Ok(r)) => r,
-            Some(Err(_)) => Err(PublishError::Spill(std::io::Error::other(
-                "the publisher thread panicked",
-            ))),
+            Some(Err(_)) => Err(PublishError::Panicked),
             None => Ok(()),
         }
     }
@@ -198,14 +196,7 @@ impl Shell {
                         let _ = c.socket.shutdown(Shutdown::Both);
                     }
                 }
-                ClientEvent::Established { next_seq } => progress(Progress::Connected(next_seq)),
-                ClientEvent::Lost(e) => progress(Progress::Lost(e.to_string())),
-                ClientEvent::Acked(n) => {
-                    self.p.acked();
-                    progress(Progress::Acked(n));
-                }
-                ClientEvent::Failed(e) => return Err(e.into()),
-                _ => {}
+                other => self.p.report(other, progress)?,
             }
         }
         Ok(())

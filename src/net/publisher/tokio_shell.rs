@@ -115,18 +115,11 @@ impl Shell {
                     }
                 }
                 ClientEvent::Disconnect => self.close().await?,
-                ClientEvent::Established { next_seq } => progress(Progress::Connected(next_seq)),
-                ClientEvent::Lost(e) => progress(Progress::Lost(e.to_string())),
-                ClientEvent::Acked(n) => {
-                    self.p.acked();
-                    progress(Progress::Acked(n));
-                }
-                ClientEvent::Failed(e) => return Err(e.into()),
                 ClientEvent::End(_) => {
                     self.close().await?;
                     return Ok(Some(()));
                 }
-                _ => {}
+                other => self.p.report(other, progress)?,
             }
         }
         Ok(self.p.client.is_closed().then_some(()))
