@@ -225,7 +225,7 @@ pub enum WireError {
     /// A type this version does not define.
     #[error("unknown message type 0x{0:02x}")]
     UnknownMessage(u8),
-    /// A session name that breaks `[A-Za-z0-9._-]{1,64}`.
+    /// A session name that breaks `[A-Za-z0-9._-]{1,64}` or is only dots.
     #[error("bad session name in {message}")]
     BadSessionName {
         /// The message type's name.
@@ -358,11 +358,18 @@ impl WireError {
     }
 }
 
-/// True for a session name the protocol accepts: `[A-Za-z0-9._-]{1,64}`.
+/// True for a session name the protocol accepts: `[A-Za-z0-9._-]{1,64}` and not only dots
+/// (`.` and `..` name folders, and a name made of dots would make a hidden archive file).
 pub fn valid_session_name(s: &str) -> bool {
+    valid_session_name_bytes(s.as_bytes())
+}
+
+fn valid_session_name_bytes(s: &[u8]) -> bool {
     (1..=64).contains(&s.len())
-        && s.bytes()
+        && s
+            .iter()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && s.iter().any(|&b| b != b'.')
 }
 
 /// Checks that `chunk` is exactly one whole chunk whose header and payload CRCs hold.
@@ -476,13 +483,18 @@ impl Body {
         String::from_utf8(s.to_vec()).map_err(|_| self.bad(field, at, Fault::NotUtf8))
     }
 
-    /// A session name (`[A-Za-z0-9._-]{1,64}`).
+    /// A session name (`[A-Za-z0-9._-]{1,64}`, not only dots). One that breaks the rule,
+    /// by its length (up to the `u16` a `str` can have; the frame limit bounds it) or its
+    /// bytes, is `BadSessionName`; a body that ends before the name does is `Malformed`.
     fn session(&mut self) -> Result<String, WireError> {
-        let session = self.str("session", 64)?;
-        if !valid_session_name(&session) {
+        let length = usize::from(self.u16("session")?);
+        self.need("session", length)?;
+        let name = self.b.split_to(length);
+        if !valid_session_name_bytes(&name) {
             return Err(WireError::BadSessionName { message: self.name });
         }
-        Ok(session)
+        // Checked as ASCII just above.
+        Ok(name.iter().map(|&b| char::from(b)).collect())
     }
 
     fn done(self) -> Result<(), WireError> {
@@ -911,8 +923,33 @@ mod tests {
             ErrorCode::BadSessionName
         );
         assert!(valid_session_name("a.B-9_z"));
+        assert!(valid_session_name(".hidden-but-named"));
+        assert!(valid_session_name(&"x".repeat(64)));
         assert!(!valid_session_name(""));
         assert!(!valid_session_name(&"x".repeat(65)));
+        // Too long, only dots, or not UTF-8 at all: BadSessionName on the wire, in
+        // Subscribe and Publish alike; a name cut short by the body's end is Malformed.
+        let long = "x".repeat(65);
+        let names: [&[u8]; 6] = [long.as_bytes(), b".", b"..", b"...", b"\xff", b""];
+        for name in names {
+            let mut sub = BytesMut::new();
+            sub.put_u16_le(name.len() as u16);
+            sub.put_slice(name);
+            let mut publish = sub.clone();
+            sub.put_u8(0);
+            sub.put_u32_le(0);
+            put_str(&mut publish, "token");
+            publish.put_u8(0);
+            publish.put_slice(&[0; 16]);
+            for (kind, body) in [(0x03, &sub), (0x02, &publish)] {
+                let err = frame(kind, body).unwrap_err();
+                assert_eq!(err.code(), ErrorCode::BadSessionName, "{name:?}: {err}");
+            }
+        }
+        let mut cut = BytesMut::new();
+        cut.put_u16_le(10);
+        cut.put_slice(b"abc");
+        assert_eq!(frame(0x03, &cut).unwrap_err().code(), ErrorCode::Malformed);
         // A chunk whose payload was changed.
         let mut c = chunk().to_vec();
         let last = c.len() - 1;
