@@ -14,6 +14,8 @@ use crate::stream::ChunkHeader;
 pub const VERSION: u16 = 1;
 /// The relay's default limit on a frame's length.
 pub const DEFAULT_MAX_FRAME: u32 = 8 << 20;
+/// The longest token a `Publish` may carry, in bytes.
+pub const MAX_TOKEN: usize = 256;
 
 /// Who is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -366,8 +368,7 @@ pub fn valid_session_name(s: &str) -> bool {
 
 fn valid_session_name_bytes(s: &[u8]) -> bool {
     (1..=64).contains(&s.len())
-        && s
-            .iter()
+        && s.iter()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
         && s.iter().any(|&b| b != b'.')
 }
@@ -694,7 +695,7 @@ fn decode_hello(r: &mut Body) -> Result<Message, WireError> {
 
 fn decode_publish(r: &mut Body) -> Result<Message, WireError> {
     let session = r.session()?;
-    let token = r.str("token", 256)?;
+    let token = r.str("token", MAX_TOKEN)?;
     let resume = r.one_of("resume", |v| match v {
         0 => Some(false),
         1 => Some(true),

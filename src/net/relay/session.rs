@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 
 use bytes::Bytes;
+use subtle::ConstantTimeEq;
 
 use super::connection::Stage;
 use super::{Archived, ConnId, Relay, RelayAction};
@@ -92,7 +93,8 @@ impl Relay {
             Some(s) if s.ended.is_some() => {
                 return self.fail(conn, ErrorCode::SessionBusy, "the session has ended");
             }
-            Some(s) if s.key != key || !resume => {
+            // The key proves the publisher; compared in constant time, like tokens.
+            Some(s) if !bool::from(s.key.ct_eq(&key)) || !resume => {
                 return self.fail(conn, ErrorCode::SessionBusy, "the session has a publisher");
             }
             Some(s) => {
