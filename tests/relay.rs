@@ -95,7 +95,7 @@ impl Net {
                     });
                     self.relay.restored(&s, found, self.now);
                 }
-                RelayAction::SessionEnded(..) => {}
+                RelayAction::SessionEnded(..) | RelayAction::Refused { .. } => {}
                 other => panic!("an action this harness does not know: {other:?}"),
             }
         }

@@ -133,7 +133,8 @@ enum Command {
         json: bool,
     },
     /// Run the live relay over TCP and optionally WebSocket (prints `listening tcp=ADDR`,
-    /// and ` ws=ADDR`, when ready; Ctrl-C stops it and finishes the archive).
+    /// and ` ws=ADDR`, when ready; Ctrl-C or SIGTERM stops it and finishes the archive;
+    /// SIGHUP re-reads the token file).
     Serve {
         /// Address to listen on, e.g. 127.0.0.1:0 for any free port.
         #[arg(long)]
@@ -145,6 +146,7 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         archive: Option<PathBuf>,
         /// Credentials: one a line, `TOKEN` for any session or `SESSION:TOKEN` for one.
+        /// Read again on SIGHUP (an unreadable or empty file keeps the tokens in force).
         #[arg(long)]
         token_file: PathBuf,
     },

@@ -205,7 +205,8 @@ impl Harness {
                 }
                 RelayAction::ArchiveHeader(..)
                 | RelayAction::ArchiveChunk(..)
-                | RelayAction::SessionEnded(..) => {}
+                | RelayAction::SessionEnded(..)
+                | RelayAction::Refused { .. } => {}
                 RelayAction::Fetch(_) | RelayAction::Lookup(_) => {
                     panic!("an archive read from a relay without an archive: {action:?}")
                 }

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use tokio::sync::{watch, Notify};
+use tracing::Instrument;
 
 use super::archive::{self, ArchiveError, ArchiveWriter};
 use super::relay::{ConnId, Fetch, Relay, RelayAction, RelayConfig, Tokens};
@@ -129,6 +130,11 @@ impl Server {
         self.shared.config.max_frame
     }
 
+    /// Replaces the relay's credentials (see [`Relay::set_tokens`]).
+    pub fn set_tokens(&self, tokens: Tokens) {
+        lock(&self.shared.relay).set_tokens(tokens);
+    }
+
     /// Sessions the relay holds.
     pub fn sessions(&self) -> usize {
         lock(&self.shared.relay).sessions()
@@ -189,12 +195,25 @@ impl Server {
             tokio::select! {
                 next = incoming.next() => match next {
                     Some(Ok(m)) => shared.with_relay(|r, now| r.receive(conn, m, now)),
+                    // The transport failed or the peer went away (a reset, an end of file
+                    // mid-frame): a disconnect, not a fault, and nothing to tell the peer.
+                    Some(Err(WireError::Io(e))) => {
+                        if is_disconnect(&e) {
+                            tracing::debug!(conn, err = %e, "peer disconnected");
+                        } else {
+                            tracing::info!(conn, err = %e, "connection lost");
+                        }
+                        break;
+                    }
                     Some(Err(e)) => {
-                        tracing::info!(conn, err = %e, "closing a connection on a bad frame");
+                        tracing::info!(conn, err = %e, code = ?e.code(), "protocol fault; closing the connection");
                         shared.with_relay(|r, _| r.reject(conn, &e));
                         break;
                     }
-                    None => break,
+                    None => {
+                        tracing::debug!(conn, "peer closed the connection");
+                        break;
+                    }
                 },
                 _ = closed.wait_for(|c| *c) => break,
             }
@@ -287,6 +306,14 @@ impl Shared {
                     tracing::info!(%session, "session started");
                 }
                 RelayAction::ArchiveChunk(..) => {}
+                RelayAction::Refused {
+                    conn,
+                    session,
+                    code,
+                } => {
+                    // The peer's address is in the connection's span (accept_each).
+                    tracing::warn!(conn, %session, ?code, "publisher refused");
+                }
             }
         }
         drop(writers);
@@ -351,6 +378,15 @@ fn write_archive(a: &mut ArchiveWriter, actions: &[RelayAction]) -> Vec<String> 
     failed
 }
 
+/// An error that only says the peer went away.
+fn is_disconnect(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof | NotConnected
+    )
+}
+
 /// The timer task: sleeps until the relay's earliest deadline, handles it, and again; woken
 /// early when a call leaves an earlier deadline. Holds the server only while it works, and
 /// ends when the server is dropped.
@@ -407,10 +443,16 @@ pub(crate) async fn accept_each<F, Fut>(
                 }
                 let done = server.clone();
                 let task = serve_one(socket, server.clone());
-                tokio::spawn(async move {
-                    task.await;
-                    done.shared.open.fetch_sub(1, Ordering::AcqRel);
-                });
+                // Every log line about this connection names its peer (an error-level span
+                // is shown at any log level).
+                let span = tracing::error_span!("peer", %peer);
+                tokio::spawn(
+                    async move {
+                        task.await;
+                        done.shared.open.fetch_sub(1, Ordering::AcqRel);
+                    }
+                    .instrument(span),
+                );
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }

@@ -8,7 +8,7 @@ use bytes::BytesMut;
 use futures_util::{future, SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
+use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError, ProtocolError};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::WebSocketStream;
@@ -34,6 +34,14 @@ fn ws_error(e: WsError, max_frame: u32) -> WireError {
             length: size.saturating_sub(4).min(u32::MAX as usize) as u32,
             limit: max_frame,
         },
+        // The peer closed the socket without a close frame (a browser tab shut): it went
+        // away, which is not a fault.
+        WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake) => {
+            WireError::Io(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "closed without a close frame",
+            ))
+        }
         WsError::Capacity(_) | WsError::Protocol(_) | WsError::Utf8(_) => {
             WireError::WebSocket(WebSocketFault::Invalid)
         }

@@ -9,8 +9,8 @@ use bsor_stream::net::{tcp, ws};
 use super::{Failure, Outcome};
 
 /// `serve --tcp ADDR [--ws ADDR] [--archive DIR] --token-file FILE`: prints
-/// `listening tcp=ADDR[ ws=ADDR]` (the bound addresses) when ready, runs until Ctrl-C, then
-/// finishes the archive files.
+/// `listening tcp=ADDR[ ws=ADDR]` (the bound addresses) when ready, runs until Ctrl-C or
+/// SIGTERM, then finishes the archive files. SIGHUP re-reads the token file.
 pub fn serve(
     tcp_addr: &str,
     ws_addr: Option<&str>,
@@ -27,6 +27,7 @@ pub fn serve(
         .try_init();
     let text = std::fs::read_to_string(token_file).map_err(|e| (token_file, e))?;
     let tokens = Tokens::parse(&text);
+    warn_unusable(&tokens, token_file);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -56,6 +57,8 @@ pub fn serve(
                 archive.unwrap_or(Path::new("")).display()
             ))
         })?;
+        // Before the `listening` line: from then on a signal finds its handler.
+        let mut signals = Signals::new().map_err(|e| Failure(format!("signals: {e}")))?;
         let mut tasks = vec![tokio::spawn(tcp::serve(tcp_listener, server.clone()))];
         match ws_listener {
             Some((l, ws_bound)) => {
@@ -65,8 +68,15 @@ pub fn serve(
             None => println!("listening tcp={tcp_bound}"),
         }
         tracing::info!(%tcp_bound, ws = ?ws_addr, archive = ?archive, "relay ready");
-        let _ = tokio::signal::ctrl_c().await;
-        tracing::info!("Ctrl-C: stopping, finishing the archives");
+        loop {
+            match signals.next().await {
+                Signal::Reload => reload(&server, token_file),
+                Signal::Stop(name) => {
+                    tracing::info!("{name}: stopping, finishing the archives");
+                    break;
+                }
+            }
+        }
         for t in tasks {
             t.abort();
         }
@@ -75,4 +85,85 @@ pub fn serve(
             .map_err(|e| Failure(format!("finishing the archive: {e}")))?;
         Ok(Outcome::Done)
     })
+}
+
+/// Says which lines of the token file can never match.
+fn warn_unusable(tokens: &Tokens, file: &Path) {
+    if tokens.unusable() > 0 {
+        tracing::warn!(
+            file = %file.display(),
+            lines = tokens.unusable(),
+            "token file lines with an empty token or one over 256 bytes never match"
+        );
+    }
+}
+
+/// SIGHUP: the token file read again. A file that cannot be read, or holds no usable
+/// token, keeps the tokens in force (a half-written file must not lock every publisher out).
+fn reload(server: &Server, file: &Path) {
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(err) => {
+            tracing::warn!(file = %file.display(), %err, "SIGHUP: cannot read the token file; keeping the old tokens");
+            return;
+        }
+    };
+    let tokens = Tokens::parse(&text);
+    warn_unusable(&tokens, file);
+    if tokens.is_empty() {
+        tracing::warn!(file = %file.display(), "SIGHUP: the token file holds no token; keeping the old tokens");
+        return;
+    }
+    tracing::info!(file = %file.display(), tokens = tokens.len(), "SIGHUP: token file re-read");
+    server.set_tokens(tokens);
+}
+
+/// What a signal asks of the relay.
+enum Signal {
+    /// Re-read the token file.
+    Reload,
+    /// Stop (named for the log).
+    Stop(&'static str),
+}
+
+/// The signals `serve` handles, registered once.
+struct Signals {
+    #[cfg(unix)]
+    hup: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    #[cfg(unix)]
+    fn new() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            hup: signal(SignalKind::hangup())?,
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn new() -> std::io::Result<Signals> {
+        Ok(Signals {})
+    }
+
+    #[cfg(unix)]
+    async fn next(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.hup.recv() => Signal::Reload,
+            _ = self.int.recv() => Signal::Stop("Ctrl-C"),
+            _ = self.term.recv() => Signal::Stop("SIGTERM"),
+        }
+    }
+
+    #[cfg(not(unix))]
+    async fn next(&mut self) -> Signal {
+        let _ = tokio::signal::ctrl_c().await;
+        Signal::Stop("Ctrl-C")
+    }
 }

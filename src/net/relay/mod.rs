@@ -143,6 +143,17 @@ pub enum RelayAction {
     Fetch(Fetch),
     /// Look for a session in the archive, and say what was found with [`Relay::restored`].
     Lookup(String),
+    /// A publisher was refused a session (a wrong token, a token for another session, or
+    /// not the session's publisher), for the shell's log: the connection is told and
+    /// closed as usual. It never carries the token.
+    Refused {
+        /// The connection refused.
+        conn: ConnId,
+        /// The session it asked for.
+        session: String,
+        /// The error it was sent.
+        code: ErrorCode,
+    },
 }
 
 /// An archive read: chunks of `session` from sequence number `seq`, which starts at byte
@@ -237,6 +248,12 @@ impl Relay {
     /// Messages waiting for `conn`.
     pub fn queued(&self, conn: ConnId) -> usize {
         self.conns.get(&conn).map_or(0, |c| c.queue.len())
+    }
+
+    /// Replaces the credentials (a token file read again, say). Publishers already in are
+    /// not affected; every `Publish` from now on is checked against `tokens`.
+    pub fn set_tokens(&mut self, tokens: Tokens) {
+        self.tokens = tokens;
     }
 
     /// Sessions alive (with or without a publisher).

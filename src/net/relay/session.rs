@@ -83,8 +83,9 @@ impl Relay {
         key: [u8; 16],
     ) {
         if !self.tokens.allows(&name, token) {
-            return self.fail(
+            return self.refuse(
                 conn,
+                name,
                 ErrorCode::Unauthorized,
                 "not allowed to publish this session",
             );
@@ -95,7 +96,12 @@ impl Relay {
             }
             // The key proves the publisher; compared in constant time, like tokens.
             Some(s) if !bool::from(s.key.ct_eq(&key)) || !resume => {
-                return self.fail(conn, ErrorCode::SessionBusy, "the session has a publisher");
+                return self.refuse(
+                    conn,
+                    name,
+                    ErrorCode::SessionBusy,
+                    "the session has a publisher",
+                );
             }
             Some(s) => {
                 // The same publisher, resuming: its old connection, if it lingers, goes.
@@ -122,6 +128,16 @@ impl Relay {
         self.send(conn, Message::Resume(next));
         self.attach_waiting(&name);
         self.rearm_session(&name);
+    }
+
+    /// A `Publish` refused: the error sent, and the shell told who was refused what.
+    fn refuse(&mut self, conn: ConnId, session: String, code: ErrorCode, message: &str) {
+        self.actions.push_back(RelayAction::Refused {
+            conn,
+            session,
+            code,
+        });
+        self.fail(conn, code, message);
     }
 
     /// The answer to [`RelayAction::Lookup`]: the session as found in the archive, if it is

@@ -161,3 +161,74 @@ mod tests {
         assert!(Tokens::parse("# nothing\n").is_empty());
     }
 }
+
+#[cfg(test)]
+mod relay_tests {
+    use super::Tokens;
+    use crate::net::relay::{ConnId, Relay, RelayAction, RelayConfig};
+    use crate::net::wire::{ErrorCode, Message, Role};
+
+    fn publish(r: &mut Relay, session: &str, token: &str, now: u64) -> ConnId {
+        let c = r.connect(now);
+        let hello = Message::Hello {
+            min_version: 1,
+            max_version: 1,
+            role: Role::Publisher,
+            agent: "test".into(),
+        };
+        r.receive(c, hello, now);
+        let publish = Message::Publish {
+            session: session.into(),
+            token: token.into(),
+            resume: false,
+            publisher_key: [1; 16],
+        };
+        r.receive(c, publish, now);
+        c
+    }
+
+    fn actions(r: &mut Relay) -> Vec<RelayAction> {
+        std::iter::from_fn(|| r.poll_action()).collect()
+    }
+
+    #[test]
+    fn a_refused_publisher_is_reported_without_its_token_and_new_tokens_apply_at_once() {
+        let mut r = Relay::new(RelayConfig::default(), Tokens::parse("old\nsong-1:one\n"));
+        let wrong = publish(&mut r, "song-2", "one", 1);
+        let refused = RelayAction::Refused {
+            conn: wrong,
+            session: "song-2".into(),
+            code: ErrorCode::Unauthorized,
+        };
+        let got = actions(&mut r);
+        assert!(got.contains(&refused), "{got:?}");
+        assert!(got.contains(&RelayAction::Close(wrong)));
+        assert!(!format!("{got:?}").contains("one\""), "{got:?}");
+        let ok = publish(&mut r, "song-1", "old", 2);
+        assert!(!actions(&mut r)
+            .iter()
+            .any(|a| matches!(a, RelayAction::Refused { .. } | RelayAction::Close(_))));
+
+        // Reloaded: the old token is refused, the new one opens a session, and the
+        // publisher already in stays.
+        r.set_tokens(Tokens::parse("new\n"));
+        let stale = publish(&mut r, "song-3", "old", 3);
+        assert!(actions(&mut r).contains(&RelayAction::Refused {
+            conn: stale,
+            session: "song-3".into(),
+            code: ErrorCode::Unauthorized,
+        }));
+        let fresh = publish(&mut r, "song-3", "new", 4);
+        assert!(!actions(&mut r).contains(&RelayAction::Close(fresh)));
+        assert_eq!(r.sessions(), 2);
+        assert!(!actions(&mut r).contains(&RelayAction::Close(ok)));
+
+        // Someone else's session: refused as busy, and reported.
+        let busy = publish(&mut r, "song-3", "new", 5);
+        assert!(actions(&mut r).contains(&RelayAction::Refused {
+            conn: busy,
+            session: "song-3".into(),
+            code: ErrorCode::SessionBusy,
+        }));
+    }
+}
