@@ -2,7 +2,7 @@
 //! instead of stalling, a failed sink leaves the others going, a recorder dropped mid-song
 //! leaves a decodable stream, and the live sink survives a lost connection.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bsor_stream::bsor::{self, Replay};
@@ -28,11 +28,29 @@ fn start_info(r: &Replay) -> bsor::Info {
     i
 }
 
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("bsor-recorder-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A folder of the test's own, removed with it (pass or fail).
+struct Scratch(tempfile::TempDir);
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+fn dir(name: &str) -> Scratch {
+    Scratch(
+        tempfile::Builder::new()
+            .prefix(&format!("bsor-recorder-{name}-"))
+            .tempdir()
+            .unwrap(),
+    )
 }
 
 /// Pushes the song as a game would: events interleaved with frames at their song times.
@@ -440,7 +458,7 @@ mod spill {
         let mut live = LiveConfig::new(&addr.to_string(), "away", "tok");
         live.retry_every = Duration::from_millis(50);
         live.buffer_bytes = 4096;
-        live.spill_dir = Some(d.clone());
+        live.spill_dir = Some(d.to_path_buf());
         let (logged, log) = logger();
         let config = Config {
             live: Some(live),

@@ -98,11 +98,12 @@ async fn relay(config: RelayConfig, archive: Option<PathBuf>) -> Relay {
     }
 }
 
-/// A fresh folder for an archive.
-fn archive_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("bsor-stream-net-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+/// A fresh folder for an archive, removed with the test (pass or fail).
+fn archive_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("bsor-stream-net-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 struct Client {
@@ -528,7 +529,8 @@ async fn a_silent_connection_is_closed_and_one_that_answers_pings_stays() {
 async fn the_archive_is_readable_while_live_equals_what_viewers_got_and_serves_them_later() {
     tokio::time::timeout(LIMIT, async {
         let s = song(35, 12.0);
-        let dir = archive_dir("archive");
+        let scratch = archive_dir("archive");
+        let dir = scratch.path().to_path_buf();
         let config = RelayConfig {
             backlog_chunks: 8,
             ..RelayConfig::default()
@@ -592,7 +594,6 @@ async fn the_archive_is_readable_while_live_equals_what_viewers_got_and_serves_t
         assert_eq!(end, Some(Message::End(EndReason::Finished)));
         assert!(bytes == s.streamed());
         r2.server.shutdown().unwrap();
-        let _ = std::fs::remove_dir_all(&dir);
     })
     .await
     .expect("finished in time");

@@ -9,15 +9,19 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
 }
 
-fn tmp(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("bsor-stream-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A folder of the test's own, removed when the test ends (pass or fail).
+fn scratch() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+fn tmp(dir: &tempfile::TempDir, name: &str) -> std::path::PathBuf {
+    dir.path().join(name)
 }
 
 #[test]
 fn synth_then_info_json() {
-    let path = tmp("synth.bsor");
+    let dir = scratch();
+    let path = tmp(&dir, "synth.bsor");
     let out = bin()
         .args([
             "synth",
@@ -106,6 +110,7 @@ fn info_json_agrees_with_expected_json() {
 #[test]
 fn export_writes_json_with_non_finite_floats_as_strings() {
     use bsor_stream::bsor;
+    let dir = scratch();
     let mut r = bsor_stream::synth::replay(bsor_stream::synth::Settings {
         seed: 2,
         seconds: 1.0,
@@ -113,7 +118,7 @@ fn export_writes_json_with_non_finite_floats_as_strings() {
     });
     r.frames[1].time = f32::NAN;
     r.frames[2].head.position.x = f32::NEG_INFINITY;
-    let path = tmp("nan.bsor");
+    let path = tmp(&dir, "nan.bsor");
     std::fs::write(&path, bsor::to_vec(&r).unwrap()).unwrap();
     let out = bin().arg("export").arg(&path).output().unwrap();
     assert!(out.status.success());
@@ -127,7 +132,8 @@ fn export_writes_json_with_non_finite_floats_as_strings() {
 
 #[test]
 fn errors_are_one_line_on_stderr_with_a_nonzero_exit() {
-    let missing = tmp("does-not-exist.bsor");
+    let dir = scratch();
+    let missing = tmp(&dir, "does-not-exist.bsor");
     for args in [
         vec!["info".into(), missing.clone().into_os_string()],
         vec!["info".into(), std::env::temp_dir().into_os_string()],
@@ -142,7 +148,7 @@ fn errors_are_one_line_on_stderr_with_a_nonzero_exit() {
     // A truncated file names the section, field and byte.
     let r = bsor_stream::synth::replay(bsor_stream::synth::Settings::default());
     let bytes = bsor_stream::bsor::to_vec(&r).unwrap();
-    let path = tmp("truncated.bsor");
+    let path = tmp(&dir, "truncated.bsor");
     std::fs::write(&path, &bytes[..bytes.len() / 3]).unwrap();
     let out = bin().arg("export").arg(&path).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -158,6 +164,7 @@ fn errors_are_one_line_on_stderr_with_a_nonzero_exit() {
 fn encode_and_decode_through_pipes_and_files() {
     use std::io::Write;
     use std::process::Stdio;
+    let dir = scratch();
     let r = bsor_stream::synth::replay(bsor_stream::synth::Settings {
         seed: 12,
         seconds: 20.0,
@@ -181,7 +188,7 @@ fn encode_and_decode_through_pipes_and_files() {
     assert!(stream.starts_with(b"BSRS"));
     // A file is read whole: its events go out by song time, as `encode_replay` places them,
     // where a pipe sends them after the frames (BSOR stores them last).
-    let in_path = tmp("pipe.bsor");
+    let in_path = tmp(&dir, "pipe.bsor");
     std::fs::write(&in_path, &bytes).unwrap();
     let out = bin()
         .arg("encode")
@@ -199,9 +206,9 @@ fn encode_and_decode_through_pipes_and_files() {
     };
     assert!(first_event(&out.stdout) < 0.2 && first_event(&stream) > 0.8);
     // file → decode → file, and the info of the stream
-    let s_path = tmp("pipe.bsors");
+    let s_path = tmp(&dir, "pipe.bsors");
     std::fs::write(&s_path, &stream).unwrap();
-    let b_path = tmp("pipe.decoded.bsor");
+    let b_path = tmp(&dir, "pipe.decoded.bsor");
     let out = bin()
         .arg("decode")
         .arg(&s_path)
@@ -240,7 +247,7 @@ fn encode_and_decode_through_pipes_and_files() {
     let mut bad = stream.clone();
     let mid = bad.len() / 2;
     bad[mid] ^= 0x55;
-    let bad_path = tmp("damaged.bsors");
+    let bad_path = tmp(&dir, "damaged.bsors");
     std::fs::write(&bad_path, &bad).unwrap();
     let out = bin()
         .arg("decode")
@@ -277,6 +284,7 @@ fn encode_and_decode_through_pipes_and_files() {
 #[test]
 fn decode_follow_reads_a_file_while_it_is_written() {
     use std::io::Write;
+    let dir = scratch();
     let r = bsor_stream::synth::replay(bsor_stream::synth::Settings {
         seed: 13,
         seconds: 10.0,
@@ -287,8 +295,8 @@ fn decode_follow_reads_a_file_while_it_is_written() {
         &r,
         bsor_stream::stream::Settings::live(bsor_stream::stream::Profile::Lossless),
     );
-    let path = tmp("growing.bsors");
-    let out_path = tmp("growing.bsor");
+    let path = tmp(&dir, "growing.bsors");
+    let out_path = tmp(&dir, "growing.bsor");
     let mut f = std::fs::File::create(&path).unwrap();
     f.write_all(&stream[..stream.len() / 3]).unwrap();
     f.flush().unwrap();
@@ -298,6 +306,7 @@ fn decode_follow_reads_a_file_while_it_is_written() {
         .arg("-o")
         .arg(&out_path)
         .arg("--follow")
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     for piece in stream[stream.len() / 3..].chunks(stream.len() / 5) {
@@ -305,19 +314,24 @@ fn decode_follow_reads_a_file_while_it_is_written() {
         f.write_all(piece).unwrap();
         f.flush().unwrap();
     }
-    let status = child.wait_with_output().unwrap().status;
-    assert!(status.success());
+    let done = child.wait_with_output().unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
     assert!(std::fs::read(&out_path).unwrap() == bytes);
 }
 
 #[test]
 fn verify_reports_every_profile_as_json() {
+    let dir = scratch();
     let r = bsor_stream::synth::replay(bsor_stream::synth::Settings {
         seed: 14,
         seconds: 10.0,
         fps: 90,
     });
-    let path = tmp("verify.bsor");
+    let path = tmp(&dir, "verify.bsor");
     std::fs::write(&path, bsor_stream::bsor::to_vec(&r).unwrap()).unwrap();
     let out = bin()
         .arg("verify")
@@ -358,14 +372,16 @@ fn verify_reports_every_profile_as_json() {
 }
 
 /// Starts `serve` on a free loopback port with these tokens: the process and its address.
-fn relay(file: &str, tokens: &str) -> (std::process::Child, String) {
+fn relay(dir: &tempfile::TempDir, file: &str, tokens: &str) -> (std::process::Child, String) {
     use std::io::{BufRead, BufReader};
-    let path = tmp(file);
+    let path = tmp(dir, file);
     std::fs::write(&path, tokens).unwrap();
     let mut child = bin()
         .args(["serve", "--tcp", "127.0.0.1:0", "--token-file"])
         .arg(&path)
         .stdout(std::process::Stdio::piped())
+        // Its log (INFO by default) is not the test runner's to print.
+        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let mut line = String::new();
@@ -382,7 +398,8 @@ fn serve_prints_its_address_and_answers_hello() {
     use bytes::BytesMut;
     use std::io::{Read, Write};
     use tokio_util::codec::Decoder;
-    let (mut child, addr) = relay("tokens.txt", "tok\n");
+    let dir = scratch();
+    let (mut child, addr) = relay(&dir, "tokens.txt", "tok\n");
     let mut s = std::net::TcpStream::connect(&addr).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();
@@ -419,15 +436,16 @@ fn serve_prints_its_address_and_answers_hello() {
 
 #[test]
 fn publish_and_watch_through_a_relay_rebuild_the_replay() {
-    let replay = tmp("published.bsor");
+    let dir = scratch();
+    let replay = tmp(&dir, "published.bsor");
     let out = bin()
         .args(["synth", "--seconds", "8", "-o"])
         .arg(&replay)
         .output()
         .unwrap();
     assert!(out.status.success());
-    let (mut relay, addr) = relay("tokens2.txt", "song-1:tok\n");
-    let watched = tmp("watched.bsors");
+    let (mut relay, addr) = relay(&dir, "tokens2.txt", "song-1:tok\n");
+    let watched = tmp(&dir, "watched.bsors");
     let watcher = bin()
         .args(["watch", &addr, "--session", "song-1", "--wait", "20", "-o"])
         .arg(&watched)
@@ -476,7 +494,7 @@ fn publish_and_watch_through_a_relay_rebuild_the_replay() {
     relay.kill().unwrap();
     relay.wait().unwrap();
     assert!(status.success());
-    let decoded = tmp("watched.bsor");
+    let decoded = tmp(&dir, "watched.bsor");
     let out = bin()
         .arg("decode")
         .arg(&watched)
@@ -515,17 +533,17 @@ fn serve_over_websocket_with_an_archive_that_ctrl_c_finishes() {
     use std::io::{BufRead, BufReader, Read, Write};
     use tokio_util::codec::Decoder;
 
-    let replay = tmp("archived.bsor");
+    let dir = scratch();
+    let replay = tmp(&dir, "archived.bsor");
     let out = bin()
         .args(["synth", "--seconds", "8", "--seed", "5", "-o"])
         .arg(&replay)
         .output()
         .unwrap();
     assert!(out.status.success());
-    let tokens = tmp("tokens3.txt");
+    let tokens = tmp(&dir, "tokens3.txt");
     std::fs::write(&tokens, "tok\n").unwrap();
-    let dir = tmp("archive-dir");
-    let _ = std::fs::remove_dir_all(&dir);
+    let archive = tmp(&dir, "archive-dir");
     let mut relay = bin()
         .args([
             "serve",
@@ -535,10 +553,11 @@ fn serve_over_websocket_with_an_archive_that_ctrl_c_finishes() {
             "127.0.0.1:0",
             "--archive",
         ])
-        .arg(&dir)
+        .arg(&archive)
         .arg("--token-file")
         .arg(&tokens)
         .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let mut line = String::new();
@@ -549,7 +568,7 @@ fn serve_over_websocket_with_an_archive_that_ctrl_c_finishes() {
     let (tcp, ws) = rest.split_once(" ws=").expect(&line);
 
     // Watched over TCP, published over WebSocket.
-    let watched = tmp("ws-watched.bsors");
+    let watched = tmp(&dir, "ws-watched.bsors");
     let watcher = bin()
         .args(["watch", tcp, "--session", "song", "--wait", "20", "-o"])
         .arg(&watched)
@@ -570,7 +589,7 @@ fn serve_over_websocket_with_an_archive_that_ctrl_c_finishes() {
     );
     assert!(watcher.wait_with_output().unwrap().status.success());
     // The watched file is the archive, footer and all, and decodes to the replay.
-    let archived = dir.join("song.bsors");
+    let archived = archive.join("song.bsors");
     let mut same = false;
     for _ in 0..100 {
         if std::fs::read(&archived).unwrap_or_default() == std::fs::read(&watched).unwrap() {
@@ -580,7 +599,7 @@ fn serve_over_websocket_with_an_archive_that_ctrl_c_finishes() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert!(same, "the archive equals what the viewer wrote");
-    let decoded = tmp("ws-watched.bsor");
+    let decoded = tmp(&dir, "ws-watched.bsor");
     let out = bin()
         .arg("decode")
         .arg(&watched)
@@ -591,7 +610,7 @@ fn serve_over_websocket_with_an_archive_that_ctrl_c_finishes() {
     assert!(out.status.success());
     assert!(std::fs::read(&decoded).unwrap() == std::fs::read(&replay).unwrap());
     // Watched again after the end, over WebSocket: the whole stream, from the archive.
-    let again = tmp("ws-again.bsors");
+    let again = tmp(&dir, "ws-again.bsors");
     let out = bin()
         .args([
             "watch",
@@ -660,13 +679,13 @@ fn serve_over_websocket_with_an_archive_that_ctrl_c_finishes() {
         .unwrap();
     assert!(killed.success());
     assert!(relay.wait().unwrap().success(), "Ctrl-C is a clean exit");
-    let cut = std::fs::read(dir.join("cut.bsors")).unwrap();
+    let cut = std::fs::read(archive.join("cut.bsors")).unwrap();
     assert!(cut == stream[..spans[19].offset + spans[19].len]);
     let out = bin()
         .arg("decode")
-        .arg(dir.join("cut.bsors"))
+        .arg(archive.join("cut.bsors"))
         .arg("-o")
-        .arg(tmp("cut.bsor"))
+        .arg(tmp(&dir, "cut.bsor"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "recovered in part");
@@ -675,6 +694,7 @@ fn serve_over_websocket_with_an_archive_that_ctrl_c_finishes() {
 #[test]
 fn decode_to_a_file_takes_a_final_info_of_any_length_and_leaves_nothing_on_failure() {
     use bsor_stream::stream::{Profile, Settings, StreamEncoder};
+    let dir = scratch();
     let mut r = bsor_stream::synth::replay(bsor_stream::synth::Settings {
         seed: 5,
         seconds: 2.0,
@@ -691,9 +711,9 @@ fn decode_to_a_file_takes_a_final_info_of_any_length_and_leaves_nothing_on_failu
         enc.push_note(*n);
     }
     enc.finish(r.info.clone(), None, None, Vec::new());
-    let stream = tmp("modifiers.bsors");
+    let stream = tmp(&dir, "modifiers.bsors");
     std::fs::write(&stream, enc.take_output()).unwrap();
-    let out = tmp("modifiers.bsor");
+    let out = tmp(&dir, "modifiers.bsor");
     let run = bin()
         .arg("decode")
         .arg(&stream)
@@ -710,9 +730,9 @@ fn decode_to_a_file_takes_a_final_info_of_any_length_and_leaves_nothing_on_failu
     assert_eq!(back.info.modifiers.as_str(), Some("FS,NF"));
     assert_eq!(back.frames.len(), r.frames.len());
     // A stream that is not one: an error, and neither the output nor a temporary is left.
-    let junk = tmp("junk.bsors");
+    let junk = tmp(&dir, "junk.bsors");
     std::fs::write(&junk, b"not a stream at all").unwrap();
-    let failed = tmp("junk.bsor");
+    let failed = tmp(&dir, "junk.bsor");
     let run = bin()
         .arg("decode")
         .arg(&junk)
@@ -729,4 +749,114 @@ fn decode_to_a_file_takes_a_final_info_of_any_length_and_leaves_nothing_on_failu
         .filter(|e| e.file_name().to_string_lossy().contains(".partial-"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// The first answer to `Hello` and `Publish` for `session` with `token` over TCP: `Resume`
+/// when the relay lets it publish, an `Error` when not.
+fn try_publish(addr: &str, session: &str, token: &str) -> bsor_stream::net::wire::Message {
+    use bsor_stream::net::wire::{Message, Role, WireCodec};
+    use bytes::BytesMut;
+    use std::io::{Read, Write};
+    use tokio_util::codec::Decoder;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut out = BytesMut::new();
+    Message::Hello {
+        min_version: 1,
+        max_version: 1,
+        role: Role::Publisher,
+        agent: "cli test".into(),
+    }
+    .encode(&mut out);
+    Message::Publish {
+        session: session.into(),
+        token: token.into(),
+        resume: false,
+        publisher_key: [9; 16],
+    }
+    .encode(&mut out);
+    s.write_all(&out).unwrap();
+    let (mut buf, mut codec) = (BytesMut::new(), WireCodec::default());
+    loop {
+        while let Some(m) = codec.decode(&mut buf).unwrap() {
+            if !matches!(m, Message::Hello { .. }) {
+                return m;
+            }
+        }
+        let mut piece = [0u8; 256];
+        let n = s.read(&mut piece).unwrap();
+        assert!(n > 0, "connection closed without an answer");
+        buf.extend_from_slice(&piece[..n]);
+    }
+}
+
+/// Sends `signal` (`HUP`, `TERM`, ...) to the process.
+fn signal(child: &std::process::Child, signal: &str) {
+    let sent = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
+/// Kills the relay if the test fails before it stops it.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn sighup_reloads_the_token_file_and_sigterm_stops_the_relay_cleanly() {
+    use bsor_stream::net::wire::{ErrorCode, Message};
+    let dir = scratch();
+    let (child, addr) = relay(&dir, "tokens.txt", "old\n");
+    let relay = Running(child);
+    let refused = |m: &Message| {
+        matches!(
+            m,
+            Message::Error {
+                code: ErrorCode::Unauthorized,
+                ..
+            }
+        )
+    };
+    assert_eq!(try_publish(&addr, "s1", "old"), Message::Resume(0));
+    assert!(refused(&try_publish(&addr, "s2", "new")));
+
+    std::fs::write(tmp(&dir, "tokens.txt"), "# rotated\nnew\n").unwrap();
+    signal(&relay.0, "HUP");
+    // The signal is handled on the relay's own time: ask until the new token works (every
+    // answer is either the old refusal or the new acceptance, never a dead relay).
+    let mut reloaded = false;
+    for i in 0..100 {
+        match try_publish(&addr, &format!("n{i}"), "new") {
+            Message::Resume(0) => {
+                reloaded = true;
+                break;
+            }
+            m => assert!(refused(&m), "{m:?}"),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(reloaded, "the new token never worked");
+    assert!(refused(&try_publish(&addr, "s3", "old")));
+
+    // A file that cannot be read, or holds no token, keeps the tokens in force.
+    std::fs::write(tmp(&dir, "tokens.txt"), "# emptied\n").unwrap();
+    signal(&relay.0, "HUP");
+    std::fs::remove_file(tmp(&dir, "tokens.txt")).unwrap();
+    signal(&relay.0, "HUP");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(try_publish(&addr, "s4", "new"), Message::Resume(0));
+
+    // SIGTERM stops it, as a clean exit.
+    let mut relay = relay;
+    signal(&relay.0, "TERM");
+    assert!(relay.0.wait().unwrap().success(), "SIGTERM is a clean exit");
 }
