@@ -21,6 +21,34 @@ struct Cli {
     command: Command,
 }
 
+/// Where `publish` takes its credential (a token from the relay's token file) from: one of
+/// these.
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+struct TokenArgs {
+    /// Read the token from the first line of FILE.
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Read the token from the environment variable VAR.
+    #[arg(long, value_name = "VAR")]
+    token_env: Option<String>,
+    /// The token itself: it shows in the process list to every user of the machine, so
+    /// prefer --token-file or --token-env (a warning says so).
+    #[arg(long)]
+    token: Option<String>,
+}
+
+impl TokenArgs {
+    fn source(self) -> commands::live::TokenSource {
+        use commands::live::TokenSource;
+        match (self.token_file, self.token_env, self.token) {
+            (Some(f), _, _) => TokenSource::File(f),
+            (_, Some(v), _) => TokenSource::Env(v),
+            (_, _, t) => TokenSource::Arg(t.unwrap_or_default()),
+        }
+    }
+}
+
 /// Frame coding profile.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum ProfileArg {
@@ -164,9 +192,8 @@ enum Command {
         /// The session's name.
         #[arg(long)]
         session: String,
-        /// A credential from the relay's token file.
-        #[arg(long)]
-        token: String,
+        #[command(flatten)]
+        token: TokenArgs,
         /// Times the song's speed (0: as fast as possible).
         #[arg(long, default_value_t = 1.0)]
         speed: f32,
@@ -176,6 +203,13 @@ enum Command {
     },
     /// Watch a session: progress on stderr; with -o, every chunk into a `.bsors` file.
     /// Exits 0 when the stream ended (and, in complete mode, arrived whole).
+    ///
+    /// The progress line shows the frames received a second (fps), the publisher's pace
+    /// (song seconds a second, estimated from the stream over the last 20 s: `publish
+    /// --speed 4` shows 4.0x) and the latency: how far behind the live edge a frame arrives,
+    /// the edge being the line at that pace through the best-placed chunk of the last 20 s.
+    /// About a flush interval for a chunk's first frame and 0 for its last when nothing
+    /// holds chunks back; a delay that never changes cannot be seen (no common clock).
     Watch {
         /// The relay's address (TCP, or WebSocket with --ws).
         addr: String,
@@ -267,6 +301,7 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
                 archive: false,
             }
             .settings();
+            let token = commands::live::read_token(token.source())?;
             commands::live::publish(&file, &to, ws, &session, &token, speed, settings)
         }
         Command::Watch {

@@ -469,7 +469,15 @@ fn publish_and_watch_through_a_relay_rebuild_the_replay() {
         .output()
         .unwrap();
     assert_eq!(refused.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("Unauthorized"));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("Unauthorized"), "{said}");
+    assert!(
+        said.contains("process list"),
+        "--token is warned about: {said}"
+    );
+    assert!(said.contains("not published: "), "{said}");
+    let token_file = tmp(&dir, "publisher-token.txt");
+    std::fs::write(&token_file, "tok\n").unwrap();
     let published = bin()
         .arg("publish")
         .arg(&replay)
@@ -478,18 +486,30 @@ fn publish_and_watch_through_a_relay_rebuild_the_replay() {
             &addr,
             "--session",
             "song-1",
-            "--token",
-            "tok",
             "--speed",
             "0",
+            "--token-file",
         ])
+        .arg(&token_file)
         .output()
         .unwrap();
+    let said = String::from_utf8_lossy(&published.stderr);
+    assert!(published.status.success(), "{said}");
+    // The summary: every chunk of the song sent and acknowledged, no reconnection.
+    let summary = said.lines().last().unwrap_or_default();
+    let sent = summary
+        .split(", ")
+        .find_map(|p| p.strip_suffix(" chunks sent"))
+        .expect(summary);
+    assert!(sent.parse::<u32>().unwrap() > 0, "{summary}");
     assert!(
-        published.status.success(),
-        "{}",
-        String::from_utf8_lossy(&published.stderr)
+        summary.contains(&format!(
+            "{sent} chunks sent, {sent} acknowledged, 0 reconnects"
+        )),
+        "{summary}"
     );
+    assert!(summary.starts_with("published: "), "{summary}");
+    assert!(!said.contains("process list"), "{said}");
     let status = watcher.wait_with_output().unwrap().status;
     relay.kill().unwrap();
     relay.wait().unwrap();
@@ -578,8 +598,9 @@ fn serve_over_websocket_with_an_archive_that_ctrl_c_finishes() {
     let published = bin()
         .arg("publish")
         .arg(&replay)
-        .args(["--to", ws, "--ws", "--session", "song", "--token", "tok"])
-        .args(["--speed", "0"])
+        .args(["--to", ws, "--ws", "--session", "song"])
+        .args(["--token-env", "BSOR_STREAM_TEST_TOKEN", "--speed", "0"])
+        .env("BSOR_STREAM_TEST_TOKEN", "tok")
         .output()
         .unwrap();
     assert!(
@@ -630,7 +651,8 @@ fn serve_over_websocket_with_an_archive_that_ctrl_c_finishes() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("latency"));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("latency") && said.contains("worst"), "{said}");
     assert!(std::fs::read(&again).unwrap() == std::fs::read(&archived).unwrap());
 
     // A session cut by Ctrl-C: its file holds every acknowledged chunk, a valid

@@ -1,6 +1,8 @@
 //! `publish` and `watch` over TCP or WebSocket, and `demo`.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bsor_stream::bsor;
@@ -35,7 +37,11 @@ struct Parts {
 /// is due when its last frame is captured (a recorder's encoder closes it then); event,
 /// trailer and index chunks go out with the frame chunk before them.
 fn stream_parts(file: &Path, settings: Settings) -> Result<Parts, Failure> {
-    let bytes = read_all(file)?;
+    parts_of(read_all(file)?, file, settings)
+}
+
+/// [`stream_parts`] of a file's bytes (`file` names it in errors).
+fn parts_of(bytes: Vec<u8>, file: &Path, settings: Settings) -> Result<Parts, Failure> {
     let stream = if super::is_stream(&bytes) {
         bytes
     } else {
@@ -66,7 +72,43 @@ fn stream_parts(file: &Path, settings: Settings) -> Result<Parts, Failure> {
     })
 }
 
-/// `publish FILE --to ADDR --session NAME --token TOKEN [--speed X]`: sends the song as a
+/// Where `publish` takes its token from.
+pub enum TokenSource {
+    /// The first line of a file (surrounding whitespace trimmed).
+    File(std::path::PathBuf),
+    /// An environment variable.
+    Env(String),
+    /// The command line, where every user of the machine sees it.
+    Arg(String),
+}
+
+/// The token, read from where the user said; an empty one is an error naming its source.
+pub fn read_token(source: TokenSource) -> Result<String, Failure> {
+    let (token, from) = match source {
+        TokenSource::File(path) => {
+            let text = std::fs::read_to_string(&path).map_err(|e| (path.as_path(), e))?;
+            let line = text.lines().next().unwrap_or("").trim().to_string();
+            (line, format!("the first line of {}", path.display()))
+        }
+        TokenSource::Env(var) => match std::env::var(&var) {
+            Ok(t) => (t.trim().to_string(), format!("${var}")),
+            Err(e) => return Err(Failure(format!("--token-env {var}: {e}"))),
+        },
+        TokenSource::Arg(t) => {
+            eprintln!(
+                "bsor-stream: warning: --token shows the token in the process list to every \
+                 user of this machine; use --token-file or --token-env"
+            );
+            (t, "--token".to_string())
+        }
+    };
+    if token.is_empty() {
+        return Err(Failure(format!("no token in {from}")));
+    }
+    Ok(token)
+}
+
+/// `publish FILE --to ADDR --session NAME (--token-file F | --token-env V) [--speed X]`: sends the song as a
 /// recorder would, paced at X times the song's speed (0: as fast as possible), and resumes
 /// after a lost connection.
 pub fn publish(
@@ -80,7 +122,7 @@ pub fn publish(
 ) -> Result<Outcome, Failure> {
     let parts = stream_parts(file, settings)?;
     let target = target(addr, websocket, session, token);
-    runtime()?.block_on(publish_paced(target, parts, speed, Instant::now()))?;
+    runtime()?.block_on(publish_paced(target, parts, speed, Instant::now(), true))?;
     Ok(Outcome::Done)
 }
 
@@ -100,68 +142,198 @@ fn target(addr: &str, websocket: bool, session: &str, token: &str) -> publisher:
     }
 }
 
+/// What a publisher has done so far, for its progress lines (shared by the pacer, the
+/// publisher's report hook and the line printer).
+#[derive(Default)]
+struct Sent {
+    /// Chunks handed to the publisher (which sends them as its connection takes them), and
+    /// their bytes.
+    chunks: AtomicU64,
+    bytes: AtomicU64,
+    /// The song time of the last chunk handed over (`f32` bits).
+    song_time: AtomicU32,
+    /// Chunks the relay acknowledged.
+    acked: AtomicU64,
+    /// Connections after the first.
+    reconnects: AtomicU64,
+}
+
+impl Sent {
+    fn line(&self) -> String {
+        format!(
+            "song time {:7.2} s, {} chunks sent, {} acknowledged, {} reconnects",
+            f32::from_bits(self.song_time.load(Relaxed)),
+            self.chunks.load(Relaxed),
+            self.acked.load(Relaxed),
+            self.reconnects.load(Relaxed)
+        )
+    }
+}
+
 /// Hands the chunks to the library's publisher (which does the protocol, the acks and the
 /// resumption) as a recorder would have them: each at its due song time, at `speed`, from
-/// `start`.
+/// `start`. With `report`, a progress line goes to stderr every second and a summary at
+/// the end.
 async fn publish_paced(
     target: publisher::Target,
     parts: Parts,
     speed: f32,
     start: Instant,
+    report: bool,
 ) -> Result<(), Failure> {
     let Parts {
         header,
         chunks,
         first_t,
     } = parts;
+    let sent = Arc::new(Sent::default());
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let pacing = sent.clone();
     let pacer = tokio::spawn(async move {
         for (t, chunk) in chunks {
             if speed > 0.0 && t.is_finite() {
                 let due = start + Duration::from_secs_f32(((t - first_t) / speed).max(0.0));
                 tokio::time::sleep_until(due.into()).await;
             }
+            let len = chunk.len() as u64;
             if tx.send(publisher::Input::Chunk(chunk)).is_err() {
                 return;
+            }
+            pacing.chunks.fetch_add(1, Relaxed);
+            pacing.bytes.fetch_add(len, Relaxed);
+            if t.is_finite() {
+                pacing.song_time.store((t - first_t).to_bits(), Relaxed);
             }
         }
         let _ = tx.send(publisher::Input::Finished);
     });
-    let progress = |p: publisher::Progress| {
-        if let publisher::Progress::Lost(e) = p {
-            eprintln!("bsor-stream: {e}; reconnecting");
+    let printing = sent.clone();
+    let printer = tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(1));
+        every.tick().await;
+        loop {
+            every.tick().await;
+            if report {
+                eprintln!("{}", printing.line());
+            }
         }
+    });
+    let mut connections = 0u64;
+    let progress = |p: publisher::Progress| match p {
+        publisher::Progress::Lost(e) => eprintln!("bsor-stream: {e}; reconnecting"),
+        publisher::Progress::Connected(_) => {
+            connections += 1;
+            sent.reconnects.store(connections - 1, Relaxed);
+        }
+        publisher::Progress::Acked(n) => sent.acked.store(n, Relaxed),
+        _ => {}
     };
     let result = publisher::publish(target, header, rx, progress).await;
     pacer.abort();
+    printer.abort();
+    if report {
+        eprintln!(
+            "{}: {}; {} bytes in {:.1} s",
+            if result.is_ok() {
+                "published"
+            } else {
+                "not published"
+            },
+            sent.line(),
+            sent.bytes.load(Relaxed),
+            start.elapsed().as_secs_f64(),
+        );
+    }
     result.map_err(|e| Failure(e.to_string()))
 }
 
-/// Lateness of frames against their song time, measured from the best-placed frame so far:
-/// at song speed 1 this is how far behind the live edge a frame arrives (a flush interval
-/// for a chunk's first frame, about 0 for its last, more when the network or the relay
-/// holds frames back). A viewer has no clock of the publisher's, so the best-placed frame
-/// is the zero.
+/// The window over which `watch` estimates the publisher's pace, its frame rate and the
+/// best-placed chunk, in seconds of the viewer's clock.
+const WINDOW: f64 = 20.0;
+
+/// Latency as `watch` measures it: how far behind the live edge a frame arrives, in seconds
+/// of the viewer's clock. A viewer has no clock of the publisher's and does not know its
+/// pace (`publish --speed 4` sends four seconds of song a second), so both are estimated
+/// from the stream: the pace is the rate at which the song time of the chunks' last frames
+/// grows over the last [`WINDOW`] seconds, and the live edge is the line at that pace
+/// through the best-placed chunk of the window (its last frame counts as on time). A frame
+/// arriving `x` seconds after that line is `x` late: about a flush interval for a chunk's
+/// first frame, about 0 for its last, more when the network or the relay holds chunks back.
+/// A delay that never changes cannot be seen this way (there is no common clock).
 #[derive(Default)]
 struct Latency {
-    start: Option<Instant>,
-    best: Option<f64>,
+    /// Each chunk's arrival and the song time of its last frame, oldest first, within the
+    /// window.
+    chunks: std::collections::VecDeque<(f64, f64)>,
+    /// Frames that arrived within the window: (arrival, count).
+    frames: std::collections::VecDeque<(f64, u64)>,
+    /// Song seconds per second, as last estimated (1 until the window spans a second).
+    pace: f64,
+    /// The latest frame's latency, and the worst so far.
     last: f64,
     worst: f64,
 }
 
 impl Latency {
-    fn frame(&mut self, time: f32) {
-        if !time.is_finite() {
+    /// A chunk that arrived at `now` (seconds on the viewer's clock) with frames at these
+    /// song times.
+    fn chunk(&mut self, now: f64, times: &[f32]) {
+        let times: Vec<f64> = times
+            .iter()
+            .filter(|t| t.is_finite())
+            .map(|&t| f64::from(t))
+            .collect();
+        let Some(&end) = times.last() else {
             return;
+        };
+        while self.chunks.front().is_some_and(|c| now - c.0 > WINDOW) {
+            self.chunks.pop_front();
         }
-        let now = Instant::now();
-        let start = *self.start.get_or_insert(now);
-        let lag = now.duration_since(start).as_secs_f64() - f64::from(time);
-        let best = self.best.map_or(lag, |b| b.min(lag));
-        self.best = Some(best);
-        self.last = lag - best;
-        self.worst = self.worst.max(self.last);
+        while self.frames.front().is_some_and(|f| now - f.0 > WINDOW) {
+            self.frames.pop_front();
+        }
+        // The pace of the chunks before this one: a chunk held back is judged against the
+        // pace of those that were not.
+        let estimated = self.estimate_pace();
+        self.pace = estimated.unwrap_or(1.0);
+        self.chunks.push_back((now, end));
+        self.frames.push_back((now, times.len() as u64));
+        // The live edge: the best-placed chunk end of the window, at the pace.
+        let lag = |(at, song): (f64, f64)| at - song / self.pace;
+        let edge = self
+            .chunks
+            .iter()
+            .map(|&c| lag(c))
+            .fold(f64::INFINITY, f64::min);
+        for t in times {
+            self.last = (lag((now, t)) - edge).max(0.0);
+            // Until the pace is known, the latency is a guess at 1x: not the worst.
+            if estimated.is_some() {
+                self.worst = self.worst.max(self.last);
+            }
+        }
+    }
+
+    /// The slope of song time against arrival over the window, from its first and last
+    /// chunk; none until they are a second apart (or when the song time goes back).
+    fn estimate_pace(&self) -> Option<f64> {
+        match (self.chunks.front(), self.chunks.back()) {
+            (Some(a), Some(b)) if b.0 - a.0 >= 1.0 && b.1 > a.1 => {
+                Some(((b.1 - a.1) / (b.0 - a.0)).clamp(1e-3, 1e6))
+            }
+            _ => None,
+        }
+    }
+
+    /// Frames received a second over the window.
+    fn fps(&self) -> f64 {
+        match (self.frames.front(), self.frames.back()) {
+            (Some(a), Some(b)) if b.0 > a.0 => {
+                let n: u64 = self.frames.iter().skip(1).map(|f| f.1).sum();
+                n as f64 / (b.0 - a.0)
+            }
+            _ => 0.0,
+        }
     }
 }
 
@@ -175,17 +347,21 @@ struct Viewing {
 }
 
 impl Viewing {
-    /// Takes the header or a chunk; calls `frame` with each new frame's song time.
-    fn take(&mut self, b: &[u8], mut frame: impl FnMut(&Self, f32)) {
+    /// Takes the header or a chunk; calls `frame` with each new frame's song time, and
+    /// returns the song times of the frames it held.
+    fn take(&mut self, b: &[u8], mut frame: impl FnMut(&Self, f32)) -> Vec<f32> {
         self.bytes += b.len() as u64;
         self.d.push(b);
+        let mut times = Vec::new();
         while let Ok(Some(item)) = self.d.next_item() {
             if let StreamItem::Frame { frame: f, .. } = item {
                 self.frames += 1;
                 self.song_time = f.time;
+                times.push(f.time);
                 frame(self, f.time);
             }
         }
+        times
     }
 
     /// The stream is over: what the decoder still holds.
@@ -225,7 +401,8 @@ pub fn watch(
     let mut v = Viewing::default();
     let (mut skipped, mut ended) = (0u64, false);
     let mut latency = Latency::default();
-    let mut last_print = Instant::now();
+    let clock = Instant::now();
+    let mut last_print = clock;
     let mut failed: Option<Failure> = None;
     let on = |e: ClientEvent| {
         match e {
@@ -234,7 +411,8 @@ pub fn watch(
                     failed = Some(Failure(format!("writing: {e}")));
                     return ControlFlow::Break(());
                 }
-                v.take(&b, |_, time| latency.frame(time));
+                let times = v.take(&b, |_, _| {});
+                latency.chunk(clock.elapsed().as_secs_f64(), &times);
             }
             ClientEvent::Skipped { chunks, .. } => skipped += u64::from(chunks),
             ClientEvent::End(reason) => ended = reason == EndReason::Finished,
@@ -243,9 +421,11 @@ pub fn watch(
         }
         if last_print.elapsed() > Duration::from_millis(500) {
             eprintln!(
-                "song time {:7.2} s, {} frames, {} bytes, latency {:4.0} ms (worst {:.0} ms), {skipped} chunks skipped",
+                "song time {:7.2} s, {} frames ({:.0} fps, pace {:.1}x), {} bytes, latency {:4.0} ms (worst {:.0} ms), {skipped} chunks skipped",
                 v.song_time,
                 v.frames,
+                latency.fps(),
+                latency.pace,
                 v.bytes,
                 latency.last * 1000.0,
                 latency.worst * 1000.0
@@ -287,26 +467,22 @@ pub fn demo(file: Option<&Path>, speed: f32) -> Result<Outcome, Failure> {
     use bsor_stream::net::server::{Server, ServerConfig};
     use bsor_stream::stream::Profile;
 
-    let path = match file {
-        Some(f) => f.to_path_buf(),
+    // The synthetic replay stays in memory: the demo leaves no file behind.
+    let (path, bytes) = match file {
+        Some(f) => (f.to_path_buf(), read_all(f)?),
         None => {
-            let p =
-                std::env::temp_dir().join(format!("bsor-stream-demo-{}.bsor", std::process::id()));
             let r = bsor_stream::synth::replay(bsor_stream::synth::Settings {
                 seed: 1,
                 seconds: 20.0,
                 fps: 90,
             });
-            std::fs::write(&p, bsor::to_vec(&r).map_err(|e| Failure(e.to_string()))?)
-                .map_err(|e| (p.as_path(), e))?;
-            p
+            let bytes = bsor::to_vec(&r).map_err(|e| Failure(e.to_string()))?;
+            (Path::new("a synthetic 20 s replay").to_path_buf(), bytes)
         }
     };
-    let bsor_bytes = std::fs::metadata(&path)
-        .map_err(|e| (path.as_path(), e))?
-        .len();
+    let bsor_bytes = bytes.len() as u64;
     let settings = Settings::live(Profile::Lossless);
-    let parts = stream_parts(&path, settings)?;
+    let parts = parts_of(bytes, &path, settings)?;
     let first_t = parts.first_t;
     let stream_bytes = parts.header.len() + parts.chunks.iter().map(|c| c.1.len()).sum::<usize>();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -342,7 +518,7 @@ pub fn demo(file: Option<&Path>, speed: f32) -> Result<Outcome, Failure> {
         }
         tokio::time::sleep_until(start.into()).await;
         let target = target(&addr, false, "demo", "demo-token");
-        publish_paced(target, parts, speed, start).await?;
+        publish_paced(target, parts, speed, start, false).await?;
         for (i, v) in viewers.into_iter().enumerate() {
             let (frames, bytes, worst) = v.await.map_err(|e| Failure(e.to_string()))??;
             println!(
@@ -402,4 +578,63 @@ async fn demo_viewer(
         .await
         .map_err(|e| Failure(format!("viewer {}: {e}", n + 1)))?;
     Ok((v.frames, v.bytes, worst_ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Latency;
+
+    /// Chunks of `flush` song seconds at 90 fps, each arriving when its last frame is
+    /// captured at `speed`, plus `delay(k)` for chunk k: the latencies of each chunk's last
+    /// frame.
+    fn run(
+        speed: f64,
+        flush: f64,
+        chunks: usize,
+        delay: impl Fn(usize) -> f64,
+    ) -> (Latency, Vec<f64>) {
+        let mut l = Latency::default();
+        let mut lasts = Vec::new();
+        let per = (flush * 90.0).round() as usize;
+        for k in 0..chunks {
+            let times: Vec<f32> = (0..per)
+                .map(|i| ((k * per + i) as f64 / 90.0) as f32)
+                .collect();
+            let end = f64::from(*times.last().unwrap());
+            l.chunk(end / speed + delay(k), &times);
+            lasts.push(l.last);
+        }
+        (l, lasts)
+    }
+
+    #[test]
+    fn latency_is_measured_at_the_publishers_pace_whatever_it_is() {
+        for speed in [0.5, 1.0, 4.0, 16.0] {
+            // On time: a chunk's last frame is at the edge; its first a flush interval (of
+            // the viewer's clock) behind it.
+            let (l, lasts) = run(speed, 0.5, 400, |_| 0.0);
+            assert!(
+                (l.pace - speed).abs() < 1e-6 * speed,
+                "{speed}: pace {}",
+                l.pace
+            );
+            assert!(lasts[40..].iter().all(|&x| x < 1e-6), "{speed}: {lasts:?}");
+            let first_frame = (0.5 - 1.0 / 90.0) / speed;
+            assert!(
+                (l.worst - first_frame).abs() < 1e-3,
+                "{speed}: worst {}",
+                l.worst
+            );
+            // 90 frames of song a second, at the pace.
+            assert!(
+                (l.fps() - 90.0 * speed).abs() < 1.0,
+                "{speed}: {} fps",
+                l.fps()
+            );
+            // One chunk held back 300 ms (after the pace is known) is 300 ms late.
+            let (_, lasts) = run(speed, 0.5, 400, |k| if k == 300 { 0.3 } else { 0.0 });
+            assert!((lasts[300] - 0.3).abs() < 1e-3, "{speed}: {}", lasts[300]);
+            assert!(lasts[301] < 1e-6, "{speed}: {}", lasts[301]);
+        }
+    }
 }
