@@ -304,6 +304,13 @@ impl Relay {
     fn dispatch(&mut self, conn: ConnId, stage: Stage, m: Message, now: u64) {
         match (stage, m) {
             (Stage::Closing, _) => {}
+            // An error is the sender's last message (wire.md §2): the connection just
+            // closes, with no error in reply.
+            (_, Message::Error { .. }) => self.close(conn),
+            // Ping and Pong come after Hello (wire.md §2); before it they are out of order.
+            (Stage::New { .. }, Message::Ping(_) | Message::Pong(_)) => {
+                self.fail(conn, ErrorCode::UnexpectedMessage, "Hello comes first")
+            }
             (_, Message::Ping(n)) => self.pong(conn, n),
             (_, Message::Pong(_)) => {}
             (
@@ -367,5 +374,42 @@ impl Relay {
             },
         );
         self.set_stage(conn, Stage::Greeted { role, since: now });
+    }
+}
+
+#[cfg(test)]
+mod order_tests {
+    use super::{Relay, RelayAction, RelayConfig, Tokens};
+    use crate::net::wire::{ErrorCode, Message, Role};
+
+    #[test]
+    fn a_ping_before_hello_is_out_of_order_and_a_clients_error_is_not_answered() {
+        let mut r = Relay::new(RelayConfig::default(), Tokens::parse("t"));
+        let early = r.connect(0);
+        r.receive(early, Message::Ping(1), 1);
+        assert!(matches!(
+            r.poll_outgoing(early),
+            Some(Message::Error {
+                code: ErrorCode::UnexpectedMessage,
+                ..
+            })
+        ));
+        let c = r.connect(2);
+        let hello = Message::Hello {
+            min_version: 1,
+            max_version: 1,
+            role: Role::Viewer,
+            agent: "test".into(),
+        };
+        r.receive(c, hello, 3);
+        let error = Message::Error {
+            code: ErrorCode::Internal,
+            message: "bye".into(),
+        };
+        r.receive(c, error, 4);
+        let actions: Vec<_> = std::iter::from_fn(|| r.poll_action()).collect();
+        assert!(actions.contains(&RelayAction::Close(c)), "{actions:?}");
+        assert!(matches!(r.poll_outgoing(c), Some(Message::Hello { .. })));
+        assert_eq!(r.poll_outgoing(c), None, "no error in reply to an error");
     }
 }
