@@ -54,6 +54,7 @@ fn the_c_example_records_a_stream_that_decodes_to_its_classic_file() {
     let out = std::env::temp_dir().join(format!("bsrs-c-example-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).unwrap();
+    let _cleanup = RemoveOnDrop(out.clone());
     let exe = build(&root, &out);
     let (stream, classic) = (out.join("song.bsors"), out.join("song.bsor"));
     let run = Command::new(&exe)
@@ -87,4 +88,14 @@ fn the_c_example_records_a_stream_that_decodes_to_its_classic_file() {
     let (back, recovery) = transcode::decode_replay(&std::fs::read(&stream).unwrap()).unwrap();
     assert!(recovery.complete, "{recovery:?}");
     assert_eq!(bsor::to_vec(&back).unwrap(), classic);
+}
+
+/// Removes the test's folder (the built program and its files, about 18 MB) when the test
+/// ends, whether it passes or not.
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
