@@ -882,3 +882,50 @@ fn sighup_reloads_the_token_file_and_sigterm_stops_the_relay_cleanly() {
     signal(&relay.0, "TERM");
     assert!(relay.0.wait().unwrap().success(), "SIGTERM is a clean exit");
 }
+
+#[test]
+fn publish_names_where_a_missing_token_should_have_come_from() {
+    let dir = scratch();
+    let empty = tmp(&dir, "empty-token.txt");
+    std::fs::write(&empty, "\n").unwrap();
+    let run = |args: &[&std::ffi::OsStr]| {
+        bin()
+            .args([
+                "publish",
+                "song.bsor",
+                "--to",
+                "127.0.0.1:9",
+                "--session",
+                "s",
+            ])
+            .args(args)
+            .env_remove("BSOR_STREAM_UNSET_TOKEN")
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--token-env".as_ref(), "BSOR_STREAM_UNSET_TOKEN".as_ref()]);
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("--token-env BSOR_STREAM_UNSET_TOKEN"),
+        "{said}"
+    );
+    let out = run(&["--token-file".as_ref(), empty.as_os_str()]);
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("no token in the first line of"), "{said}");
+    // One source only, and one is required.
+    let out = run(&[
+        "--token".as_ref(),
+        "a".as_ref(),
+        "--token-env".as_ref(),
+        "B".as_ref(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(run(&[]).status.code(), Some(2));
+}
