@@ -202,6 +202,8 @@ fn sink_code(s: SinkState) -> u32 {
         SinkState::Running => BSRS_SINK_RUNNING,
         SinkState::Failed => BSRS_SINK_FAILED,
         SinkState::Done => BSRS_SINK_DONE,
+        // Not connected is still running, until the ABI gains its state.
+        SinkState::Connecting => BSRS_SINK_RUNNING,
     }
 }
 

@@ -75,7 +75,7 @@ impl Sinks {
             });
         #[cfg(feature = "live")]
         let live = config.live.clone().map(|l| {
-            shared.set_sink(SinkKind::Live, SinkState::Running);
+            shared.set_sink(SinkKind::Live, SinkState::Connecting);
             LiveSink::start(l, Arc::clone(shared))
         });
         Sinks {
@@ -163,6 +163,10 @@ pub(super) fn run(
             enc.flush();
         }
         sinks.stream(&enc.take_output(), &shared);
+        #[cfg(feature = "live")]
+        if let Some(l) = &mut sinks.live {
+            l.check();
+        }
         if finishing {
             let ending = shared.finish.lock().ok().and_then(|mut s| s.take());
             end(enc, sinks, ending, &shared);
