@@ -28,11 +28,33 @@ fn start_info(r: &Replay) -> bsor::Info {
     i
 }
 
-fn dir(name: &str) -> PathBuf {
+/// A fresh folder, removed (with what is in it) when dropped: a test leaves nothing behind.
+struct Dir(PathBuf);
+
+impl std::ops::Deref for Dir {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Dir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn dir(name: &str) -> Dir {
     let d = std::env::temp_dir().join(format!("bsor-recorder-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Dir(d)
 }
 
 /// Pushes the song as a game would: events interleaved with frames at their song times.
@@ -640,4 +662,23 @@ fn an_unreachable_relay_shows_as_connecting_then_failed_after_the_retries() {
     let st = rec.wait(Duration::from_secs(10)).unwrap();
     assert_eq!(st.live, SinkState::Failed);
     assert_eq!(st.encoded, st.accepted);
+}
+
+/// `close` with room to wait is a drop that says the background ended: the files are
+/// complete after a finish.
+#[test]
+fn close_after_finish_with_time_to_wait_leaves_complete_files() {
+    let r = song(8, 3.0);
+    let d = dir("close");
+    let mut rec = Recorder::start(start_info(&r), both_files(&d)).unwrap();
+    assert!(play(&mut rec, &r).iter().all(|p| *p == Push::Queued));
+    assert!(rec.finish(r.info.clone()));
+    assert!(rec.close(Duration::from_secs(30)), "ended within the wait");
+    let (back, recovery) = decode(&d.join("song.bsors"));
+    assert!(recovery.complete, "{recovery:?}");
+    assert_eq!(back.frames, r.frames);
+    assert_eq!(
+        std::fs::read(d.join("song.bsor")).unwrap(),
+        bsor::to_vec(&r).unwrap()
+    );
 }

@@ -570,6 +570,32 @@ impl Recorder {
     }
 }
 
+impl Recorder {
+    /// Stops the recorder as a drop does, but waits at most `wait` for the background
+    /// thread: past that it is left to end on its own (writing out what it holds, and
+    /// completing the files after a [`finish`](Self::finish)), without logging. Returns
+    /// whether it ended within `wait`. For a caller that must not block, such as a game's
+    /// main thread; call [`wait`](Self::wait) first to know the files are complete.
+    pub fn close(mut self, wait: Duration) -> bool {
+        self.closed = true;
+        self.shared.stop.store(true, Ordering::Release);
+        let Some(w) = self.worker.take() else {
+            return true;
+        };
+        w.thread().unpark();
+        let deadline = Instant::now() + wait;
+        while !w.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        if w.is_finished() {
+            let _ = w.join();
+            true
+        } else {
+            false
+        }
+    }
+}
+
 impl Drop for Recorder {
     /// Dropping a recorder that was not finished ends the stream where it is: the chunks
     /// so far are written out (a stream without trailer, which decodes as a cut-short

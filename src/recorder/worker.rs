@@ -224,10 +224,14 @@ fn end(mut enc: StreamEncoder, mut sinks: Sinks, ending: Option<Ending>, shared:
 }
 
 /// Stopped without finish: what was written stays; nothing is completed, and the sinks
-/// keep the state they had.
+/// keep the state they had. The stream file is synced only with `sync_each_chunk` (as its
+/// chunks were): what was written survives a crash of the game either way, and a drop
+/// (often on the game thread) does not wait for the disk without being asked to.
 fn end_unfinished(mut sinks: Sinks, _shared: &Shared) {
     if let Some(f) = sinks.file.take() {
-        let _ = f.file.sync_all();
+        if f.sync {
+            let _ = f.file.sync_data();
+        }
     }
     if let Some(c) = sinks.classic.take() {
         c.abandon();
