@@ -310,7 +310,7 @@ const MAX_USER_DATA: usize = 16 << 20;
 
 /// Ends the song with the info known at its end (score, fail time). Returns at once; the
 /// background writes the last chunks, the trailer and the classic file. Then call
-/// `bsrs_recorder_wait` (or just `bsrs_recorder_free`). BSRS_CLOSED if already finished.
+/// `bsrs_recorder_wait` before `bsrs_recorder_free`. BSRS_CLOSED if already finished.
 ///
 /// Thread safety: one thread at a time per recorder.
 ///
@@ -403,11 +403,14 @@ pub unsafe extern "C" fn bsrs_recorder_wait(
 /// trailer, which decodes as a cut-short recording) and no classic file is written. NULL is
 /// allowed (and clears the last error, as the free of a handle does).
 ///
-/// Waits for the encoder thread (to write out what it holds) but never for the network:
-/// a live sink still connecting, sending or finishing is left to end on its own thread,
-/// within its budget (`live_max_retries`, `live_retry_interval_ms`,
-/// `live_finish_timeout_ms`), and calls the log no more once this returns. Call
-/// `bsrs_recorder_wait` first for a live sink to finish its session.
+/// Returns within a few milliseconds whatever the network or the disk do: it waits at
+/// most 3 ms for the encoder thread to write out what it holds, and never for the network.
+/// What is left is done by the recorder's threads on their own, soon after: the encoder
+/// writes out the last records (and completes the files after a finish); a live sink still
+/// connecting, sending or finishing ends within its budget (`live_max_retries`,
+/// `live_retry_interval_ms`, `live_finish_timeout_ms`). The log is not called once this
+/// returns. Call `bsrs_recorder_wait` (off the game thread) before it to know the files
+/// are complete and the live session finished.
 ///
 /// Thread safety: the handle must not be in use by another thread, and not used again.
 ///
@@ -418,11 +421,15 @@ pub unsafe extern "C" fn bsrs_recorder_free(r: *mut BsrsRecorder) {
     guard(|| {
         if !r.is_null() {
             // SAFETY: a handle made by `Box::into_raw` in `bsrs_recorder_start`, freed once.
-            drop(unsafe { Box::from_raw(r) });
+            let r = unsafe { Box::from_raw(r) };
+            r.inner.close(FREE_WAIT);
         }
         Ok(BSRS_OK)
     });
 }
+
+/// How long `bsrs_recorder_free` waits for the encoder thread.
+const FREE_WAIT: Duration = Duration::from_millis(3);
 
 /// Copies this thread's last error message (NUL-terminated, truncated to fit) into `buf`
 /// of `len` bytes, and returns the message's full length in bytes (without the NUL): 0
