@@ -489,7 +489,7 @@ int32_t bsrs_set_user_data(struct BsrsRecorder *r, const uint8_t *data, size_t l
 
 // Ends the song with the info known at its end (score, fail time). Returns at once; the
 // background writes the last chunks, the trailer and the classic file. Then call
-// `bsrs_recorder_wait` (or just `bsrs_recorder_free`). BSRS_CLOSED if already finished.
+// `bsrs_recorder_wait` before `bsrs_recorder_free`. BSRS_CLOSED if already finished.
 //
 // Thread safety: one thread at a time per recorder.
 //
@@ -521,11 +521,14 @@ int32_t bsrs_recorder_wait(struct BsrsRecorder *r, uint32_t timeout_ms, struct B
 // trailer, which decodes as a cut-short recording) and no classic file is written. NULL is
 // allowed (and clears the last error, as the free of a handle does).
 //
-// Waits for the encoder thread (to write out what it holds) but never for the network:
-// a live sink still connecting, sending or finishing is left to end on its own thread,
-// within its budget (`live_max_retries`, `live_retry_interval_ms`,
-// `live_finish_timeout_ms`), and calls the log no more once this returns. Call
-// `bsrs_recorder_wait` first for a live sink to finish its session.
+// Returns within a few milliseconds whatever the network or the disk do: it waits at
+// most 3 ms for the encoder thread to write out what it holds, and never for the network.
+// What is left is done by the recorder's threads on their own, soon after: the encoder
+// writes out the last records (and completes the files after a finish); a live sink still
+// connecting, sending or finishing ends within its budget (`live_max_retries`,
+// `live_retry_interval_ms`, `live_finish_timeout_ms`). The log is not called once this
+// returns. Call `bsrs_recorder_wait` (off the game thread) before it to know the files
+// are complete and the live session finished.
 //
 // Thread safety: the handle must not be in use by another thread, and not used again.
 //
