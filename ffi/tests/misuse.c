@@ -482,6 +482,17 @@ static void unwritable_paths(void) {
     EXPECT(bsrs_recorder_finish(rec, &i), BSRS_OK, NULL);
     EXPECT(bsrs_recorder_wait(rec, 10000, &st), BSRS_OK, NULL);
     bsrs_recorder_free(rec);
+    /* A path that is not UTF-8 is taken as the bytes it is (Unix). */
+    c = defaults();
+    c.stream_path = path_in("\xff\xfe.bsors");
+    EXPECT(bsrs_recorder_start(&i, &c, &rec), BSRS_OK, NULL);
+    EXPECT(bsrs_recorder_finish(rec, &i), BSRS_OK, NULL);
+    EXPECT(bsrs_recorder_wait(rec, 10000, &st), BSRS_OK, NULL);
+    TRUE(st.stream_file == BSRS_SINK_DONE);
+    bsrs_recorder_free(rec);
+    FILE *odd = fopen(path_in("\xff\xfe.bsors"), "rb");
+    TRUE(odd != NULL);
+    if (odd) fclose(odd);
     c = defaults();
     c.stream_path = path_in("missing/folder/song.bsors");
     EXPECT(bsrs_recorder_start(&i, &c, &rec), BSRS_OK, NULL);
