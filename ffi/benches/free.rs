@@ -120,7 +120,7 @@ fn main() {
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();
     let silent_addr = silent.local_addr().unwrap();
     println!("bsrs_recorder_free, {runs} runs each (ms):");
-    println!("{:<44} {:>7} {:>7} {:>7}", "case", "p50", "p99", "max");
+    println!("{:<50} {:>7} {:>7} {:>7}", "case", "p50", "p99", "max");
     for (name, addr) in [
         ("refused", refused),
         ("accepts, never answers", silent_addr),
@@ -132,7 +132,7 @@ fn main() {
             let p = |q: f64| t[((t.len() - 1) as f64 * q).round() as usize];
             let when = if finish { "after finish" } else { "mid-song" };
             println!(
-                "{:<44} {:>7.3} {:>7.3} {:>7.3}",
+                "{:<50} {:>7.3} {:>7.3} {:>7.3}",
                 format!("relay {name}, freed {when}"),
                 ms(p(0.5)),
                 ms(p(0.99)),

@@ -399,6 +399,7 @@ unsafe fn c_path(field: &str, p: *const c_char) -> Result<Option<PathBuf>, Strin
 }
 
 /// A UTF-8 text field of `min` to `max` bytes.
+#[cfg(feature = "live")]
 ///
 /// # Safety
 /// As [`c_bytes`].
@@ -419,6 +420,7 @@ unsafe fn c_utf8(
 }
 
 /// A session name as the relay takes it (wire.md): `[A-Za-z0-9._-]{1,64}`, not only dots.
+#[cfg(feature = "live")]
 fn session_name(s: &str) -> Result<(), String> {
     let ok = (1..=64).contains(&s.len())
         && s.bytes()
@@ -431,6 +433,25 @@ fn session_name(s: &str) -> Result<(), String> {
             "live_session {s:?} is not 1 to 64 of [A-Za-z0-9._-], not only dots"
         ))
     }
+}
+
+/// The live sink's numbers, in their ranges (checked in builds without the sink too, so
+/// that a configuration is valid or not whatever the build).
+fn live_numbers(c: &BsrsConfig) -> Result<(u64, u32, u32, u32), String> {
+    Ok((
+        within("live_buffer_bytes", c.live_buffer_bytes, 1 << 16..=1 << 30)?,
+        within(
+            "live_retry_interval_ms",
+            c.live_retry_interval_ms,
+            10..=60_000,
+        )?,
+        within("live_max_retries", c.live_max_retries, 0..=10_000)?,
+        within(
+            "live_finish_timeout_ms",
+            c.live_finish_timeout_ms,
+            0..=600_000,
+        )?,
+    ))
 }
 
 /// The live publisher's settings, if both its address and session are given.
@@ -452,18 +473,7 @@ unsafe fn live(c: &BsrsConfig) -> Result<Option<LiveConfig>, String> {
             c_utf8("live_token", c.live_token, 0, 1024)?,
         )
     };
-    let buffer = within("live_buffer_bytes", c.live_buffer_bytes, 1 << 16..=1 << 30)?;
-    let retry = within(
-        "live_retry_interval_ms",
-        c.live_retry_interval_ms,
-        10..=60_000,
-    )?;
-    let retries = within("live_max_retries", c.live_max_retries, 0..=10_000)?;
-    let finish = within(
-        "live_finish_timeout_ms",
-        c.live_finish_timeout_ms,
-        0..=600_000,
-    )?;
+    let (buffer, retry, retries, finish) = live_numbers(c)?;
     match (addr, session) {
         (Some(addr), Some(session)) => {
             session_name(&session)?;
@@ -482,6 +492,7 @@ unsafe fn live(c: &BsrsConfig) -> Result<Option<LiveConfig>, String> {
 /// Built without the live sink: a configuration that asks for it is refused.
 #[cfg(not(feature = "live"))]
 fn live(c: &BsrsConfig) -> Result<(), String> {
+    live_numbers(c)?;
     if c.live_addr.is_null() && c.live_session.is_null() && c.live_ca_file.is_null() {
         Ok(())
     } else {
