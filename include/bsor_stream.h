@@ -35,10 +35,13 @@
 // A required pointer was NULL.
 #define BSRS_ERR_NULL -2
 
-// An argument is out of range; see `bsrs_last_error`.
+// Bad settings: a `BsrsConfig` field out of its stated range (or a `struct_size` this
+// library does not know), or an argument out of range; see `bsrs_last_error`, which names
+// the field. The one code for every bad setting.
 #define BSRS_ERR_INVALID -3
 
-// The recorder could not start; see `bsrs_last_error`.
+// The recorder could not start for a reason other than its settings (the system refused
+// the background thread); see `bsrs_last_error`.
 #define BSRS_ERR_START -4
 
 // A Rust panic was caught (a bug): the handle should not be used again but may be freed.
@@ -71,6 +74,17 @@
 // Sink state: finished and complete.
 #define BSRS_SINK_DONE 3
 
+// Sink state (live sink only): not connected to the relay: connecting, or waiting to
+// reconnect after a lost connection, with the chunks kept in its buffer meanwhile. After
+// `live_max_retries` failed attempts in a row it becomes BSRS_SINK_FAILED.
+#define BSRS_SINK_CONNECTING 4
+
+// The version of this C ABI, as `bsrs_abi_version` returns it. Version 2 is the first with
+// `BsrsConfig::struct_size`; version 1 (without it) is not accepted: its first field,
+// `profile`, reads as a `struct_size` too small, which is bad settings. A later version
+// only adds fields at the end of `BsrsConfig` and keeps accepting this one's size.
+#define BSRS_ABI_VERSION 2
+
 // An opaque recorder handle.
 typedef struct BsrsRecorder BsrsRecorder;
 
@@ -87,42 +101,78 @@ typedef struct BsrsRecorder BsrsRecorder;
 // wait for the thread that calls those, nor use the recorder's handle.
 typedef void (*BsrsLogFn)(void *user, int32_t level, const char *message);
 
-// How to record. Start from `bsrs_config_default`. Paths and strings are NUL-terminated
-// and copied by `bsrs_recorder_start`; NULL means "no such sink".
+// How to record. Start from `bsrs_config_default`, which fills every field (with
+// `struct_size` = `sizeof(BsrsConfig)`), then change what you need. Paths and strings are
+// NUL-terminated and copied by `bsrs_recorder_start`; NULL means "no such sink". A field
+// out of its range below makes `bsrs_recorder_start` return BSRS_ERR_INVALID with the
+// field named in `bsrs_last_error`; nothing is clamped.
+//
+// Compatibility: fields are only ever added at the end. A mod built against an older
+// header passes its smaller `struct_size` and gets the defaults for the fields it does not
+// know. The sizes accepted are `sizeof(BsrsConfig)` and that of the base layout,
+// `offsetof(BsrsConfig, live_ca_file)` (`struct_size` through `log_user`), with which the
+// fields marked "past the base layout" take their defaults.
 typedef struct BsrsConfig {
-  // BSRS_PROFILE_*.
+  // `sizeof(BsrsConfig)` as the mod's header declares it (set by `bsrs_config_default`).
+  // Another value than the sizes above (0, a size cutting a field, a larger struct from
+  // a newer header) is bad settings.
+  uint32_t struct_size;
+  // BSRS_PROFILE_*: 0 to 2 (0, lossless, by default).
   uint32_t profile;
-  // A keyframe at least every this many seconds of song time (1 by default).
+  // A keyframe at least every this many seconds of song time: above 0 and at most 3600
+  // (1 by default).
   float keyframe_seconds;
-  // A chunk every this many seconds of song time (0.1 by default; 0: only at keyframes).
+  // A chunk every this many seconds of song time: 0 (chunks only at keyframes) or above
+  // 0 and at most 3600 (0.1 by default). A crash loses at most this much.
   float flush_seconds;
-  // Ring capacity in records, 1 to 1,048,576 (8192 by default).
+  // Ring capacity in records (a frame or an event each), 64 to 1,048,576 (8192 by
+  // default: over a minute at 120 frames per second). Allocated whole at start: about
+  // 128 bytes a record.
   uint32_t queue_capacity;
-  // BSRS_ON_FULL_*.
+  // BSRS_ON_FULL_*: 0 or 1 (0, drop, by default).
   uint32_t on_full;
-  // Non-zero: fdatasync the stream file after each chunk.
+  // 0 or 1: 1 to fdatasync the stream file after each chunk (0 by default).
   uint8_t sync_each_chunk;
   // When no frame comes for this many seconds of wall time (a pause), the open chunk
-  // goes out anyway (0.1 by default; at most 86,400). 0 turns this off: chunk boundaries
-  // then depend on song time alone, and the same pushes give the same bytes.
+  // goes out anyway: 0, or above 0 and at most 86,400 (0.1 by default). 0 turns this
+  // off: chunk boundaries then depend on song time alone, and the same pushes give the
+  // same bytes.
   float idle_flush_seconds;
-  // The `.bsors` file, written chunk by chunk.
+  // The `.bsors` file, written chunk by chunk: NULL, or a path of 1 to 4096 bytes.
   const char *stream_path;
-  // The classic `.bsor` file, written at finish.
+  // The classic `.bsor` file, written at finish: NULL, or a path of 1 to 4096 bytes.
   const char *classic_path;
-  // The relay's TCP address (`host:port`) for live publishing.
+  // The relay's TCP address (`host:port`) for live publishing: NULL, or UTF-8 of 1 to
+  // 255 bytes. Set together with `live_session`.
   const char *live_addr;
-  // Session name for live publishing.
+  // Session name for live publishing: NULL, or `[A-Za-z0-9._-]`, 1 to 64 characters,
+  // not only dots.
   const char *live_session;
-  // Token for live publishing.
+  // Token for live publishing: NULL (none), or UTF-8 of at most 1024 bytes.
   const char *live_token;
-  // Bytes kept for the relay while it is away (8 MiB by default).
+  // Bytes kept for the relay while it is away: 65,536 to 1,073,741,824 (8 MiB by
+  // default). A bound, not an allocation made at start.
   uint64_t live_buffer_bytes;
   // Log callback, or NULL; `BsrsLogFn` says on which threads it is called.
   BsrsLogFn log;
   // Passed to `log` as it is, on the recorder's background threads: what it points to
   // must be usable there until `bsrs_recorder_free` returns.
   void *log_user;
+  // Past the base layout. A PEM file of the CA certificates to trust for TLS to the relay:
+  // NULL (default) for plain TCP. TLS is not in this build yet: a non-NULL value is bad
+  // settings.
+  const char *live_ca_file;
+  // Past the base layout. Milliseconds between reconnection attempts of the live sink: 10 to
+  // 60,000 (500 by default).
+  uint32_t live_retry_interval_ms;
+  // Past the base layout. Failed connection attempts in a row after which the live sink gives
+  // up (BSRS_SINK_FAILED; the other sinks go on): 0 to 10,000 (120 by default). Each
+  // attempt takes at most 10 s (a refused connection fails at once), plus the interval.
+  uint32_t live_max_retries;
+  // Past the base layout. After finish, milliseconds the live sink waits for the relay to
+  // acknowledge the last chunk, connected or not, before it gives up: 0 to 600,000
+  // (10,000 by default). `bsrs_recorder_free` never waits for it.
+  uint32_t live_finish_timeout_ms;
 } BsrsConfig;
 
 // The info block. Strings are NUL-terminated and copied during the call; NULL is an empty
@@ -186,7 +236,12 @@ typedef struct BsrsVec3 {
   float z;
 } BsrsVec3;
 
-// A rotation quaternion (passed on as it is, unit or not).
+// A rotation quaternion. The lossless profile keeps it bit for bit, unit or not. The lossy
+// profiles (BSRS_PROFILE_FINE, BSRS_PROFILE_COMPACT) expect a unit quaternion (x² + y² +
+// z² + w² within 0.001 of 1): they normalise it and code it within their bound. One that
+// is not (zeros, (-1,-1,-1,-1) placeholders, NaN or infinite components) is kept bit for
+// bit instead, as an escape of 4 raw floats, which costs more than the lossless coding: a
+// lossy stream of non-unit rotations comes out larger than a lossless one.
 typedef struct BsrsQuat {
   // x
   float x;
@@ -333,8 +388,12 @@ typedef struct BsrsStatus {
 extern "C" {
 #endif // __cplusplus
 
-// Fills `out` with the defaults: lossless, keyframes every 1 s, a chunk every 0.1 s, a
-// ring of 8192 records that drops when full, no sinks.
+// Fills `out` with the defaults: `struct_size` = `sizeof(BsrsConfig)`, lossless, keyframes
+// every 1 s, a chunk every 0.1 s, a ring of 8192 records that drops when full, no sinks,
+// and the live sink's defaults (see each field of `BsrsConfig`).
+//
+// Errors set this thread's last error (`bsrs_last_error`) and success clears it, here and
+// in every function but `bsrs_version`, `bsrs_abi_version` and `bsrs_last_error`.
 //
 // Thread safety: any thread.
 //
@@ -343,9 +402,14 @@ extern "C" {
 int32_t bsrs_config_default(struct BsrsConfig *out);
 
 // Starts a recorder with the info known at the start of the song, and its background
-// thread. On success `*out` holds the handle, to be freed with `bsrs_recorder_free`.
-// A sink that cannot open (a path that cannot be created) does not fail the start: it
-// shows as BSRS_SINK_FAILED in the status, and the others go on.
+// thread. On success `*out` holds the handle, to be freed with `bsrs_recorder_free`; on
+// an error `*out` is left as it was.
+//
+// Returns BSRS_OK; BSRS_ERR_NULL; BSRS_ERR_INVALID for bad settings (a field out of its
+// range, a `struct_size` not accepted; `bsrs_last_error` names the field); BSRS_ERR_START
+// when the system refuses the background thread. A sink that cannot open (a path that
+// cannot be created) does not fail the start: it shows as BSRS_SINK_FAILED in the status,
+// and the others go on.
 //
 // The log callback, if any, is called as `BsrsLogFn` says: on the recorder's background
 // threads only, one call at a time, with `log_user`, until `bsrs_recorder_free` returns.
@@ -353,8 +417,9 @@ int32_t bsrs_config_default(struct BsrsConfig *out);
 // Thread safety: any thread.
 //
 // # Safety
-// `info` and `config` point to valid structs whose strings are NULL or NUL-terminated;
-// `out` is writable.
+// `info` points to a valid struct whose strings are NULL or NUL-terminated; `config`
+// points to `config->struct_size` readable bytes of a `BsrsConfig` (as an accepted size
+// lays it out) whose strings are NULL or NUL-terminated; `out` is writable.
 int32_t bsrs_recorder_start(const struct BsrsInfo *info,
                             const struct BsrsConfig *config,
                             struct BsrsRecorder **out);
@@ -363,7 +428,8 @@ int32_t bsrs_recorder_start(const struct BsrsInfo *info,
 //
 // Returns BSRS_OK, BSRS_DROPPED or BSRS_FULL (ring full, see `on_full`), BSRS_CLOSED after
 // finish, or BSRS_ERR_NULL. Never blocks, allocates, locks or makes a system call: made
-// for the render thread. The same holds for the other `bsrs_push_*` functions.
+// for the render thread (an error's message is static; clearing one that another call
+// left may free it). The same holds for the other `bsrs_push_*` functions.
 //
 // Thread safety: one thread at a time per recorder.
 //
@@ -403,7 +469,8 @@ int32_t bsrs_push_height(struct BsrsRecorder *r, const struct BsrsHeight *h);
 // `r` is a live handle; `p` is valid for the call.
 int32_t bsrs_push_pause(struct BsrsRecorder *r, const struct BsrsPause *p);
 
-// Sets the controller offsets, written at the end.
+// Sets the controller offsets, written at the end. BSRS_CLOSED (nothing kept) after
+// finish; BSRS_ERR_NULL.
 //
 // Thread safety: one thread at a time per recorder.
 //
@@ -411,7 +478,8 @@ int32_t bsrs_push_pause(struct BsrsRecorder *r, const struct BsrsPause *p);
 // `r` is a live handle; `o` is valid for the call.
 int32_t bsrs_set_controller_offsets(struct BsrsRecorder *r, const struct BsrsControllerOffsets *o);
 
-// Sets the user data (copied; it allocates: not for the per-frame path).
+// Sets the user data (copied; it allocates: not for the per-frame path). BSRS_CLOSED
+// (nothing kept) after finish; BSRS_ERR_NULL.
 //
 // Thread safety: one thread at a time per recorder.
 //
@@ -421,7 +489,7 @@ int32_t bsrs_set_user_data(struct BsrsRecorder *r, const uint8_t *data, size_t l
 
 // Ends the song with the info known at its end (score, fail time). Returns at once; the
 // background writes the last chunks, the trailer and the classic file. Then call
-// `bsrs_recorder_wait` (or just `bsrs_recorder_free`, which waits).
+// `bsrs_recorder_wait` before `bsrs_recorder_free`. BSRS_CLOSED if already finished.
 //
 // Thread safety: one thread at a time per recorder.
 //
@@ -429,8 +497,9 @@ int32_t bsrs_set_user_data(struct BsrsRecorder *r, const uint8_t *data, size_t l
 // `r` is a live handle; `final_info` is valid with valid strings.
 int32_t bsrs_recorder_finish(struct BsrsRecorder *r, const struct BsrsInfo *final_info);
 
-// Fills `out` with the recorder's progress and sink states (a few atomic loads). When a
-// sink failed, its message becomes this thread's `bsrs_last_error`.
+// Fills `out` with the recorder's progress and sink states (a few atomic loads). On
+// BSRS_OK the last error is the message of the sink that failed last, if one did (else it
+// is cleared).
 //
 // Thread safety: one thread at a time per recorder.
 //
@@ -439,8 +508,8 @@ int32_t bsrs_recorder_finish(struct BsrsRecorder *r, const struct BsrsInfo *fina
 int32_t bsrs_recorder_status(struct BsrsRecorder *r, struct BsrsStatus *out);
 
 // Waits up to `timeout_ms` for the background thread to end after `bsrs_recorder_finish`,
-// and fills `out` (may be NULL) with the final status. BSRS_TIMEOUT if it is still working.
-// Blocks: not for the render thread.
+// and fills `out` (may be NULL) with the final status. BSRS_TIMEOUT if it is still working
+// (not an error: the last error is cleared). Blocks: not for the render thread.
 //
 // Thread safety: one thread at a time per recorder.
 //
@@ -449,8 +518,17 @@ int32_t bsrs_recorder_status(struct BsrsRecorder *r, struct BsrsStatus *out);
 int32_t bsrs_recorder_wait(struct BsrsRecorder *r, uint32_t timeout_ms, struct BsrsStatus *out);
 
 // Frees a recorder. If it was not finished, the stream ends where it is (a file without
-// trailer, which decodes as a cut-short recording) and no classic file is written. Waits
-// for the background thread. NULL is allowed.
+// trailer, which decodes as a cut-short recording) and no classic file is written. NULL is
+// allowed (and clears the last error, as the free of a handle does).
+//
+// Returns within a few milliseconds whatever the network or the disk do: it waits at
+// most 3 ms for the encoder thread to write out what it holds, and never for the network.
+// What is left is done by the recorder's threads on their own, soon after: the encoder
+// writes out the last records (and completes the files after a finish); a live sink still
+// connecting, sending or finishing ends within its budget (`live_max_retries`,
+// `live_retry_interval_ms`, `live_finish_timeout_ms`). The log is not called once this
+// returns. Call `bsrs_recorder_wait` (off the game thread) before it to know the files
+// are complete and the live session finished.
 //
 // Thread safety: the handle must not be in use by another thread, and not used again.
 //
@@ -459,10 +537,11 @@ int32_t bsrs_recorder_wait(struct BsrsRecorder *r, uint32_t timeout_ms, struct B
 void bsrs_recorder_free(struct BsrsRecorder *r);
 
 // Copies this thread's last error message (NUL-terminated, truncated to fit) into `buf`
-// of `len` bytes, and returns the message's full length in bytes (without the NUL).
-// `buf` may be NULL to ask for the length.
+// of `len` bytes, and returns the message's full length in bytes (without the NUL): 0
+// when the last call on this thread succeeded.
 //
-// Thread safety: any thread; each thread has its own last error.
+// Thread safety: any thread; each thread has its own last error, set by the calls it made
+// (whichever recorder they were on).
 //
 // # Safety
 // `buf` is NULL or writable for `len` bytes.
@@ -472,6 +551,12 @@ size_t bsrs_last_error(char *buf, size_t len);
 //
 // Thread safety: any thread.
 const char *bsrs_version(void);
+
+// The C ABI version of the library, BSRS_ABI_VERSION as it was built: a mod compares it
+// with the BSRS_ABI_VERSION of its header.
+//
+// Thread safety: any thread.
+uint32_t bsrs_abi_version(void);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -2,7 +2,8 @@
 # Cross-builds and tests the library for the targets game mods run on:
 #  - aarch64-unknown-linux-gnu (the Quest's CPU): the library's tests and the C example run
 #    under qemu-aarch64, and the C example's output must equal the x86_64 output byte for
-#    byte (same input, same stream bytes on both architectures);
+#    byte (same input, same stream bytes on both architectures); the C misuse program
+#    (ffi/tests/misuse.c) runs under qemu-aarch64 too;
 #  - x86_64-pc-windows-gnu (PC mods): the DLL builds and exports the C ABI;
 #  - the size of the aarch64 release library with LTO (profile `dist`).
 # Installs what it needs (Debian packages, Rust targets). Run from anywhere; CI calls it
@@ -59,6 +60,12 @@ cmp "$out/x86_64.bsor" "$out/aarch64.bsor"
 cargo run --release --quiet -- decode "$out/aarch64.bsors" -o "$out/decoded.bsor"
 cmp "$out/decoded.bsor" "$out/aarch64.bsor"
 echo "cross-test: identical stream ($(stat -c %s "$out/aarch64.bsors") bytes) and BSOR on both; the stream decodes to the BSOR"
+
+echo "cross-test: the C misuse program on $arm under qemu (every misuse survived and checked)"
+aarch64-linux-gnu-gcc -std=c99 -Wall -Werror -O2 ffi/tests/misuse.c -I include \
+    target/$arm/release/libbsor_stream_ffi.a "${libs[@]}" -lgcc_s -o "$out/misuse-aarch64"
+mkdir "$out/misuse"
+qemu-aarch64 -L $sysroot "$out/misuse-aarch64" "$out/misuse"
 
 echo "cross-test: the Windows DLL"
 cargo build --release -p bsor-stream-ffi --target x86_64-pc-windows-gnu

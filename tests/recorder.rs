@@ -415,13 +415,22 @@ mod live {
         // Paced at 20x the song's speed, so the cut comes mid-song.
         let start = Instant::now();
         let t0 = r.frames[0].time;
+        let mut states = vec![];
         for f in &r.frames {
             let due = Duration::from_secs_f32(((f.time - t0) / 20.0).max(0.0));
             if let Some(w) = due.checked_sub(start.elapsed()) {
                 std::thread::sleep(w);
             }
             assert_eq!(rec.push_frame(f), Push::Queued);
+            let live = rec.status().live;
+            if states.last() != Some(&live) {
+                states.push(live);
+            }
         }
+        // Not connected until the first connection, then running.
+        let running = states.iter().position(|s| *s == SinkState::Running);
+        assert!(running.is_some(), "{states:?}");
+        assert!(!states[running.unwrap()..].contains(&SinkState::Failed));
         rec.finish(r.info.clone());
         let st = rec.wait(Duration::from_secs(30)).unwrap();
         assert_eq!(st.live, SinkState::Done, "{st:?}");
@@ -590,4 +599,82 @@ fn a_ring_outside_its_range_is_refused_before_anything_is_allocated() {
         let mut rec = Recorder::start(info.clone(), config).expect("in range");
         assert!(rec.finish(info.clone()));
     }
+}
+
+#[test]
+fn calls_after_finish_keep_nothing() {
+    let info = start_info(&song(3, 1.0));
+    let mut rec = Recorder::start(info.clone(), Config::default()).unwrap();
+    assert!(rec.set_controller_offsets(bsor::ControllerOffsets::default()));
+    assert!(rec.set_user_data(b"before"));
+    assert!(rec.finish(info.clone()));
+    assert!(!rec.set_controller_offsets(bsor::ControllerOffsets::default()));
+    assert!(!rec.set_user_data(b"after"));
+    assert_eq!(rec.push_frame(&bsor::Frame::default()), Push::Closed);
+    assert!(!rec.finish(info));
+}
+
+/// With no relay at its address, the live sink says it is not connected, then gives up
+/// after its retries, and the other sinks go on.
+#[test]
+fn an_unreachable_relay_shows_as_connecting_then_failed_after_the_retries() {
+    // A port nobody listens on any more.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut live = LiveConfig::new(&addr.to_string(), "away", "tok");
+    live.retry_every = Duration::from_millis(20);
+    live.max_retries = 3;
+    let r = song(4, 2.0);
+    let config = Config {
+        live: Some(live),
+        ..Config::default()
+    };
+    let mut rec = Recorder::start(start_info(&r), config).unwrap();
+    let mut states = vec![];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut pushed = play(&mut rec, &r).into_iter();
+    assert!(pushed.all(|p| p == Push::Queued));
+    while Instant::now() < deadline {
+        let live = rec.status().live;
+        if states.last() != Some(&live) {
+            states.push(live);
+        }
+        if live == SinkState::Failed {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    states.retain(|s| *s != SinkState::Off);
+    assert_eq!(
+        states,
+        [SinkState::Connecting, SinkState::Failed],
+        "never running"
+    );
+    let e = rec.status().last_error.unwrap_or_default();
+    assert!(e.contains("live"), "{e}");
+    assert!(rec.finish(r.info.clone()));
+    let st = rec.wait(Duration::from_secs(10)).unwrap();
+    assert_eq!(st.live, SinkState::Failed);
+    assert_eq!(st.encoded, st.accepted);
+}
+
+/// `close` with room to wait is a drop that says the background ended: the files are
+/// complete after a finish.
+#[test]
+fn close_after_finish_with_time_to_wait_leaves_complete_files() {
+    let r = song(8, 3.0);
+    let d = dir("close");
+    let mut rec = Recorder::start(start_info(&r), both_files(&d)).unwrap();
+    assert!(play(&mut rec, &r).iter().all(|p| *p == Push::Queued));
+    assert!(rec.finish(r.info.clone()));
+    assert!(rec.close(Duration::from_secs(30)), "ended within the wait");
+    let (back, recovery) = decode(&d.join("song.bsors"));
+    assert!(recovery.complete, "{recovery:?}");
+    assert_eq!(back.frames, r.frames);
+    assert_eq!(
+        std::fs::read(d.join("song.bsor")).unwrap(),
+        bsor::to_vec(&r).unwrap()
+    );
 }

@@ -11,10 +11,9 @@ use bsor_stream::bsor::{
 };
 #[cfg(feature = "live")]
 use bsor_stream::recorder::LiveConfig;
-use bsor_stream::recorder::{Config, OnFull, Push, SinkState, Status};
+use bsor_stream::recorder::{Config, OnFull, SinkState, Status};
 use bsor_stream::stream::{Profile, Settings};
 
-use crate::error::set_error;
 use crate::log::log_fn;
 use crate::types::*;
 
@@ -40,16 +39,6 @@ unsafe fn c_string(p: *const c_char) -> BsorString {
         length_field: i32::try_from(bytes.len()).unwrap_or(i32::MAX),
         bytes,
     }
-}
-
-/// # Safety
-/// As [`c_bytes`].
-unsafe fn c_text(p: *const c_char) -> Option<String> {
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: forwarded from the caller.
-    Some(String::from_utf8_lossy(unsafe { c_bytes(p) }).into_owned())
 }
 
 fn vec3(v: BsrsVec3) -> Vec3 {
@@ -186,30 +175,18 @@ pub(crate) fn controller_offsets(o: &BsrsControllerOffsets) -> ControllerOffsets
     }
 }
 
-/// The code a push returns.
-pub(crate) fn push_code(p: Push) -> i32 {
-    match p {
-        Push::Queued => BSRS_OK,
-        Push::Dropped => BSRS_DROPPED,
-        Push::Full => BSRS_FULL,
-        Push::Closed => BSRS_CLOSED,
-    }
-}
-
 fn sink_code(s: SinkState) -> u32 {
     match s {
         SinkState::Off => BSRS_SINK_OFF,
         SinkState::Running => BSRS_SINK_RUNNING,
         SinkState::Failed => BSRS_SINK_FAILED,
         SinkState::Done => BSRS_SINK_DONE,
+        SinkState::Connecting => BSRS_SINK_CONNECTING,
     }
 }
 
-/// The status as C sees it; a sink's error message becomes this thread's last error.
+/// The status as C sees it.
 pub(crate) fn status_out(s: &Status) -> BsrsStatus {
-    if let Some(e) = &s.last_error {
-        set_error(e.clone());
-    }
     BsrsStatus {
         accepted: s.accepted,
         dropped: s.dropped,
@@ -227,6 +204,7 @@ pub(crate) fn status_out(s: &Status) -> BsrsStatus {
 /// The defaults `bsrs_config_default` hands out.
 pub(crate) fn default_config() -> BsrsConfig {
     BsrsConfig {
+        struct_size: size_of::<BsrsConfig>() as u32,
         profile: BSRS_PROFILE_LOSSLESS,
         keyframe_seconds: 1.0,
         flush_seconds: 0.1,
@@ -242,7 +220,49 @@ pub(crate) fn default_config() -> BsrsConfig {
         live_buffer_bytes: 8 << 20,
         log: None,
         log_user: std::ptr::null_mut(),
+        live_ca_file: std::ptr::null(),
+        live_retry_interval_ms: 500,
+        live_max_retries: 120,
+        live_finish_timeout_ms: 10_000,
     }
+}
+
+/// The size of the base layout: `struct_size` through `log_user`.
+pub(crate) const BASE_CONFIG_SIZE: usize = std::mem::offset_of!(BsrsConfig, live_ca_file);
+
+/// The configuration behind `p` as this library's `BsrsConfig`: the caller's bytes up to
+/// its `struct_size`, and the defaults past them.
+///
+/// # Safety
+/// `p` is not NULL and points to a readable `u32`, and to `struct_size` readable bytes
+/// when `struct_size` is one of the sizes accepted (as `BsrsConfig` documents).
+pub(crate) unsafe fn read_config(p: *const BsrsConfig) -> Result<BsrsConfig, String> {
+    // SAFETY: the caller guarantees a readable `u32` (the first field, `struct_size`).
+    let size = unsafe { p.cast::<u32>().read_unaligned() } as usize;
+    let full = size_of::<BsrsConfig>();
+    // Each accepted size ends at a field boundary of this `BsrsConfig` (the base layout is
+    // a prefix of it), so the copy below writes whole fields only, never padding the
+    // caller did not initialise into a field.
+    if size != full && size != BASE_CONFIG_SIZE {
+        return Err(format!(
+            "struct_size {size} is neither sizeof(BsrsConfig) ({full}) nor the base layout's \
+             ({BASE_CONFIG_SIZE}): set it with bsrs_config_default"
+        ));
+    }
+    let mut c = default_config();
+    // SAFETY: the caller guarantees `size` readable bytes at `p`; `c` is a distinct local
+    // of `full >= size` bytes; the bytes copied are whole fields of the same `repr(C)`
+    // layout (checked above), each a valid value of its type as C passed it (integers,
+    // floats, pointers and nullable function pointers have no invalid bit patterns but a
+    // NULL function pointer, which is `Option`'s `None`).
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            p.cast::<u8>(),
+            std::ptr::from_mut(&mut c).cast::<u8>(),
+            size,
+        );
+    }
+    Ok(c)
 }
 
 fn profile(p: u32) -> Result<Profile, String> {
@@ -250,7 +270,7 @@ fn profile(p: u32) -> Result<Profile, String> {
         BSRS_PROFILE_LOSSLESS => Ok(Profile::Lossless),
         BSRS_PROFILE_FINE => Ok(Profile::Fine),
         BSRS_PROFILE_COMPACT => Ok(Profile::Compact),
-        p => Err(format!("profile {p} is not a BSRS_PROFILE_*")),
+        p => Err(format!("profile {p} is not a BSRS_PROFILE_* (0 to 2)")),
     }
 }
 
@@ -258,7 +278,30 @@ fn on_full(o: u32) -> Result<OnFull, String> {
     match o {
         BSRS_ON_FULL_DROP => Ok(OnFull::Drop),
         BSRS_ON_FULL_BACK_PRESSURE => Ok(OnFull::BackPressure),
-        o => Err(format!("on_full {o} is not a BSRS_ON_FULL_*")),
+        o => Err(format!("on_full {o} is not a BSRS_ON_FULL_* (0 or 1)")),
+    }
+}
+
+/// The longest keyframe and flush intervals (an hour: longer than any song).
+const MAX_INTERVAL_SECONDS: f32 = 3600.0;
+
+fn keyframe_seconds(s: f32) -> Result<f32, String> {
+    if s > 0.0 && s <= MAX_INTERVAL_SECONDS {
+        Ok(s)
+    } else {
+        Err(format!(
+            "keyframe_seconds {s} is not above 0 and at most {MAX_INTERVAL_SECONDS}"
+        ))
+    }
+}
+
+fn flush_seconds(s: f32) -> Result<f32, String> {
+    if s == 0.0 || (s > 0.0 && s <= MAX_INTERVAL_SECONDS) {
+        Ok(s)
+    } else {
+        Err(format!(
+            "flush_seconds {s} is not 0 or above 0 and at most {MAX_INTERVAL_SECONDS}"
+        ))
     }
 }
 
@@ -277,25 +320,168 @@ fn idle_flush(seconds: f32) -> Result<Option<Duration>, String> {
 /// conversion could fail, and no game needs it.
 const MAX_IDLE_FLUSH_SECONDS: f32 = 86_400.0;
 
+/// The smallest ring: room for half a second at 120 frames per second, events aside.
+const MIN_QUEUE_CAPACITY: u32 = 64;
+
+fn queue_capacity(q: u32) -> Result<usize, String> {
+    let max = bsor_stream::recorder::MAX_QUEUE_CAPACITY;
+    let q = q as usize;
+    if (MIN_QUEUE_CAPACITY as usize..=max).contains(&q) {
+        Ok(q)
+    } else {
+        Err(format!(
+            "queue_capacity {q} is not between {MIN_QUEUE_CAPACITY} and {max}"
+        ))
+    }
+}
+
+/// `value` if it is in `range`, else the message naming `field`.
+fn within<T: PartialOrd + std::fmt::Display>(
+    field: &str,
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<T, String> {
+    if range.contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!(
+            "{field} {value} is not between {} and {}",
+            range.start(),
+            range.end()
+        ))
+    }
+}
+
+/// A C string of `min` to `max` bytes, NULL as `None`.
+///
+/// # Safety
+/// As [`c_bytes`].
+unsafe fn c_field<'a>(
+    field: &str,
+    p: *const c_char,
+    min: usize,
+    max: usize,
+) -> Result<Option<&'a [u8]>, String> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: forwarded from the caller.
+    let b: &'a [u8] = unsafe { c_bytes(p) };
+    if b.len() < min || b.len() > max {
+        return Err(format!(
+            "{field} is {} bytes long, not {min} to {max}",
+            b.len()
+        ));
+    }
+    Ok(Some(b))
+}
+
+/// A path field: 1 to 4096 bytes, as the OS takes them (any bytes but NUL on Unix;
+/// UTF-8 elsewhere).
+///
+/// # Safety
+/// As [`c_bytes`].
+unsafe fn c_path(field: &str, p: *const c_char) -> Result<Option<PathBuf>, String> {
+    // SAFETY: forwarded from the caller.
+    let Some(b) = unsafe { c_field(field, p, 1, 4096) }? else {
+        return Ok(None);
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        Ok(Some(PathBuf::from(std::ffi::OsStr::from_bytes(b))))
+    }
+    #[cfg(not(unix))]
+    match std::str::from_utf8(b) {
+        Ok(s) => Ok(Some(PathBuf::from(s))),
+        Err(_) => Err(format!("{field} is not UTF-8")),
+    }
+}
+
+/// A UTF-8 text field of `min` to `max` bytes.
+#[cfg(feature = "live")]
+///
+/// # Safety
+/// As [`c_bytes`].
+unsafe fn c_utf8(
+    field: &str,
+    p: *const c_char,
+    min: usize,
+    max: usize,
+) -> Result<Option<String>, String> {
+    // SAFETY: forwarded from the caller.
+    match unsafe { c_field(field, p, min, max) }? {
+        None => Ok(None),
+        Some(b) => match std::str::from_utf8(b) {
+            Ok(s) => Ok(Some(s.to_owned())),
+            Err(e) => Err(format!("{field} is not UTF-8 ({e})")),
+        },
+    }
+}
+
+/// A session name as the relay takes it (wire.md): `[A-Za-z0-9._-]{1,64}`, not only dots.
+#[cfg(feature = "live")]
+fn session_name(s: &str) -> Result<(), String> {
+    let ok = (1..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        && !s.bytes().all(|b| b == b'.');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "live_session {s:?} is not 1 to 64 of [A-Za-z0-9._-], not only dots"
+        ))
+    }
+}
+
+/// The live sink's numbers, in their ranges (checked in builds without the sink too, so
+/// that a configuration is valid or not whatever the build).
+fn live_numbers(c: &BsrsConfig) -> Result<(u64, u32, u32, u32), String> {
+    Ok((
+        within("live_buffer_bytes", c.live_buffer_bytes, 1 << 16..=1 << 30)?,
+        within(
+            "live_retry_interval_ms",
+            c.live_retry_interval_ms,
+            10..=60_000,
+        )?,
+        within("live_max_retries", c.live_max_retries, 0..=10_000)?,
+        within(
+            "live_finish_timeout_ms",
+            c.live_finish_timeout_ms,
+            0..=600_000,
+        )?,
+    ))
+}
+
 /// The live publisher's settings, if both its address and session are given.
 ///
 /// # Safety
 /// The string pointers in `c` are NULL or NUL-terminated strings valid for the call.
 #[cfg(feature = "live")]
 unsafe fn live(c: &BsrsConfig) -> Result<Option<LiveConfig>, String> {
+    // Refused before anything is read through the pointer.
+    if !c.live_ca_file.is_null() {
+        return Err("live_ca_file: TLS to the relay is not in this build".into());
+    }
     // SAFETY (the calls below): the caller guarantees the strings, as documented on
     // `BsrsConfig`.
     let (addr, session, token) = unsafe {
         (
-            c_text(c.live_addr),
-            c_text(c.live_session),
-            c_text(c.live_token),
+            c_utf8("live_addr", c.live_addr, 1, 255)?,
+            c_utf8("live_session", c.live_session, 0, usize::MAX)?,
+            c_utf8("live_token", c.live_token, 0, 1024)?,
         )
     };
+    let (buffer, retry, retries, finish) = live_numbers(c)?;
     match (addr, session) {
         (Some(addr), Some(session)) => {
+            session_name(&session)?;
             let mut l = LiveConfig::new(&addr, &session, &token.unwrap_or_default());
-            l.buffer_bytes = usize::try_from(c.live_buffer_bytes).unwrap_or(usize::MAX);
+            l.buffer_bytes = usize::try_from(buffer).unwrap_or(usize::MAX);
+            l.retry_every = Duration::from_millis(u64::from(retry));
+            l.max_retries = retries;
+            l.finish_timeout = Duration::from_millis(u64::from(finish));
             Ok(Some(l))
         }
         (None, None) => Ok(None),
@@ -306,7 +492,8 @@ unsafe fn live(c: &BsrsConfig) -> Result<Option<LiveConfig>, String> {
 /// Built without the live sink: a configuration that asks for it is refused.
 #[cfg(not(feature = "live"))]
 fn live(c: &BsrsConfig) -> Result<(), String> {
-    if c.live_addr.is_null() && c.live_session.is_null() {
+    live_numbers(c)?;
+    if c.live_addr.is_null() && c.live_session.is_null() && c.live_ca_file.is_null() {
         Ok(())
     } else {
         Err("this library was built without the live sink (feature `live`)".into())
@@ -321,12 +508,16 @@ pub(crate) unsafe fn config(c: &BsrsConfig) -> Result<Config, String> {
     let profile = profile(c.profile)?;
     let on_full = on_full(c.on_full)?;
     let idle_flush = idle_flush(c.idle_flush_seconds)?;
+    let queue_capacity = queue_capacity(c.queue_capacity)?;
+    let sync_each_chunk = within("sync_each_chunk", c.sync_each_chunk, 0..=1)? == 1;
     let mut settings = Settings::live(profile);
-    settings.keyframe_seconds = c.keyframe_seconds;
-    settings.flush_seconds = c.flush_seconds;
+    settings.keyframe_seconds = keyframe_seconds(c.keyframe_seconds)?;
+    settings.flush_seconds = flush_seconds(c.flush_seconds)?;
     // SAFETY (the calls below): the caller guarantees the strings, as documented on
     // `BsrsConfig`.
-    let (stream, classic) = unsafe { (c_text(c.stream_path), c_text(c.classic_path)) };
+    let stream = unsafe { c_path("stream_path", c.stream_path) }?;
+    // SAFETY: as above.
+    let classic = unsafe { c_path("classic_path", c.classic_path) }?;
     #[cfg(feature = "live")]
     // SAFETY: as above.
     let live = unsafe { live(c) }?;
@@ -334,12 +525,12 @@ pub(crate) unsafe fn config(c: &BsrsConfig) -> Result<Config, String> {
     live(c)?;
     Ok(Config {
         settings,
-        queue_capacity: c.queue_capacity as usize,
+        queue_capacity,
         on_full,
-        stream_file: stream.map(PathBuf::from),
-        sync_each_chunk: c.sync_each_chunk != 0,
+        stream_file: stream,
+        sync_each_chunk,
         idle_flush,
-        classic_file: classic.map(PathBuf::from),
+        classic_file: classic,
         #[cfg(feature = "live")]
         live,
         log: c.log.map(|f| log_fn(f, c.log_user)),

@@ -20,16 +20,37 @@ mod types;
 use std::ffi::c_char;
 use std::time::Duration;
 
-use bsor_stream::recorder::{Push, Recorder};
+use bsor_stream::recorder::{Push, Recorder, StartError};
 
 use crate::convert::{
-    controller_offsets, default_config, frame, height, note, pause, push_code, status_out, wall,
+    controller_offsets, default_config, frame, height, note, pause, status_out, wall,
 };
-use crate::error::{copy_last_error, guard, set_error};
+use crate::error::{copy_last_error, guard, set_error, Fail};
 pub use crate::types::*;
 
-/// Fills `out` with the defaults: lossless, keyframes every 1 s, a chunk every 0.1 s, a
-/// ring of 8192 records that drops when full, no sinks.
+/// The error for a NULL argument of `function`.
+macro_rules! null {
+    ($function:literal) => {
+        Err((BSRS_ERR_NULL, concat!($function, ": NULL argument").into()))
+    };
+}
+
+/// The error for a call on a finished recorder.
+macro_rules! closed {
+    ($function:literal) => {
+        Err((
+            BSRS_CLOSED,
+            concat!($function, ": the recorder is finished").into(),
+        ))
+    };
+}
+
+/// Fills `out` with the defaults: `struct_size` = `sizeof(BsrsConfig)`, lossless, keyframes
+/// every 1 s, a chunk every 0.1 s, a ring of 8192 records that drops when full, no sinks,
+/// and the live sink's defaults (see each field of `BsrsConfig`).
+///
+/// Errors set this thread's last error (`bsrs_last_error`) and success clears it, here and
+/// in every function but `bsrs_version`, `bsrs_abi_version` and `bsrs_last_error`.
 ///
 /// Thread safety: any thread.
 ///
@@ -39,18 +60,23 @@ pub use crate::types::*;
 pub unsafe extern "C" fn bsrs_config_default(out: *mut BsrsConfig) -> i32 {
     guard(|| {
         if out.is_null() {
-            return BSRS_ERR_NULL;
+            return null!("bsrs_config_default");
         }
         // SAFETY: `out` is not NULL and the caller guarantees it is writable.
         unsafe { out.write(default_config()) };
-        BSRS_OK
+        Ok(BSRS_OK)
     })
 }
 
 /// Starts a recorder with the info known at the start of the song, and its background
-/// thread. On success `*out` holds the handle, to be freed with `bsrs_recorder_free`.
-/// A sink that cannot open (a path that cannot be created) does not fail the start: it
-/// shows as BSRS_SINK_FAILED in the status, and the others go on.
+/// thread. On success `*out` holds the handle, to be freed with `bsrs_recorder_free`; on
+/// an error `*out` is left as it was.
+///
+/// Returns BSRS_OK; BSRS_ERR_NULL; BSRS_ERR_INVALID for bad settings (a field out of its
+/// range, a `struct_size` not accepted; `bsrs_last_error` names the field); BSRS_ERR_START
+/// when the system refuses the background thread. A sink that cannot open (a path that
+/// cannot be created) does not fail the start: it shows as BSRS_SINK_FAILED in the status,
+/// and the others go on.
 ///
 /// The log callback, if any, is called as `BsrsLogFn` says: on the recorder's background
 /// threads only, one call at a time, with `log_user`, until `bsrs_recorder_free` returns.
@@ -58,8 +84,9 @@ pub unsafe extern "C" fn bsrs_config_default(out: *mut BsrsConfig) -> i32 {
 /// Thread safety: any thread.
 ///
 /// # Safety
-/// `info` and `config` point to valid structs whose strings are NULL or NUL-terminated;
-/// `out` is writable.
+/// `info` points to a valid struct whose strings are NULL or NUL-terminated; `config`
+/// points to `config->struct_size` readable bytes of a `BsrsConfig` (as an accepted size
+/// lays it out) whose strings are NULL or NUL-terminated; `out` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn bsrs_recorder_start(
     info: *const BsrsInfo,
@@ -68,34 +95,31 @@ pub unsafe extern "C" fn bsrs_recorder_start(
 ) -> i32 {
     guard(|| {
         if info.is_null() || config.is_null() || out.is_null() {
-            set_error("bsrs_recorder_start: NULL argument".into());
-            return BSRS_ERR_NULL;
+            return null!("bsrs_recorder_start");
         }
-        // SAFETY: not NULL; the caller guarantees valid structs with valid strings.
-        let (info, config) = unsafe { (convert::info(&*info), convert::config(&*config)) };
-        let config = match config {
-            Ok(c) => c,
-            Err(e) => {
-                set_error(e);
-                return BSRS_ERR_INVALID;
-            }
-        };
+        let invalid = |e: String| (BSRS_ERR_INVALID, format!("bsrs_recorder_start: {e}").into());
+        // SAFETY: not NULL; the caller guarantees `struct_size` readable bytes.
+        let config = unsafe { convert::read_config(config) }.map_err(invalid)?;
+        // SAFETY: the caller guarantees a valid info and valid strings in both structs.
+        let (info, config) = unsafe { (convert::info(&*info), convert::config(&config)) };
+        let config = config.map_err(invalid)?;
         match Recorder::start(info, config) {
             Ok(inner) => {
                 let handle = Box::into_raw(Box::new(BsrsRecorder { inner }));
                 // SAFETY: `out` is not NULL and the caller guarantees it is writable.
                 unsafe { out.write(handle) };
-                BSRS_OK
+                Ok(BSRS_OK)
             }
-            Err(e) => {
-                set_error(e.to_string());
-                BSRS_ERR_START
+            Err(e @ StartError::Thread(_)) => {
+                Err((BSRS_ERR_START, format!("bsrs_recorder_start: {e}").into()))
             }
+            // Checked by `convert::config` already; kept as bad settings if it ever differs.
+            Err(e) => Err(invalid(e.to_string())),
         }
     })
 }
 
-/// The recorder behind a handle, or the error code for a NULL one.
+/// The recorder behind a handle, or `None` for a NULL one.
 ///
 /// # Safety
 /// `r` is NULL or a live handle from `bsrs_recorder_start` that no other thread is using.
@@ -104,7 +128,8 @@ unsafe fn with<'a>(r: *mut BsrsRecorder) -> Option<&'a mut Recorder> {
     unsafe { r.as_mut() }.map(|r| &mut r.inner)
 }
 
-/// One push: a live handle and a record, or BSRS_ERR_NULL.
+/// One push: a live handle and a record, or BSRS_ERR_NULL; the messages are static, so
+/// that no push allocates.
 ///
 /// # Safety
 /// `r` is NULL or a live handle used by this thread alone; `x` is NULL or valid for the
@@ -112,22 +137,43 @@ unsafe fn with<'a>(r: *mut BsrsRecorder) -> Option<&'a mut Recorder> {
 unsafe fn push<T>(
     r: *mut BsrsRecorder,
     x: *const T,
+    errors: [Fail; 2],
     f: impl FnOnce(&mut Recorder, &T) -> Push,
 ) -> i32 {
     guard(|| {
+        let [null, closed] = errors;
         // SAFETY: the caller guarantees a live handle and a valid record.
         match unsafe { (with(r), x.as_ref()) } {
-            (Some(r), Some(x)) => push_code(f(r, x)),
-            _ => BSRS_ERR_NULL,
+            (Some(r), Some(x)) => match f(r, x) {
+                Push::Queued => Ok(BSRS_OK),
+                Push::Dropped => Ok(BSRS_DROPPED),
+                Push::Full => Ok(BSRS_FULL),
+                Push::Closed => Err(closed),
+            },
+            _ => Err(null),
         }
     })
+}
+
+/// The static errors of push function `$f`.
+macro_rules! push_errors {
+    ($f:literal) => {
+        [
+            (BSRS_ERR_NULL, concat!($f, ": NULL argument").into()),
+            (
+                BSRS_CLOSED,
+                concat!($f, ": the recorder is finished").into(),
+            ),
+        ]
+    };
 }
 
 /// Queues a frame (frames come in song order).
 ///
 /// Returns BSRS_OK, BSRS_DROPPED or BSRS_FULL (ring full, see `on_full`), BSRS_CLOSED after
 /// finish, or BSRS_ERR_NULL. Never blocks, allocates, locks or makes a system call: made
-/// for the render thread. The same holds for the other `bsrs_push_*` functions.
+/// for the render thread (an error's message is static; clearing one that another call
+/// left may free it). The same holds for the other `bsrs_push_*` functions.
 ///
 /// Thread safety: one thread at a time per recorder.
 ///
@@ -135,8 +181,9 @@ unsafe fn push<T>(
 /// `r` is a live handle; `f` is valid for the call.
 #[no_mangle]
 pub unsafe extern "C" fn bsrs_push_frame(r: *mut BsrsRecorder, f: *const BsrsFrame) -> i32 {
+    let errors = push_errors!("bsrs_push_frame");
     // SAFETY: forwarded from the caller.
-    unsafe { push(r, f, |r, f| r.push_frame(&frame(f))) }
+    unsafe { push(r, f, errors, |r, f| r.push_frame(&frame(f))) }
 }
 
 /// Queues a note event. Returns as `bsrs_push_frame`.
@@ -147,8 +194,9 @@ pub unsafe extern "C" fn bsrs_push_frame(r: *mut BsrsRecorder, f: *const BsrsFra
 /// `r` is a live handle; `n` is valid for the call.
 #[no_mangle]
 pub unsafe extern "C" fn bsrs_push_note(r: *mut BsrsRecorder, n: *const BsrsNoteEvent) -> i32 {
+    let errors = push_errors!("bsrs_push_note");
     // SAFETY: forwarded from the caller.
-    unsafe { push(r, n, |r, n| r.push_note(&note(n))) }
+    unsafe { push(r, n, errors, |r, n| r.push_note(&note(n))) }
 }
 
 /// Queues a wall event. Returns as `bsrs_push_frame`.
@@ -159,8 +207,9 @@ pub unsafe extern "C" fn bsrs_push_note(r: *mut BsrsRecorder, n: *const BsrsNote
 /// `r` is a live handle; `w` is valid for the call.
 #[no_mangle]
 pub unsafe extern "C" fn bsrs_push_wall(r: *mut BsrsRecorder, w: *const BsrsWall) -> i32 {
+    let errors = push_errors!("bsrs_push_wall");
     // SAFETY: forwarded from the caller.
-    unsafe { push(r, w, |r, w| r.push_wall(&wall(w))) }
+    unsafe { push(r, w, errors, |r, w| r.push_wall(&wall(w))) }
 }
 
 /// Queues an automatic height change. Returns as `bsrs_push_frame`.
@@ -171,8 +220,9 @@ pub unsafe extern "C" fn bsrs_push_wall(r: *mut BsrsRecorder, w: *const BsrsWall
 /// `r` is a live handle; `h` is valid for the call.
 #[no_mangle]
 pub unsafe extern "C" fn bsrs_push_height(r: *mut BsrsRecorder, h: *const BsrsHeight) -> i32 {
+    let errors = push_errors!("bsrs_push_height");
     // SAFETY: forwarded from the caller.
-    unsafe { push(r, h, |r, h| r.push_height(&height(h))) }
+    unsafe { push(r, h, errors, |r, h| r.push_height(&height(h))) }
 }
 
 /// Queues a pause. Returns as `bsrs_push_frame`.
@@ -183,11 +233,13 @@ pub unsafe extern "C" fn bsrs_push_height(r: *mut BsrsRecorder, h: *const BsrsHe
 /// `r` is a live handle; `p` is valid for the call.
 #[no_mangle]
 pub unsafe extern "C" fn bsrs_push_pause(r: *mut BsrsRecorder, p: *const BsrsPause) -> i32 {
+    let errors = push_errors!("bsrs_push_pause");
     // SAFETY: forwarded from the caller.
-    unsafe { push(r, p, |r, p| r.push_pause(&pause(p))) }
+    unsafe { push(r, p, errors, |r, p| r.push_pause(&pause(p))) }
 }
 
-/// Sets the controller offsets, written at the end.
+/// Sets the controller offsets, written at the end. BSRS_CLOSED (nothing kept) after
+/// finish; BSRS_ERR_NULL.
 ///
 /// Thread safety: one thread at a time per recorder.
 ///
@@ -202,15 +254,19 @@ pub unsafe extern "C" fn bsrs_set_controller_offsets(
         // SAFETY: the caller guarantees a live handle and a valid struct.
         match unsafe { (with(r), o.as_ref()) } {
             (Some(r), Some(o)) => {
-                r.set_controller_offsets(controller_offsets(o));
-                BSRS_OK
+                if r.set_controller_offsets(controller_offsets(o)) {
+                    Ok(BSRS_OK)
+                } else {
+                    closed!("bsrs_set_controller_offsets")
+                }
             }
-            _ => BSRS_ERR_NULL,
+            _ => null!("bsrs_set_controller_offsets"),
         }
     })
 }
 
-/// Sets the user data (copied; it allocates: not for the per-frame path).
+/// Sets the user data (copied; it allocates: not for the per-frame path). BSRS_CLOSED
+/// (nothing kept) after finish; BSRS_ERR_NULL.
 ///
 /// Thread safety: one thread at a time per recorder.
 ///
@@ -225,24 +281,36 @@ pub unsafe extern "C" fn bsrs_set_user_data(
     guard(|| {
         // SAFETY: the caller guarantees a live handle.
         let Some(r) = (unsafe { with(r) }) else {
-            return BSRS_ERR_NULL;
+            return null!("bsrs_set_user_data");
         };
         let bytes = if len == 0 {
             &[][..]
         } else if data.is_null() {
-            return BSRS_ERR_NULL;
+            return null!("bsrs_set_user_data");
+        } else if len > MAX_USER_DATA {
+            return Err((
+                BSRS_ERR_INVALID,
+                format!("bsrs_set_user_data: {len} bytes, more than {MAX_USER_DATA}").into(),
+            ));
         } else {
             // SAFETY: not NULL, and the caller guarantees `len` readable bytes.
             unsafe { std::slice::from_raw_parts(data, len) }
         };
-        r.set_user_data(bytes);
-        BSRS_OK
+        if r.set_user_data(bytes) {
+            Ok(BSRS_OK)
+        } else {
+            closed!("bsrs_set_user_data")
+        }
     })
 }
 
+/// The most user data `bsrs_set_user_data` takes (16 MiB): a copy of more would only risk
+/// the game's memory.
+const MAX_USER_DATA: usize = 16 << 20;
+
 /// Ends the song with the info known at its end (score, fail time). Returns at once; the
 /// background writes the last chunks, the trailer and the classic file. Then call
-/// `bsrs_recorder_wait` (or just `bsrs_recorder_free`, which waits).
+/// `bsrs_recorder_wait` before `bsrs_recorder_free`. BSRS_CLOSED if already finished.
 ///
 /// Thread safety: one thread at a time per recorder.
 ///
@@ -260,18 +328,19 @@ pub unsafe extern "C" fn bsrs_recorder_finish(
                 // SAFETY: the caller guarantees the strings.
                 let i = unsafe { convert::info(i) };
                 if r.finish(i) {
-                    BSRS_OK
+                    Ok(BSRS_OK)
                 } else {
-                    BSRS_CLOSED
+                    closed!("bsrs_recorder_finish")
                 }
             }
-            _ => BSRS_ERR_NULL,
+            _ => null!("bsrs_recorder_finish"),
         }
     })
 }
 
-/// Fills `out` with the recorder's progress and sink states (a few atomic loads). When a
-/// sink failed, its message becomes this thread's `bsrs_last_error`.
+/// Fills `out` with the recorder's progress and sink states (a few atomic loads). On
+/// BSRS_OK the last error is the message of the sink that failed last, if one did (else it
+/// is cleared).
 ///
 /// Thread safety: one thread at a time per recorder.
 ///
@@ -279,21 +348,28 @@ pub unsafe extern "C" fn bsrs_recorder_finish(
 /// `r` is a live handle; `out` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn bsrs_recorder_status(r: *mut BsrsRecorder, out: *mut BsrsStatus) -> i32 {
-    guard(|| {
+    let mut sink_error = None;
+    let code = guard(|| {
         // SAFETY: the caller guarantees a live handle and a writable `out`.
         match unsafe { (with(r), out.as_mut()) } {
             (Some(r), Some(out)) => {
-                *out = status_out(&r.status());
-                BSRS_OK
+                let s = r.status();
+                *out = status_out(&s);
+                sink_error = s.last_error;
+                Ok(BSRS_OK)
             }
-            _ => BSRS_ERR_NULL,
+            _ => null!("bsrs_recorder_status"),
         }
-    })
+    });
+    if let Some(e) = sink_error {
+        set_error(e);
+    }
+    code
 }
 
 /// Waits up to `timeout_ms` for the background thread to end after `bsrs_recorder_finish`,
-/// and fills `out` (may be NULL) with the final status. BSRS_TIMEOUT if it is still working.
-/// Blocks: not for the render thread.
+/// and fills `out` (may be NULL) with the final status. BSRS_TIMEOUT if it is still working
+/// (not an error: the last error is cleared). Blocks: not for the render thread.
 ///
 /// Thread safety: one thread at a time per recorder.
 ///
@@ -308,7 +384,7 @@ pub unsafe extern "C" fn bsrs_recorder_wait(
     guard(|| {
         // SAFETY: the caller guarantees a live handle.
         let Some(r) = (unsafe { with(r) }) else {
-            return BSRS_ERR_NULL;
+            return null!("bsrs_recorder_wait");
         };
         match r.wait(Duration::from_millis(u64::from(timeout_ms))) {
             Some(s) => {
@@ -316,16 +392,25 @@ pub unsafe extern "C" fn bsrs_recorder_wait(
                 if let Some(out) = unsafe { out.as_mut() } {
                     *out = status_out(&s);
                 }
-                BSRS_OK
+                Ok(BSRS_OK)
             }
-            None => BSRS_TIMEOUT,
+            None => Ok(BSRS_TIMEOUT),
         }
     })
 }
 
 /// Frees a recorder. If it was not finished, the stream ends where it is (a file without
-/// trailer, which decodes as a cut-short recording) and no classic file is written. Waits
-/// for the background thread. NULL is allowed.
+/// trailer, which decodes as a cut-short recording) and no classic file is written. NULL is
+/// allowed (and clears the last error, as the free of a handle does).
+///
+/// Returns within a few milliseconds whatever the network or the disk do: it waits at
+/// most 3 ms for the encoder thread to write out what it holds, and never for the network.
+/// What is left is done by the recorder's threads on their own, soon after: the encoder
+/// writes out the last records (and completes the files after a finish); a live sink still
+/// connecting, sending or finishing ends within its budget (`live_max_retries`,
+/// `live_retry_interval_ms`, `live_finish_timeout_ms`). The log is not called once this
+/// returns. Call `bsrs_recorder_wait` (off the game thread) before it to know the files
+/// are complete and the live session finished.
 ///
 /// Thread safety: the handle must not be in use by another thread, and not used again.
 ///
@@ -336,17 +421,22 @@ pub unsafe extern "C" fn bsrs_recorder_free(r: *mut BsrsRecorder) {
     guard(|| {
         if !r.is_null() {
             // SAFETY: a handle made by `Box::into_raw` in `bsrs_recorder_start`, freed once.
-            drop(unsafe { Box::from_raw(r) });
+            let r = unsafe { Box::from_raw(r) };
+            r.inner.close(FREE_WAIT);
         }
-        BSRS_OK
+        Ok(BSRS_OK)
     });
 }
 
+/// How long `bsrs_recorder_free` waits for the encoder thread.
+const FREE_WAIT: Duration = Duration::from_millis(3);
+
 /// Copies this thread's last error message (NUL-terminated, truncated to fit) into `buf`
-/// of `len` bytes, and returns the message's full length in bytes (without the NUL).
-/// `buf` may be NULL to ask for the length.
+/// of `len` bytes, and returns the message's full length in bytes (without the NUL): 0
+/// when the last call on this thread succeeded.
 ///
-/// Thread safety: any thread; each thread has its own last error.
+/// Thread safety: any thread; each thread has its own last error, set by the calls it made
+/// (whichever recorder they were on).
 ///
 /// # Safety
 /// `buf` is NULL or writable for `len` bytes.
@@ -362,6 +452,15 @@ pub unsafe extern "C" fn bsrs_last_error(buf: *mut c_char, len: usize) -> usize 
 #[no_mangle]
 pub extern "C" fn bsrs_version() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+/// The C ABI version of the library, BSRS_ABI_VERSION as it was built: a mod compares it
+/// with the BSRS_ABI_VERSION of its header.
+///
+/// Thread safety: any thread.
+#[no_mangle]
+pub extern "C" fn bsrs_abi_version() -> u32 {
+    BSRS_ABI_VERSION
 }
 
 #[cfg(test)]
@@ -436,7 +535,7 @@ mod tests {
             for capacity in [0, (1 << 20) + 1, 100_000_000, u32::MAX] {
                 let mut c = config();
                 c.queue_capacity = capacity;
-                assert_eq!(bsrs_recorder_start(&info, &c, &mut rec), BSRS_ERR_START);
+                assert_eq!(bsrs_recorder_start(&info, &c, &mut rec), BSRS_ERR_INVALID);
                 assert!(last_error().contains("queue_capacity"), "{capacity}");
                 assert!(rec.is_null());
             }
@@ -482,7 +581,7 @@ mod tests {
 
     #[test]
     fn the_last_error_is_truncated_to_the_buffer_and_its_length_is_told() {
-        set_error("0123456789".into());
+        set_error("0123456789");
         let mut small = [0 as c_char; 4];
         // SAFETY: `small` is writable for its length; NULL asks for the length only.
         unsafe {

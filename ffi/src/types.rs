@@ -18,9 +18,12 @@ pub const BSRS_TIMEOUT: i32 = 3;
 pub const BSRS_CLOSED: i32 = -1;
 /// A required pointer was NULL.
 pub const BSRS_ERR_NULL: i32 = -2;
-/// An argument is out of range; see `bsrs_last_error`.
+/// Bad settings: a `BsrsConfig` field out of its stated range (or a `struct_size` this
+/// library does not know), or an argument out of range; see `bsrs_last_error`, which names
+/// the field. The one code for every bad setting.
 pub const BSRS_ERR_INVALID: i32 = -3;
-/// The recorder could not start; see `bsrs_last_error`.
+/// The recorder could not start for a reason other than its settings (the system refused
+/// the background thread); see `bsrs_last_error`.
 pub const BSRS_ERR_START: i32 = -4;
 /// A Rust panic was caught (a bug): the handle should not be used again but may be freed.
 pub const BSRS_ERR_PANIC: i32 = -5;
@@ -45,6 +48,16 @@ pub const BSRS_SINK_RUNNING: u32 = 1;
 pub const BSRS_SINK_FAILED: u32 = 2;
 /// Sink state: finished and complete.
 pub const BSRS_SINK_DONE: u32 = 3;
+/// Sink state (live sink only): not connected to the relay: connecting, or waiting to
+/// reconnect after a lost connection, with the chunks kept in its buffer meanwhile. After
+/// `live_max_retries` failed attempts in a row it becomes BSRS_SINK_FAILED.
+pub const BSRS_SINK_CONNECTING: u32 = 4;
+
+/// The version of this C ABI, as `bsrs_abi_version` returns it. Version 2 is the first with
+/// `BsrsConfig::struct_size`; version 1 (without it) is not accepted: its first field,
+/// `profile`, reads as a `struct_size` too small, which is bad settings. A later version
+/// only adds fields at the end of `BsrsConfig` and keeps accepting this one's size.
+pub const BSRS_ABI_VERSION: u32 = 2;
 
 /// A position, in metres.
 #[repr(C)]
@@ -58,7 +71,12 @@ pub struct BsrsVec3 {
     pub z: f32,
 }
 
-/// A rotation quaternion (passed on as it is, unit or not).
+/// A rotation quaternion. The lossless profile keeps it bit for bit, unit or not. The lossy
+/// profiles (BSRS_PROFILE_FINE, BSRS_PROFILE_COMPACT) expect a unit quaternion (x² + y² +
+/// z² + w² within 0.001 of 1): they normalise it and code it within their bound. One that
+/// is not (zeros, (-1,-1,-1,-1) placeholders, NaN or infinite components) is kept bit for
+/// bit instead, as an escape of 4 raw floats, which costs more than the lossless coding: a
+/// lossy stream of non-unit rotations comes out larger than a lossless one.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct BsrsQuat {
@@ -261,44 +279,80 @@ pub struct BsrsInfo {
 /// wait for the thread that calls those, nor use the recorder's handle.
 pub type BsrsLogFn = Option<extern "C" fn(user: *mut c_void, level: i32, message: *const c_char)>;
 
-/// How to record. Start from `bsrs_config_default`. Paths and strings are NUL-terminated
-/// and copied by `bsrs_recorder_start`; NULL means "no such sink".
+/// How to record. Start from `bsrs_config_default`, which fills every field (with
+/// `struct_size` = `sizeof(BsrsConfig)`), then change what you need. Paths and strings are
+/// NUL-terminated and copied by `bsrs_recorder_start`; NULL means "no such sink". A field
+/// out of its range below makes `bsrs_recorder_start` return BSRS_ERR_INVALID with the
+/// field named in `bsrs_last_error`; nothing is clamped.
+///
+/// Compatibility: fields are only ever added at the end. A mod built against an older
+/// header passes its smaller `struct_size` and gets the defaults for the fields it does not
+/// know. The sizes accepted are `sizeof(BsrsConfig)` and that of the base layout,
+/// `offsetof(BsrsConfig, live_ca_file)` (`struct_size` through `log_user`), with which the
+/// fields marked "past the base layout" take their defaults.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct BsrsConfig {
-    /// BSRS_PROFILE_*.
+    /// `sizeof(BsrsConfig)` as the mod's header declares it (set by `bsrs_config_default`).
+    /// Another value than the sizes above (0, a size cutting a field, a larger struct from
+    /// a newer header) is bad settings.
+    pub struct_size: u32,
+    /// BSRS_PROFILE_*: 0 to 2 (0, lossless, by default).
     pub profile: u32,
-    /// A keyframe at least every this many seconds of song time (1 by default).
+    /// A keyframe at least every this many seconds of song time: above 0 and at most 3600
+    /// (1 by default).
     pub keyframe_seconds: f32,
-    /// A chunk every this many seconds of song time (0.1 by default; 0: only at keyframes).
+    /// A chunk every this many seconds of song time: 0 (chunks only at keyframes) or above
+    /// 0 and at most 3600 (0.1 by default). A crash loses at most this much.
     pub flush_seconds: f32,
-    /// Ring capacity in records, 1 to 1,048,576 (8192 by default).
+    /// Ring capacity in records (a frame or an event each), 64 to 1,048,576 (8192 by
+    /// default: over a minute at 120 frames per second). Allocated whole at start: about
+    /// 128 bytes a record.
     pub queue_capacity: u32,
-    /// BSRS_ON_FULL_*.
+    /// BSRS_ON_FULL_*: 0 or 1 (0, drop, by default).
     pub on_full: u32,
-    /// Non-zero: fdatasync the stream file after each chunk.
+    /// 0 or 1: 1 to fdatasync the stream file after each chunk (0 by default).
     pub sync_each_chunk: u8,
     /// When no frame comes for this many seconds of wall time (a pause), the open chunk
-    /// goes out anyway (0.1 by default; at most 86,400). 0 turns this off: chunk boundaries
-    /// then depend on song time alone, and the same pushes give the same bytes.
+    /// goes out anyway: 0, or above 0 and at most 86,400 (0.1 by default). 0 turns this
+    /// off: chunk boundaries then depend on song time alone, and the same pushes give the
+    /// same bytes.
     pub idle_flush_seconds: f32,
-    /// The `.bsors` file, written chunk by chunk.
+    /// The `.bsors` file, written chunk by chunk: NULL, or a path of 1 to 4096 bytes.
     pub stream_path: *const c_char,
-    /// The classic `.bsor` file, written at finish.
+    /// The classic `.bsor` file, written at finish: NULL, or a path of 1 to 4096 bytes.
     pub classic_path: *const c_char,
-    /// The relay's TCP address (`host:port`) for live publishing.
+    /// The relay's TCP address (`host:port`) for live publishing: NULL, or UTF-8 of 1 to
+    /// 255 bytes. Set together with `live_session`.
     pub live_addr: *const c_char,
-    /// Session name for live publishing.
+    /// Session name for live publishing: NULL, or `[A-Za-z0-9._-]`, 1 to 64 characters,
+    /// not only dots.
     pub live_session: *const c_char,
-    /// Token for live publishing.
+    /// Token for live publishing: NULL (none), or UTF-8 of at most 1024 bytes.
     pub live_token: *const c_char,
-    /// Bytes kept for the relay while it is away (8 MiB by default).
+    /// Bytes kept for the relay while it is away: 65,536 to 1,073,741,824 (8 MiB by
+    /// default). A bound, not an allocation made at start.
     pub live_buffer_bytes: u64,
     /// Log callback, or NULL; `BsrsLogFn` says on which threads it is called.
     pub log: BsrsLogFn,
     /// Passed to `log` as it is, on the recorder's background threads: what it points to
     /// must be usable there until `bsrs_recorder_free` returns.
     pub log_user: *mut c_void,
+    /// Past the base layout. A PEM file of the CA certificates to trust for TLS to the relay:
+    /// NULL (default) for plain TCP. TLS is not in this build yet: a non-NULL value is bad
+    /// settings.
+    pub live_ca_file: *const c_char,
+    /// Past the base layout. Milliseconds between reconnection attempts of the live sink: 10 to
+    /// 60,000 (500 by default).
+    pub live_retry_interval_ms: u32,
+    /// Past the base layout. Failed connection attempts in a row after which the live sink gives
+    /// up (BSRS_SINK_FAILED; the other sinks go on): 0 to 10,000 (120 by default). Each
+    /// attempt takes at most 10 s (a refused connection fails at once), plus the interval.
+    pub live_max_retries: u32,
+    /// Past the base layout. After finish, milliseconds the live sink waits for the relay to
+    /// acknowledge the last chunk, connected or not, before it gives up: 0 to 600,000
+    /// (10,000 by default). `bsrs_recorder_free` never waits for it.
+    pub live_finish_timeout_ms: u32,
 }
 
 /// Progress and sink states.

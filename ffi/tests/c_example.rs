@@ -86,6 +86,7 @@ fn the_c_example_records_a_stream_that_decodes_to_its_classic_file() {
     );
 
     let (back, recovery) = transcode::decode_replay(&std::fs::read(&stream).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&out);
     assert!(recovery.complete, "{recovery:?}");
     assert_eq!(bsor::to_vec(&back).unwrap(), classic);
 }

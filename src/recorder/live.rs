@@ -37,8 +37,13 @@ pub struct LiveConfig {
     pub spill_bytes: u64,
     /// Wait between reconnection attempts (default 500 ms).
     pub retry_every: Duration,
-    /// Failed connections in a row before the sink gives up (default 120).
+    /// Failed connections in a row before the sink gives up (default 120). Each attempt
+    /// takes at most the handshake timeout (10 s) and usually far less (a refused
+    /// connection fails at once).
     pub max_retries: u32,
+    /// After finish, how long the sink waits for the relay to acknowledge the last chunk,
+    /// connected or not, before it gives up (default 10 s).
+    pub finish_timeout: Duration,
 }
 
 impl LiveConfig {
@@ -53,6 +58,7 @@ impl LiveConfig {
             spill_bytes: 256 << 20,
             retry_every: Duration::from_millis(500),
             max_retries: 120,
+            finish_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -119,16 +125,24 @@ impl LiveSink {
             }),
             retry_every: self.config.retry_every,
             max_retries: self.config.max_retries,
-            finish_timeout: Duration::from_secs(10),
+            finish_timeout: self.config.finish_timeout,
         };
         let shared = Arc::clone(&self.shared);
         let addr = target.addr.clone();
         let progress = move |p: Progress| match p {
-            Progress::Connected(next) => shared.log(
-                LogLevel::Info,
-                &format!("live: connected to {addr}, resuming at chunk {next}"),
-            ),
-            Progress::Lost(e) => shared.log(LogLevel::Warn, &format!("live: {e}; reconnecting")),
+            Progress::Connected(next) => {
+                let (from, to) = (SinkState::Connecting, SinkState::Running);
+                shared.move_sink(SinkKind::Live, from, to);
+                shared.log(
+                    LogLevel::Info,
+                    &format!("live: connected to {addr}, resuming at chunk {next}"),
+                );
+            }
+            Progress::Lost(e) => {
+                let (from, to) = (SinkState::Running, SinkState::Connecting);
+                shared.move_sink(SinkKind::Live, from, to);
+                shared.log(LogLevel::Warn, &format!("live: {e}; reconnecting"));
+            }
             Progress::Acked(n) => shared.live_acked.store(n, Ordering::Relaxed),
             Progress::Spilling => shared.log(
                 LogLevel::Warn,
@@ -143,16 +157,41 @@ impl LiveSink {
         }
     }
 
+    /// The live thread ended before finish (it gave up reconnecting, say): the sink
+    /// fails, with the reason.
+    pub(super) fn check(&mut self) {
+        if !self.publisher.as_ref().is_some_and(Publisher::is_finished) {
+            return;
+        }
+        if let Some(p) = self.publisher.take() {
+            let e = p
+                .join()
+                .err()
+                .map_or("ended early".into(), |e| e.to_string());
+            self.shared.fail(SinkKind::Live, format!("live: {e}"));
+        }
+    }
+
     /// Ends publishing: with `End` after the last acknowledgement when `complete`, else by
     /// closing (the relay then ends the session after its publisher timeout). Waits for
-    /// the live thread, which gives up after its finish timeout.
+    /// the live thread, which gives up after its finish timeout, unless the recorder is
+    /// dropped meanwhile: the thread is then left to end on its own.
     pub(super) fn finish(mut self, complete: bool) {
         let Some(p) = self.publisher.take() else {
             return;
         };
-        match p.finish(complete) {
+        p.end(complete);
+        while !p.is_finished() {
+            if self.shared.stop.load(Ordering::Acquire) {
+                // Dropped (the thread ends within its budget, and no longer logs).
+                return;
+            }
+            std::thread::park_timeout(Duration::from_millis(5));
+        }
+        match p.join() {
             Ok(()) => {
-                if complete && self.shared.sink(SinkKind::Live) == SinkState::Running {
+                let state = self.shared.sink(SinkKind::Live);
+                if complete && matches!(state, SinkState::Running | SinkState::Connecting) {
                     self.shared.set_sink(SinkKind::Live, SinkState::Done);
                 }
             }

@@ -27,7 +27,7 @@ mod worker;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -182,6 +182,10 @@ pub enum SinkState {
     Failed = 2,
     /// Finished and complete.
     Done = 3,
+    /// The live sink is not connected: connecting, or waiting to reconnect after a lost
+    /// connection (its chunks wait in its buffer meanwhile). It gives up, as
+    /// [`Failed`](Self::Failed), after [`LiveConfig::max_retries`] failed attempts in a row.
+    Connecting = 4,
 }
 
 impl SinkState {
@@ -190,6 +194,7 @@ impl SinkState {
             1 => SinkState::Running,
             2 => SinkState::Failed,
             3 => SinkState::Done,
+            4 => SinkState::Connecting,
             _ => SinkState::Off,
         }
     }
@@ -246,7 +251,9 @@ struct Shared {
     stop: AtomicBool,
     ended: AtomicBool,
     last_error: Mutex<Option<String>>,
-    log: Option<LogFn>,
+    /// Taken away when the recorder is dropped: a live thread still ending on its own after
+    /// that logs nothing (the caller's log context may be gone).
+    log: Mutex<Option<LogFn>>,
 }
 
 impl Shared {
@@ -258,8 +265,22 @@ impl Shared {
         SinkState::from_u8(self.sinks[k as usize].load(Ordering::Acquire))
     }
 
+    /// Sets sink `k` to `to` if it is `from` (a live sink that failed or is done stays so).
+    #[cfg(feature = "live")]
+    fn move_sink(&self, k: SinkKind, from: SinkState, to: SinkState) {
+        let _ = self.sinks[k as usize].compare_exchange(
+            from as u8,
+            to as u8,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+
+    /// Logs, under the lock that [`Recorder`]'s drop takes to silence the log: once the
+    /// drop returns, no call is running and none will start.
     fn log(&self, level: LogLevel, msg: &str) {
-        if let Some(f) = &self.log {
+        let log = self.log.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(f) = log.as_ref() {
             f(level, msg);
         }
     }
@@ -395,7 +416,7 @@ impl Recorder {
             stop: AtomicBool::new(false),
             ended: AtomicBool::new(false),
             last_error: Mutex::new(None),
-            log: config.log.clone(),
+            log: Mutex::new(config.log.clone()),
         });
         let on_full = config.on_full;
         let worker_shared = Arc::clone(&shared);
@@ -463,14 +484,23 @@ impl Recorder {
     }
 
     /// Sets the controller offsets (written at the end of the stream and of the BSOR).
-    pub fn set_controller_offsets(&mut self, o: ControllerOffsets) {
+    /// Returns false, keeping nothing, once the recorder is finished.
+    pub fn set_controller_offsets(&mut self, o: ControllerOffsets) -> bool {
+        if self.closed {
+            return false;
+        }
         self.controller_offsets = Some(o);
+        true
     }
 
     /// Sets the user data (written at the end). Copies the bytes: call it outside the
-    /// per-frame path.
-    pub fn set_user_data(&mut self, data: &[u8]) {
+    /// per-frame path. Returns false, keeping nothing, once the recorder is finished.
+    pub fn set_user_data(&mut self, data: &[u8]) -> bool {
+        if self.closed {
+            return false;
+        }
         self.user_data = Some(data.to_vec());
+        true
     }
 
     /// Ends the song with the info known at its end (score, failTime...). Returns at once;
@@ -540,10 +570,39 @@ impl Recorder {
     }
 }
 
+impl Recorder {
+    /// Stops the recorder as a drop does, but waits at most `wait` for the background
+    /// thread: past that it is left to end on its own (writing out what it holds, and
+    /// completing the files after a [`finish`](Self::finish)), without logging. Returns
+    /// whether it ended within `wait`. For a caller that must not block, such as a game's
+    /// main thread; call [`wait`](Self::wait) first to know the files are complete.
+    pub fn close(mut self, wait: Duration) -> bool {
+        self.closed = true;
+        self.shared.stop.store(true, Ordering::Release);
+        let Some(w) = self.worker.take() else {
+            return true;
+        };
+        w.thread().unpark();
+        let deadline = Instant::now() + wait;
+        while !w.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        if w.is_finished() {
+            let _ = w.join();
+            true
+        } else {
+            false
+        }
+    }
+}
+
 impl Drop for Recorder {
     /// Dropping a recorder that was not finished ends the stream where it is: the chunks
     /// so far are written out (a stream without trailer, which decodes as a cut-short
-    /// recording), the classic file is not written. Waits for the background thread.
+    /// recording), the classic file is not written. Waits for the background thread, which
+    /// does not wait for the network: a live sink still connecting, sending or finishing
+    /// is left to end on its own thread, within its retry budget ([`LiveConfig`]), and logs
+    /// nothing once the drop has returned.
     fn drop(&mut self) {
         self.closed = true;
         self.shared.stop.store(true, Ordering::Release);
@@ -551,5 +610,10 @@ impl Drop for Recorder {
             w.thread().unpark();
             let _ = w.join();
         }
+        self.shared
+            .log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
     }
 }

@@ -75,7 +75,7 @@ impl Sinks {
             });
         #[cfg(feature = "live")]
         let live = config.live.clone().map(|l| {
-            shared.set_sink(SinkKind::Live, SinkState::Running);
+            shared.set_sink(SinkKind::Live, SinkState::Connecting);
             LiveSink::start(l, Arc::clone(shared))
         });
         Sinks {
@@ -163,6 +163,10 @@ pub(super) fn run(
             enc.flush();
         }
         sinks.stream(&enc.take_output(), &shared);
+        #[cfg(feature = "live")]
+        if let Some(l) = &mut sinks.live {
+            l.check();
+        }
         if finishing {
             let ending = shared.finish.lock().ok().and_then(|mut s| s.take());
             end(enc, sinks, ending, &shared);
@@ -220,10 +224,14 @@ fn end(mut enc: StreamEncoder, mut sinks: Sinks, ending: Option<Ending>, shared:
 }
 
 /// Stopped without finish: what was written stays; nothing is completed, and the sinks
-/// keep the state they had.
+/// keep the state they had. The stream file is synced only with `sync_each_chunk` (as its
+/// chunks were): what was written survives a crash of the game either way, and a drop
+/// (often on the game thread) does not wait for the disk without being asked to.
 fn end_unfinished(mut sinks: Sinks, _shared: &Shared) {
     if let Some(f) = sinks.file.take() {
-        let _ = f.file.sync_all();
+        if f.sync {
+            let _ = f.file.sync_data();
+        }
     }
     if let Some(c) = sinks.classic.take() {
         c.abandon();

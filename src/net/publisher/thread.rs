@@ -63,13 +63,31 @@ impl Publisher {
 
     /// Ends publishing, with `End` after the last acknowledgement when `complete` (within
     /// the target's finish timeout), else at once, and waits for the thread.
-    pub fn finish(mut self, complete: bool) -> Result<(), PublishError> {
+    pub fn finish(self, complete: bool) -> Result<(), PublishError> {
+        self.end(complete);
+        self.join()
+    }
+
+    /// Asks the thread to end as [`finish`](Self::finish) does, without waiting for it:
+    /// it ends on its own, at the latest after the target's finish timeout (`complete`) or
+    /// its current connection attempt (not `complete`).
+    pub fn end(&self, complete: bool) {
         let last = if complete {
             Event::Input(Input::Finished)
         } else {
             Event::Closed
         };
         let _ = self.tx.send(last);
+    }
+
+    /// The thread has ended (it finished, gave up, or failed): [`join`](Self::join) will
+    /// not block.
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    /// Waits for the thread and returns how it ended.
+    pub fn join(mut self) -> Result<(), PublishError> {
         match self.thread.take().map(JoinHandle::join) {
             Some(Ok(r)) => r,
             Some(Err(_)) => Err(PublishError::Panicked),
