@@ -167,7 +167,8 @@ impl Scenario {
             }
             Scenario::IdleFlood => {
                 "N connections send nothing: each is closed at the handshake timeout (10 \
-                 Timeout) if the run lasts that long, and costs the relay little meanwhile"
+                 Timeout) if the run lasts that long (or at a connection cap), and costs \
+                 the relay little meanwhile"
             }
             Scenario::PingFlood => {
                 "N connections say Hello and send 400 Pings (half) or Pongs (half) at once \
@@ -299,6 +300,16 @@ struct Files {
     tokens: PathBuf,
     archive: PathBuf,
     log: PathBuf,
+}
+
+impl Files {
+    fn in_dir(dir: &std::path::Path) -> Files {
+        Files {
+            tokens: dir.join("tokens"),
+            archive: dir.join("archive"),
+            log: dir.join("relay.log"),
+        }
+    }
 }
 
 /// What every attack gets.
@@ -438,11 +449,7 @@ fn scenario(
             started: None,
         },
         None => {
-            let files = Files {
-                tokens: dir.0.join("tokens"),
-                archive: dir.0.join("archive"),
-                log: dir.0.join("relay.log"),
-            };
+            let files = Files::in_dir(&dir.0);
             std::fs::write(&files.tokens, format!("{}\n{OLD_TOKEN}\n", args.token))
                 .map_err(|e| (files.tokens.as_path(), e))?;
             std::fs::create_dir_all(&files.archive).map_err(|e| (files.archive.as_path(), e))?;
@@ -506,7 +513,7 @@ fn scenario(
             let at = std::time::Instant::now();
             publisher(
                 relay.addr.to_string(),
-                "big".into(),
+                big_session(),
                 relay.token.clone(),
                 big.clone(),
                 at,
@@ -514,7 +521,7 @@ fn scenario(
             )
             .await?;
         }
-        let honest = HonestRun::start(&relay, honest_song.clone(), epoch).await?;
+        let honest = HonestRun::start(which, &relay, honest_song.clone(), epoch).await?;
         let ctx = Ctx {
             relay,
             n,
@@ -544,9 +551,9 @@ fn scenario(
     let mut attack = attack;
     let survived = match &mut process {
         Some(p) => matches!(p.child.try_wait(), Ok(None)),
-        None => {
-            std::net::TcpStream::connect_timeout(&relay_addr(args), Duration::from_secs(5)).is_ok()
-        }
+        None => args.relay.is_some_and(|addr| {
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).is_ok()
+        }),
     };
     let hwm = pid.and_then(memory_kb).map(|(_, hwm)| hwm);
     let cpu = match (cpu_before, pid.and_then(|p| cpu_seconds(&p.to_string()))) {
@@ -556,11 +563,8 @@ fn scenario(
     let sampled = sampled_peak.load(Ordering::Relaxed);
     // After the relay ended: its log and archive as it left them.
     drop(process.take());
-    if let Some(files) = args.relay.is_none().then(|| Files {
-        tokens: dir.0.join("tokens"),
-        archive: dir.0.join("archive"),
-        log: dir.0.join("relay.log"),
-    }) {
+    if args.relay.is_none() {
+        let files = Files::in_dir(&dir.0);
         after_checks(which, &files, big, (n, args.per_address), &mut attack);
     }
     let mut checks = attack.checks;
@@ -594,11 +598,6 @@ fn scenario(
     })
 }
 
-fn relay_addr(args: &Args) -> SocketAddr {
-    args.relay
-        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)))
-}
-
 /// The honest session: a publisher paced live and four viewers (TCP and WebSocket, live
 /// and complete), from 127.0.0.1.
 struct HonestRun {
@@ -607,11 +606,21 @@ struct HonestRun {
     start_us: f64,
 }
 
-const HONEST_SESSION: &str = "honest";
+/// The honest session's name: its own for each scenario and run, so that a relay given
+/// with --relay, which keeps ended sessions, takes it as new.
+fn honest_session(which: Scenario) -> String {
+    format!("honest-{}-{}", std::process::id(), which.name())
+}
+
+/// The finished session the never-reading viewers watch (named as the honest one is).
+fn big_session() -> String {
+    format!("big-{}", std::process::id())
+}
 
 impl HonestRun {
     /// Connects the viewers, waits for their greeting, and starts the publisher.
     async fn start(
+        which: Scenario,
         relay: &Relay,
         song: Arc<Song>,
         epoch: std::time::Instant,
@@ -629,7 +638,7 @@ impl HonestRun {
                 let watch = Watch {
                     addr: addr.to_string(),
                     websocket,
-                    session: HONEST_SESSION.into(),
+                    session: honest_session(which),
                     mode,
                 };
                 let task = tokio::spawn(viewer(watch, epoch, ready_tx.clone(), deadline));
@@ -654,7 +663,7 @@ impl HonestRun {
         let start = std::time::Instant::now() + Duration::from_millis(300);
         let publisher = tokio::spawn(publisher(
             relay.addr.to_string(),
-            HONEST_SESSION.into(),
+            honest_session(which),
             relay.token.clone(),
             song,
             start,
@@ -781,7 +790,11 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
             let until = ctx.until;
             let mut a = each(ctx, n, addr, move |_, mut s| async move {
                 let mut first = hostile::hello(Role::Viewer);
-                first.extend(hostile::subscribe("big", ViewMode::Complete, 10_000));
+                first.extend(hostile::subscribe(
+                    &big_session(),
+                    ViewMode::Complete,
+                    10_000,
+                ));
                 if let Err(o) = hostile::send(&mut s, &first, until).await {
                     return o;
                 }
@@ -925,7 +938,14 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
             })
             .await;
             if ctx.seconds > 12.0 {
-                a.expect_all(n, &[Outcome::Error(10)], "idle connections got 10 Timeout");
+                // Past the relay's connection cap (honest ones included) a connection is
+                // closed at once without a message (wire.md §3); a cap per address may
+                // answer 15 OverBudget.
+                a.expect_all(
+                    n,
+                    &[Outcome::Error(10), Outcome::Error(15), Outcome::Closed],
+                    "idle connections were closed (10 Timeout, 15 OverBudget, or at the cap)",
+                );
             }
             a
         }
@@ -1386,4 +1406,28 @@ fn addresses(line: &str) -> Vec<String> {
         rest = &tail[end.max(1)..];
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_lines_give_their_addresses() {
+        let line = "WARN failed login peer=127.0.0.7:4411 from 127.0.3.233, relay 127.0.0.1:9";
+        assert_eq!(
+            addresses(line),
+            ["127.0.0.7", "127.0.3.233", "127.0.0.1"].map(String::from)
+        );
+        assert!(addresses("version 127.5 of nothing").is_empty());
+    }
+
+    #[test]
+    fn websocket_cases_cover_each_rule_once() {
+        let cases = ws_cases("127.0.0.1:9");
+        let statuses: Vec<u16> = cases.iter().map(|c| c.2).collect();
+        assert_eq!(statuses, [400, 400, 400, 400, 403, 101, 101, 101, 101]);
+        assert!(cases[8].1.contains("Origin: http://127.0.0.1:9\r\n"));
+        assert!(cases.iter().all(|c| c.1.ends_with("\r\n\r\n")));
+    }
 }

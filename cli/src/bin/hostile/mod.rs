@@ -206,3 +206,28 @@ pub async fn http_exchange(stream: &mut TcpStream, request: &[u8], deadline: Ins
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_spread_over_addresses_from_127_0_0_2() {
+        assert_eq!(source(0, 10), Ipv4Addr::new(127, 0, 0, 2));
+        assert_eq!(source(9, 10), Ipv4Addr::new(127, 0, 0, 2));
+        assert_eq!(source(10, 10), Ipv4Addr::new(127, 0, 0, 3));
+        // Past 127.0.0.255 into the next octet, never 127.0.0.1.
+        assert_eq!(source(2540, 10), Ipv4Addr::new(127, 0, 1, 0));
+        assert_eq!(source(9999, 10), Ipv4Addr::new(127, 0, 3, 233));
+        assert_eq!(source(5, 0), Ipv4Addr::new(127, 0, 0, 7));
+    }
+
+    #[test]
+    fn new_error_codes_have_the_contract_names() {
+        assert_eq!(code_name(7), "BadSessionName");
+        assert_eq!(code_name(15), "OverBudget");
+        assert_eq!(code_name(16), "BadStreamHeader");
+        assert_eq!(code_name(17), "SessionExists");
+        assert_eq!(code_name(99), "code 99");
+    }
+}
