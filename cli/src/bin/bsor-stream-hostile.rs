@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bench::{
-    check_open_files, cpu_seconds, memory_kb, percentile, publisher, song, start_relay, viewer,
-    Failure, RelayOptions, Seen, Song, TempDir, Watch,
+    check_open_files, cpu_seconds, memory_kb, percentile, publisher, sample_memory, song,
+    start_relay, viewer, Failure, RelayOptions, Seen, Song, TempDir, Watch,
 };
 use bsor_stream::net::wire::{Message, Role, ViewMode};
 use bsor_stream::stream::{ChunkHeader, ChunkType};
@@ -325,14 +325,7 @@ struct Ctx {
 
 fn main() -> std::process::ExitCode {
     use clap::Parser;
-    match run(&Args::parse()) {
-        Ok(true) => std::process::ExitCode::SUCCESS,
-        Ok(false) => std::process::ExitCode::FAILURE,
-        Err(Failure(msg)) => {
-            eprintln!("bsor-stream-hostile: error: {msg}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    bench::exit_code("bsor-stream-hostile", run(&Args::parse()))
 }
 
 fn run(args: &Args) -> Result<bool, Failure> {
@@ -497,17 +490,7 @@ fn scenario(
     let seconds = args.seconds;
     let (attack, honest) = runtime.block_on(async {
         let epoch = std::time::Instant::now();
-        let sampler = pid.map(|p| {
-            let peak = sampled_peak.clone();
-            tokio::spawn(async move {
-                loop {
-                    if let Some((rss, _)) = memory_kb(p) {
-                        peak.fetch_max(rss, Ordering::Relaxed);
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            })
-        });
+        let sampler = pid.map(|p| sample_memory(p, sampled_peak.clone()));
         if which == Scenario::NeverRead {
             // The finished session the never-reading viewers watch, published fast.
             let at = std::time::Instant::now();
@@ -838,10 +821,7 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
                     b.extend(hostile::frame(&Message::StreamHeader(
                         bytes::Bytes::from_static(b"NOTBSRS"),
                     )));
-                    if let Err(o) = hostile::send(&mut s, &b, until).await {
-                        return o;
-                    }
-                    hostile::read_outcome(&mut s, until, |_| false).await
+                    hostile::exchange(&mut s, &b, until).await
                 }
             })
             .await;
@@ -961,10 +941,7 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
                     };
                     b.extend(hostile::frame(&m));
                 }
-                if let Err(o) = hostile::send(&mut s, &b, until).await {
-                    return o;
-                }
-                hostile::read_outcome(&mut s, until, |_| false).await
+                hostile::exchange(&mut s, &b, until).await
             })
             .await;
             a.expect_all(n, &[Outcome::Error(11)], "flooders got 11 Flood");
@@ -998,10 +975,7 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
                 let len: u32 = if i % 2 == 0 { (8 << 20) + 1 } else { u32::MAX };
                 b.extend_from_slice(&len.to_le_bytes());
                 b.push(0x05);
-                if let Err(o) = hostile::send(&mut s, &b, until).await {
-                    return o;
-                }
-                hostile::read_outcome(&mut s, until, |_| false).await
+                hostile::exchange(&mut s, &b, until).await
             })
             .await;
             a.expect_all(n, &[Outcome::Error(1)], "connections got 1 FrameTooLarge");
@@ -1016,10 +990,7 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
                     &format!("{SECRET_MARK}-{i}"),
                     1,
                 ));
-                if let Err(o) = hostile::send(&mut s, &b, until).await {
-                    return o;
-                }
-                hostile::read_outcome(&mut s, until, |_| false).await
+                hostile::exchange(&mut s, &b, until).await
             })
             .await;
             a.expect_all(n, &[Outcome::Error(6)], "publishers got 6 Unauthorized");
@@ -1042,10 +1013,7 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
                         b = hostile::hello(Role::Viewer);
                         b.extend(hostile::subscribe(name, ViewMode::Complete, 1000));
                     }
-                    if let Err(o) = hostile::send(&mut s, &b, until).await {
-                        return o;
-                    }
-                    hostile::read_outcome(&mut s, until, |_| false).await
+                    hostile::exchange(&mut s, &b, until).await
                 }
             })
             .await;

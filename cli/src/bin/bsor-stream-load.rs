@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bench::{
-    check_open_files, cpu_seconds, memory_kb, percentile, publisher, song, start_relay, viewer,
-    Failure, RelayOptions, Seen, Song, TempDir, Watch,
+    check_open_files, cpu_seconds, memory_kb, percentile, publisher, sample_memory, song,
+    start_relay, viewer, Failure, RelayOptions, Seen, Song, TempDir, Watch,
 };
 use bsor_stream::net::wire::ViewMode;
 
@@ -175,17 +175,7 @@ fn scenario(
             )));
         }
         // The relay's memory, sampled while the song plays.
-        let sampler = pid.map(|p| {
-            let peak = sampled_peak.clone();
-            tokio::spawn(async move {
-                loop {
-                    if let Some((rss, _)) = memory_kb(p) {
-                        peak.fetch_max(rss, Ordering::Relaxed);
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            })
-        });
+        let sampler = pid.map(|p| sample_memory(p, sampled_peak.clone()));
         let mut sent = Vec::with_capacity(sessions);
         for p in publishers {
             sent.push(p.await.map_err(|e| Failure(e.to_string()))??);
@@ -331,14 +321,7 @@ fn report(
 
 fn main() -> std::process::ExitCode {
     use clap::Parser;
-    match load(&LoadArgs::parse()) {
-        Ok(true) => std::process::ExitCode::SUCCESS,
-        Ok(false) => std::process::ExitCode::FAILURE,
-        Err(Failure(msg)) => {
-            eprintln!("bsor-stream-load: error: {msg}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    bench::exit_code("bsor-stream-load", load(&LoadArgs::parse()))
 }
 
 /// The scenarios, one after the other; false when a target was missed.

@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,19 @@ pub struct Failure(pub String);
 impl<E: std::fmt::Display> From<(&Path, E)> for Failure {
     fn from((path, e): (&Path, E)) -> Self {
         Failure(format!("{}: {e}", path.display()))
+    }
+}
+
+/// The exit code of a run: 0 when every target was met, 1 when one was missed or the run
+/// failed (said in one line on stderr).
+pub fn exit_code(tool: &str, result: Result<bool, Failure>) -> std::process::ExitCode {
+    match result {
+        Ok(true) => std::process::ExitCode::SUCCESS,
+        Ok(false) => std::process::ExitCode::FAILURE,
+        Err(Failure(msg)) => {
+            eprintln!("{tool}: error: {msg}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }
 
@@ -330,6 +343,19 @@ pub fn memory_kb(pid: u32) -> Option<(u64, u64)> {
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
     };
     Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// Samples a process's resident memory every 100 ms into `peak` (kB, the highest seen)
+/// until the task is aborted.
+pub fn sample_memory(pid: u32, peak: Arc<AtomicU64>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            if let Some((rss, _)) = memory_kb(pid) {
+                peak.fetch_max(rss, Ordering::Relaxed);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
 }
 
 /// A process's CPU time (user + system, all threads), in seconds, from `/proc/PID/stat`

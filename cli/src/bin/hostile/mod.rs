@@ -144,6 +144,14 @@ pub async fn send(stream: &mut TcpStream, bytes: &[u8], deadline: Instant) -> Re
     }
 }
 
+/// Sends `bytes` and reads how the relay answers (see [`read_outcome`]).
+pub async fn exchange(stream: &mut TcpStream, bytes: &[u8], deadline: Instant) -> Outcome {
+    if let Err(o) = send(stream, bytes, deadline).await {
+        return o;
+    }
+    read_outcome(stream, deadline, |_| false).await
+}
+
 /// A fast generator for bytes of no particular meaning (xorshift64*): random bytes need no
 /// quality here, only variety, so no crate is taken for them.
 pub struct Noise(u64);
