@@ -816,10 +816,14 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
             let mut a = each(ctx, n, addr, move |i, mut s| {
                 let token = token.clone();
                 async move {
-                    let mut b = hostile::hello(Role::Publisher);
-                    b.extend(hostile::publish(&format!("bad-header-{i}"), &token, 1));
-                    b.extend(hostile::frame(&Message::StreamHeader(
-                        bytes::Bytes::from_static(b"NOTBSRS"),
+                    let session = format!("bad-header-{i}");
+                    if let Err(o) =
+                        hostile::start_publishing(&mut s, &session, &token, 1, until).await
+                    {
+                        return o;
+                    }
+                    let b = hostile::frame(&Message::StreamHeader(bytes::Bytes::from_static(
+                        b"NOTBSRS",
                     )));
                     hostile::exchange(&mut s, &b, until).await
                 }
@@ -1054,6 +1058,11 @@ async fn huge_chunks(ctx: &Ctx) -> Attack {
     let mut a = each(ctx, ctx.n, ctx.relay.addr, move |i, s| {
         let (token, header) = (token.clone(), header.clone());
         async move {
+            let mut s = s;
+            let session = format!("huge-{i}");
+            if let Err(o) = hostile::start_publishing(&mut s, &session, &token, 1, until).await {
+                return o;
+            }
             let (mut rd, mut wr) = s.into_split();
             let reader = tokio::spawn(async move {
                 let mut codec = bsor_stream::net::wire::WireCodec::new(8 << 20);
@@ -1073,9 +1082,7 @@ async fn huge_chunks(ctx: &Ctx) -> Attack {
                 }
             });
             use tokio::io::AsyncWriteExt;
-            let mut b = hostile::hello(Role::Publisher);
-            b.extend(hostile::publish(&format!("huge-{i}"), &token, 1));
-            b.extend(hostile::frame(&Message::StreamHeader(header)));
+            let b = hostile::frame(&Message::StreamHeader(header));
             let mut ok = wr.write_all(&b).await.is_ok();
             let mut noise = Noise::new(i as u64 + 99);
             let mut payload = vec![0u8; (8 << 20) - 64];

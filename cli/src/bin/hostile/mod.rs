@@ -144,6 +144,25 @@ pub async fn send(stream: &mut TcpStream, bytes: &[u8], deadline: Instant) -> Re
     }
 }
 
+/// Says Hello as a publisher, publishes `session` with `token` and waits for the relay's
+/// `Resume` (a publisher sends its stream header only after it, `wire.md` §3.1); any other
+/// end is the outcome.
+pub async fn start_publishing(
+    stream: &mut TcpStream,
+    session: &str,
+    token: &str,
+    key: u8,
+    deadline: Instant,
+) -> Result<(), Outcome> {
+    let mut b = hello(Role::Publisher);
+    b.extend(publish(session, token, key));
+    send(stream, &b, deadline).await?;
+    match read_outcome(stream, deadline, |m| matches!(m, Message::Resume(_))).await {
+        Outcome::Answered(_) => Ok(()),
+        o => Err(o),
+    }
+}
+
 /// Sends `bytes` and reads how the relay answers (see [`read_outcome`]).
 pub async fn exchange(stream: &mut TcpStream, bytes: &[u8], deadline: Instant) -> Outcome {
     if let Err(o) = send(stream, bytes, deadline).await {
