@@ -11,30 +11,17 @@
 //! from decoding the synthetic replay's stream once, so a frame's latency is the arrival of
 //! its chunk minus the time its capture was due.
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+mod bench;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use std::ops::ControlFlow;
-
-use bsor_stream::net::client::{ClientConfig, ClientEvent, Subscription};
-use bsor_stream::net::wire::{EndReason, ViewMode};
-use bsor_stream::net::{publisher, viewer};
-use bsor_stream::stream::{ChunkHeader, Profile, Settings};
-use bsor_stream::{bsor, synth, transcode};
-use bytes::Bytes;
-
-/// A failure, for the one line on stderr.
-struct Failure(String);
-
-impl<E: std::fmt::Display> From<(&std::path::Path, E)> for Failure {
-    fn from((path, e): (&std::path::Path, E)) -> Self {
-        Failure(format!("{}: {e}", path.display()))
-    }
-}
+use bench::{
+    check_open_files, cpu_seconds, memory_kb, percentile, publisher, sample_memory, song,
+    start_relay, viewer, Failure, RelayOptions, Seen, Song, TempDir, Watch,
+};
+use bsor_stream::net::wire::ViewMode;
 
 /// Load on a relay over 127.0.0.1: one session with 1000 viewers and 100 sessions of 10,
 /// publishing a synthetic replay live; prints frame latency, skips, relay memory and CPU.
@@ -75,284 +62,6 @@ struct LoadArgs {
 /// At most this many connections in all, whatever the flags say.
 const MAX_CONNECTIONS: usize = 5000;
 
-/// The song every publisher sends: stream header, chunks, and when each frame is due.
-struct Song {
-    header: Bytes,
-    chunks: Vec<Bytes>,
-    /// When the publisher sends each chunk, in seconds from its start (the capture of its
-    /// last frame: a recorder flushes a chunk once its last frame is in).
-    send_at: Vec<f64>,
-    /// For each chunk, when each of its frames was captured, in seconds from the start.
-    frames: Vec<Vec<f64>>,
-    total_frames: u64,
-    flush_ms: f64,
-}
-
-fn song(seconds: f32, speed: f32) -> Result<Song, Failure> {
-    let settings = Settings::live(Profile::Lossless);
-    let replay = synth::replay(synth::Settings {
-        seed: 7,
-        seconds,
-        fps: 90,
-    });
-    // Through BSOR bytes, as a recorder's replay would be.
-    let bytes = bsor::to_vec(&replay).map_err(|e| Failure(e.to_string()))?;
-    let replay = bsor::parse(&bytes).map_err(|e| Failure(e.to_string()))?;
-    let stream = transcode::encode_replay(&replay, settings);
-    let (header_len, spans) = transcode::chunk_frame_times(&stream)
-        .ok_or_else(|| Failure("the synthetic stream has no header".into()))?;
-    let header = Bytes::copy_from_slice(&stream[..header_len]);
-    let chunks: Vec<Bytes> = spans
-        .iter()
-        .map(|(c, _)| Bytes::copy_from_slice(c.bytes(&stream)))
-        .collect();
-    let song_times: Vec<Vec<f32>> = spans.into_iter().map(|(_, t)| t).collect();
-    let first_t = song_times.iter().flatten().copied().next().unwrap_or(0.0);
-    let at = |t: f32| f64::from(((t - first_t) / speed).max(0.0));
-    // A recorder sends a frame chunk when its last frame is captured (the encoder closes a
-    // chunk on the frame after which the next would pass the flush interval), and the
-    // event, trailer and index chunks right after the chunk before them.
-    let mut send_at = Vec::with_capacity(chunks.len());
-    let mut last = 0.0f64;
-    for times in &song_times {
-        if let Some(&end) = times.last() {
-            last = last.max(at(end));
-        }
-        send_at.push(last);
-    }
-    let frames: Vec<Vec<f64>> = song_times
-        .iter()
-        .map(|t| t.iter().map(|&t| at(t)).collect())
-        .collect();
-    let total_frames = frames.iter().map(|f| f.len() as u64).sum();
-    Ok(Song {
-        header,
-        chunks,
-        send_at,
-        frames,
-        total_frames,
-        flush_ms: f64::from(settings.flush_seconds) * 1000.0,
-    })
-}
-
-/// What one viewer saw.
-#[derive(Default)]
-struct Seen {
-    /// Chunk sequence numbers and their arrival, in microseconds after the epoch.
-    arrivals: Vec<(u32, u64)>,
-    skipped: u64,
-    ended: bool,
-    error: Option<String>,
-}
-
-/// Connects, subscribes (live) and reports on `ready` once the relay answered its Hello;
-/// then records every chunk's arrival until End. The protocol is the library's client
-/// session ([`viewer::watch`]), as `watch` runs it.
-async fn viewer(
-    addr: String,
-    session: String,
-    epoch: Instant,
-    ready: tokio::sync::mpsc::UnboundedSender<()>,
-    deadline: Instant,
-) -> Seen {
-    let mut seen = Seen::default();
-    let subscription = Subscription {
-        session,
-        mode: ViewMode::Live,
-        wait_ms: 60_000,
-    };
-    let config = client_config();
-    let on = |e: ClientEvent| {
-        match e {
-            ClientEvent::Established { .. } => {
-                let _ = ready.send(());
-            }
-            ClientEvent::Chunk(body) => {
-                let at = epoch.elapsed().as_micros() as u64;
-                if let Some((h, _)) = ChunkHeader::parse_at(&body) {
-                    seen.arrivals.push((h.seq, at));
-                }
-            }
-            ClientEvent::Skipped { chunks, .. } => seen.skipped += u64::from(chunks),
-            ClientEvent::End(reason) => seen.ended = reason == EndReason::Finished,
-            // A load test counts a reconnection as an error, and stops that viewer.
-            ClientEvent::Lost(e) => {
-                seen.error.get_or_insert(e.to_string());
-                return ControlFlow::Break(());
-            }
-            _ => {}
-        }
-        ControlFlow::Continue(())
-    };
-    let run = viewer::watch(&addr, false, subscription, config, on);
-    let result = tokio::time::timeout_at(deadline.into(), run).await;
-    match result {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => {
-            seen.error.get_or_insert(e.to_string());
-        }
-        Err(_) => {
-            seen.error.get_or_insert("timed out".into());
-        }
-    }
-    seen
-}
-
-fn client_config() -> ClientConfig {
-    let mut c = ClientConfig::default();
-    c.agent = concat!("bsor-stream-load ", env!("CARGO_PKG_VERSION")).into();
-    c.max_retries = 0;
-    c
-}
-
-/// Publishes the song on `session`, starting at `start`; returns when each chunk was handed
-/// to the publisher (microseconds after the epoch). The protocol is the library's client
-/// session, driven by the async publisher `publish` runs.
-async fn publisher(
-    addr: String,
-    session: String,
-    token: String,
-    song: Arc<Song>,
-    start: Instant,
-    epoch: Instant,
-) -> Result<Vec<u64>, Failure> {
-    let mut key = [0u8; 16];
-    key[..8].copy_from_slice(&(epoch.elapsed().as_nanos() as u64).to_le_bytes());
-    let target = publisher::Target {
-        addr,
-        websocket: false,
-        session,
-        token,
-        key,
-        buffer_bytes: 64 << 20,
-        spill: None,
-        retry_every: Duration::from_millis(500),
-        max_retries: 0,
-        finish_timeout: Duration::from_secs(5),
-    };
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let run = tokio::spawn(publisher::publish(target, song.header.clone(), rx, |_| {}));
-    let mut sent = Vec::with_capacity(song.chunks.len());
-    for (chunk, at) in song.chunks.iter().zip(&song.send_at) {
-        tokio::time::sleep_until((start + Duration::from_secs_f64(*at)).into()).await;
-        let _ = tx.send(publisher::Input::Chunk(chunk.clone()));
-        sent.push(epoch.elapsed().as_micros() as u64);
-    }
-    let _ = tx.send(publisher::Input::Finished);
-    match run.await {
-        Ok(Ok(())) => Ok(sent),
-        Ok(Err(e)) => Err(Failure(format!("publisher: {e}"))),
-        Err(e) => Err(Failure(format!("publisher: {e}"))),
-    }
-}
-
-/// A relay process started for one scenario.
-struct RelayProcess {
-    child: Child,
-    addr: String,
-    /// Its stdout, kept open so that it may go on printing.
-    _stdout: Option<BufReader<std::process::ChildStdout>>,
-    _dir: TempDir,
-}
-
-/// A directory removed on drop (for the token file).
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-impl Drop for RelayProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_relay(token: &str, n: usize) -> Result<RelayProcess, Failure> {
-    let dir = std::env::temp_dir().join(format!("bsor-stream-load-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| (dir.as_path(), e))?;
-    let dir = TempDir(dir);
-    let tokens = dir.0.join("tokens");
-    std::fs::write(&tokens, format!("{token}\n")).map_err(|e| (tokens.as_path(), e))?;
-    let exe = std::env::current_exe().map_err(|e| Failure(format!("finding myself: {e}")))?;
-    // The relay is the user's binary, built beside this one.
-    let relay_exe = exe.with_file_name(format!("bsor-stream{}", std::env::consts::EXE_SUFFIX));
-    let mut child = Command::new(&relay_exe)
-        .args(["serve", "--tcp", "127.0.0.1:0", "--token-file"])
-        .arg(&tokens)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        // Its log would drown the report; how it ended is checked instead.
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| Failure(format!("starting the relay {}: {e}", relay_exe.display())))?;
-    let mut line = String::new();
-    let mut stdout = child.stdout.take().map(BufReader::new);
-    if let Some(out) = &mut stdout {
-        let _ = out.read_line(&mut line);
-    }
-    let addr = line
-        .trim()
-        .strip_prefix("listening tcp=")
-        .map(|a| a.split_whitespace().next().unwrap_or(a).to_string());
-    let mut relay = RelayProcess {
-        child,
-        addr: String::new(),
-        _stdout: stdout,
-        _dir: dir,
-    };
-    match addr {
-        Some(addr) => {
-            relay.addr = addr;
-            Ok(relay)
-        }
-        // Dropping `relay` ends the process.
-        None => Err(Failure(format!("the relay said {line:?}, not its address"))),
-    }
-}
-
-/// A process's resident memory now and at its peak (kB), from `/proc/PID/status`.
-fn memory_kb(pid: u32) -> Option<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-    };
-    Some((field("VmRSS:")?, field("VmHWM:")?))
-}
-
-/// A process's CPU time (user + system, all threads), in seconds, from `/proc/PID/stat`
-/// (in USER_HZ = 100 ticks a second, fixed by Linux's ABI).
-fn cpu_seconds(pid: &str) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces), from field 3 on.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let utime: f64 = f.get(11)?.parse().ok()?;
-    let stime: f64 = f.get(12)?.parse().ok()?;
-    Some((utime + stime) / 100.0)
-}
-
-/// The soft limit on open files, from `/proc/self/limits`.
-fn open_file_limit() -> Option<usize> {
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    line.split_whitespace().nth(3)?.parse().ok()
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[i]
-}
-
 /// One scenario: `sessions` sessions of `viewers` viewers each.
 // Long: one scenario from start to report, step by step (relay, viewers, publishers, sampling, collection); its parts share a dozen locals.
 fn scenario(
@@ -361,7 +70,6 @@ fn scenario(
     sessions: usize,
     viewers: usize,
     song: &Arc<Song>,
-    n: usize,
 ) -> Result<bool, Failure> {
     let connections = sessions * (viewers + 1);
     if connections > MAX_CONNECTIONS {
@@ -370,15 +78,7 @@ fn scenario(
         )));
     }
     // This process holds one socket per connection; a relay started here holds as many.
-    if let Some(limit) = open_file_limit() {
-        if connections + 64 > limit {
-            return Err(Failure(format!(
-                "{connections} connections need more open files than the limit of {limit}: \
-                 raise it with `ulimit -n {}`",
-                connections + 1024
-            )));
-        }
-    }
+    check_open_files(connections)?;
     let mut started;
     let (addr, pid) = match &args.relay {
         Some(a) => {
@@ -386,9 +86,14 @@ fn scenario(
             (a.clone(), args.relay_pid)
         }
         None => {
-            let r = start_relay(&args.token, n)?;
+            let dir = TempDir::new("bsor-stream-load")?;
+            let tokens = dir.0.join("tokens");
+            std::fs::write(&tokens, format!("{}\n", args.token))
+                .map_err(|e| (tokens.as_path(), e))?;
+            let r = start_relay(&tokens, &RelayOptions::default())?;
             let out = (r.addr.clone(), Some(r.child.id()));
-            started = Some(r);
+            // The relay is dropped (ended) before its directory.
+            started = Some((r, dir));
             out
         }
     };
@@ -422,9 +127,14 @@ fn scenario(
         let mut watchers = Vec::with_capacity(sessions * viewers);
         for s in 0..sessions {
             for _ in 0..viewers {
+                let watch = Watch {
+                    addr: addr.clone(),
+                    websocket: false,
+                    session: format!("load-{s}"),
+                    mode: ViewMode::Live,
+                };
                 watchers.push(tokio::spawn(viewer(
-                    addr.clone(),
-                    format!("load-{s}"),
+                    watch,
                     epoch,
                     ready_tx.clone(),
                     deadline,
@@ -465,17 +175,7 @@ fn scenario(
             )));
         }
         // The relay's memory, sampled while the song plays.
-        let sampler = pid.map(|p| {
-            let peak = sampled_peak.clone();
-            tokio::spawn(async move {
-                loop {
-                    if let Some((rss, _)) = memory_kb(p) {
-                        peak.fetch_max(rss, Ordering::Relaxed);
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            })
-        });
+        let sampler = pid.map(|p| sample_memory(p, sampled_peak.clone()));
         let mut sent = Vec::with_capacity(sessions);
         for p in publishers {
             sent.push(p.await.map_err(|e| Failure(e.to_string()))??);
@@ -498,7 +198,7 @@ fn scenario(
         (Some(a), Some(b)) => Some(b - a),
         _ => None,
     };
-    if let Some(r) = &mut started {
+    if let Some((r, _)) = &mut started {
         if let Ok(Some(status)) = r.child.try_wait() {
             return Err(Failure(format!(
                 "the relay exited during the run: {status}"
@@ -621,14 +321,7 @@ fn report(
 
 fn main() -> std::process::ExitCode {
     use clap::Parser;
-    match load(&LoadArgs::parse()) {
-        Ok(true) => std::process::ExitCode::SUCCESS,
-        Ok(false) => std::process::ExitCode::FAILURE,
-        Err(Failure(msg)) => {
-            eprintln!("bsor-stream-load: error: {msg}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    bench::exit_code("bsor-stream-load", load(&LoadArgs::parse()))
 }
 
 /// The scenarios, one after the other; false when a target was missed.
@@ -652,7 +345,7 @@ fn load(args: &LoadArgs) -> Result<bool, Failure> {
         }
     };
     if one {
-        ok &= scenario(args, "one session", 1, args.viewers, &song, 1)?;
+        ok &= scenario(args, "one session", 1, args.viewers, &song)?;
     }
     if many {
         ok &= scenario(
@@ -661,7 +354,6 @@ fn load(args: &LoadArgs) -> Result<bool, Failure> {
             args.sessions,
             args.session_viewers,
             &song,
-            2,
         )?;
     }
     Ok(ok)

@@ -1,0 +1,400 @@
+//! What the benchmark tools `bsor-stream-load` and `bsor-stream-hostile` share: the
+//! synthetic song and its paced publisher, a recording viewer, the relay started as its own
+//! process, and the relay's memory and CPU read from `/proc`.
+//!
+//! A folder module (no `main.rs`), so Cargo does not take it for a binary of its own.
+
+use std::io::{BufRead, BufReader};
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bsor_stream::net::client::{ClientConfig, ClientEvent, Subscription};
+use bsor_stream::net::wire::{EndReason, ViewMode};
+use bsor_stream::net::{publisher, viewer};
+use bsor_stream::stream::{ChunkHeader, Profile, Settings};
+use bsor_stream::{bsor, synth, transcode};
+use bytes::Bytes;
+
+/// A failure, for the one line on stderr.
+pub struct Failure(pub String);
+
+impl<E: std::fmt::Display> From<(&Path, E)> for Failure {
+    fn from((path, e): (&Path, E)) -> Self {
+        Failure(format!("{}: {e}", path.display()))
+    }
+}
+
+/// The exit code of a run: 0 when every target was met, 1 when one was missed or the run
+/// failed (said in one line on stderr).
+pub fn exit_code(tool: &str, result: Result<bool, Failure>) -> std::process::ExitCode {
+    match result {
+        Ok(true) => std::process::ExitCode::SUCCESS,
+        Ok(false) => std::process::ExitCode::FAILURE,
+        Err(Failure(msg)) => {
+            eprintln!("{tool}: error: {msg}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// The song every publisher sends: stream header, chunks, and when each frame is due.
+pub struct Song {
+    pub header: Bytes,
+    pub chunks: Vec<Bytes>,
+    /// When the publisher sends each chunk, in seconds from its start (the capture of its
+    /// last frame: a recorder flushes a chunk once its last frame is in).
+    pub send_at: Vec<f64>,
+    /// For each chunk, when each of its frames was captured, in seconds from the start.
+    pub frames: Vec<Vec<f64>>,
+    pub total_frames: u64,
+    pub flush_ms: f64,
+    /// The whole stream as a recorder's finished file holds it (footer included).
+    // Read by `bsor-stream-hostile` only (it writes it as an archive).
+    #[allow(dead_code)]
+    pub file: Bytes,
+}
+
+/// The synthetic replay of `seconds` at 90 fps, encoded with the live settings, its chunks
+/// due at `speed` times the song's pace.
+pub fn song(seconds: f32, speed: f32) -> Result<Song, Failure> {
+    let settings = Settings::live(Profile::Lossless);
+    let replay = synth::replay(synth::Settings {
+        seed: 7,
+        seconds,
+        fps: 90,
+    });
+    // Through BSOR bytes, as a recorder's replay would be.
+    let bytes = bsor::to_vec(&replay).map_err(|e| Failure(e.to_string()))?;
+    let replay = bsor::parse(&bytes).map_err(|e| Failure(e.to_string()))?;
+    let stream = transcode::encode_replay(&replay, settings);
+    let (header_len, spans) = transcode::chunk_frame_times(&stream)
+        .ok_or_else(|| Failure("the synthetic stream has no header".into()))?;
+    let header = Bytes::copy_from_slice(&stream[..header_len]);
+    let chunks: Vec<Bytes> = spans
+        .iter()
+        .map(|(c, _)| Bytes::copy_from_slice(c.bytes(&stream)))
+        .collect();
+    let song_times: Vec<Vec<f32>> = spans.into_iter().map(|(_, t)| t).collect();
+    let first_t = song_times.iter().flatten().copied().next().unwrap_or(0.0);
+    let at = |t: f32| f64::from(((t - first_t) / speed).max(0.0));
+    // A recorder sends a frame chunk when its last frame is captured (the encoder closes a
+    // chunk on the frame after which the next would pass the flush interval), and the
+    // event, trailer and index chunks right after the chunk before them.
+    let mut send_at = Vec::with_capacity(chunks.len());
+    let mut last = 0.0f64;
+    for times in &song_times {
+        if let Some(&end) = times.last() {
+            last = last.max(at(end));
+        }
+        send_at.push(last);
+    }
+    let frames: Vec<Vec<f64>> = song_times
+        .iter()
+        .map(|t| t.iter().map(|&t| at(t)).collect())
+        .collect();
+    let total_frames = frames.iter().map(|f| f.len() as u64).sum();
+    Ok(Song {
+        header,
+        chunks,
+        send_at,
+        frames,
+        total_frames,
+        flush_ms: f64::from(settings.flush_seconds) * 1000.0,
+        file: Bytes::from(stream),
+    })
+}
+
+/// What one viewer saw.
+#[derive(Default)]
+pub struct Seen {
+    /// Chunk sequence numbers and their arrival, in microseconds after the epoch.
+    pub arrivals: Vec<(u32, u64)>,
+    pub skipped: u64,
+    pub ended: bool,
+    pub error: Option<String>,
+}
+
+/// Where and how a viewer watches.
+pub struct Watch {
+    pub addr: String,
+    pub websocket: bool,
+    pub session: String,
+    pub mode: ViewMode,
+}
+
+/// Connects, subscribes and reports on `ready` once the relay answered its Hello; then
+/// records every chunk's arrival until End. The protocol is the library's client session
+/// ([`viewer::watch`]), as `watch` runs it.
+pub async fn viewer(
+    watch: Watch,
+    epoch: Instant,
+    ready: tokio::sync::mpsc::UnboundedSender<()>,
+    deadline: Instant,
+) -> Seen {
+    let mut seen = Seen::default();
+    let subscription = Subscription {
+        session: watch.session,
+        mode: watch.mode,
+        wait_ms: 60_000,
+    };
+    let config = client_config();
+    let on = |e: ClientEvent| {
+        match e {
+            ClientEvent::Established { .. } => {
+                let _ = ready.send(());
+            }
+            ClientEvent::Chunk(body) => {
+                let at = epoch.elapsed().as_micros() as u64;
+                if let Some((h, _)) = ChunkHeader::parse_at(&body) {
+                    seen.arrivals.push((h.seq, at));
+                }
+            }
+            ClientEvent::Skipped { chunks, .. } => seen.skipped += u64::from(chunks),
+            ClientEvent::End(reason) => seen.ended = reason == EndReason::Finished,
+            // A benchmark counts a reconnection as an error, and stops that viewer.
+            ClientEvent::Lost(e) => {
+                seen.error.get_or_insert(e.to_string());
+                return ControlFlow::Break(());
+            }
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    };
+    let run = viewer::watch(&watch.addr, watch.websocket, subscription, config, on);
+    let result = tokio::time::timeout_at(deadline.into(), run).await;
+    match result {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            seen.error.get_or_insert(e.to_string());
+        }
+        Err(_) => {
+            seen.error.get_or_insert("timed out".into());
+        }
+    }
+    seen
+}
+
+/// A client that never reconnects: a benchmark counts a lost connection as an error.
+pub fn client_config() -> ClientConfig {
+    let mut c = ClientConfig::default();
+    c.agent = concat!("bsor-stream-bench ", env!("CARGO_PKG_VERSION")).into();
+    c.max_retries = 0;
+    c
+}
+
+/// Publishes the song on `session`, starting at `start`; returns when each chunk was handed
+/// to the publisher (microseconds after the epoch). The protocol is the library's client
+/// session, driven by the async publisher `publish` runs.
+pub async fn publisher(
+    addr: String,
+    session: String,
+    token: String,
+    song: Arc<Song>,
+    start: Instant,
+    epoch: Instant,
+) -> Result<Vec<u64>, Failure> {
+    let mut key = [0u8; 16];
+    key[..8].copy_from_slice(&(epoch.elapsed().as_nanos() as u64).to_le_bytes());
+    let target = publisher::Target {
+        addr,
+        websocket: false,
+        session,
+        token,
+        key,
+        buffer_bytes: 64 << 20,
+        spill: None,
+        retry_every: Duration::from_millis(500),
+        max_retries: 0,
+        finish_timeout: Duration::from_secs(5),
+    };
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let run = tokio::spawn(publisher::publish(target, song.header.clone(), rx, |_| {}));
+    let mut sent = Vec::with_capacity(song.chunks.len());
+    for (chunk, at) in song.chunks.iter().zip(&song.send_at) {
+        tokio::time::sleep_until((start + Duration::from_secs_f64(*at)).into()).await;
+        let _ = tx.send(publisher::Input::Chunk(chunk.clone()));
+        sent.push(epoch.elapsed().as_micros() as u64);
+    }
+    let _ = tx.send(publisher::Input::Finished);
+    match run.await {
+        Ok(Ok(())) => Ok(sent),
+        Ok(Err(e)) => Err(Failure(format!("publisher: {e}"))),
+        Err(e) => Err(Failure(format!("publisher: {e}"))),
+    }
+}
+
+/// A directory removed on drop (token file, archive, relay log).
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// A new empty directory under the system's temporary directory, named for `tool`.
+    pub fn new(tool: &str) -> Result<TempDir, Failure> {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("{tool}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| (dir.as_path(), e))?;
+        Ok(TempDir(dir))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// How to start a relay.
+#[derive(Default)]
+pub struct RelayOptions {
+    /// Also serve WebSocket, on a port of its own.
+    pub websocket: bool,
+    /// Archive the sessions in this directory.
+    pub archive: Option<PathBuf>,
+    /// Keep the relay's log (its stderr) in this file; by default it is dropped.
+    pub log: Option<PathBuf>,
+}
+
+/// A relay process started for one scenario; ended (killed) on drop.
+pub struct RelayProcess {
+    pub child: Child,
+    pub addr: String,
+    /// The WebSocket address, when started with one.
+    pub ws_addr: Option<String>,
+    /// Its stdout, kept open so that it may go on printing.
+    _stdout: Option<BufReader<std::process::ChildStdout>>,
+}
+
+impl Drop for RelayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `bsor-stream serve` (the binary next to this one) on 127.0.0.1 port 0 with the
+/// token file `tokens` and the relay's default limits; returns once it printed its address.
+pub fn start_relay(tokens: &Path, options: &RelayOptions) -> Result<RelayProcess, Failure> {
+    let exe = std::env::current_exe().map_err(|e| Failure(format!("finding myself: {e}")))?;
+    // The relay is the user's binary, built beside this one.
+    let relay_exe = exe.with_file_name(format!("bsor-stream{}", std::env::consts::EXE_SUFFIX));
+    let mut command = Command::new(&relay_exe);
+    command
+        .args(["serve", "--tcp", "127.0.0.1:0", "--token-file"])
+        .arg(tokens)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    if options.websocket {
+        command.args(["--ws", "127.0.0.1:0"]);
+    }
+    if let Some(dir) = &options.archive {
+        command.arg("--archive").arg(dir);
+    }
+    match &options.log {
+        Some(path) => {
+            let file = std::fs::File::create(path).map_err(|e| (path.as_path(), e))?;
+            command.stderr(file);
+        }
+        // Its log would drown the report; how it ended is checked instead.
+        None => {
+            command.stderr(Stdio::null());
+        }
+    }
+    let mut child = command
+        .spawn()
+        .map_err(|e| Failure(format!("starting the relay {}: {e}", relay_exe.display())))?;
+    let mut line = String::new();
+    let mut stdout = child.stdout.take().map(BufReader::new);
+    if let Some(out) = &mut stdout {
+        let _ = out.read_line(&mut line);
+    }
+    let mut relay = RelayProcess {
+        child,
+        addr: String::new(),
+        ws_addr: None,
+        _stdout: stdout,
+    };
+    let Some(rest) = line.trim().strip_prefix("listening tcp=") else {
+        // Dropping `relay` ends the process.
+        return Err(Failure(format!("the relay said {line:?}, not its address")));
+    };
+    let mut words = rest.split_whitespace();
+    relay.addr = words.next().unwrap_or_default().to_string();
+    relay.ws_addr = words
+        .find_map(|w| w.strip_prefix("ws="))
+        .map(str::to_string);
+    if options.websocket && relay.ws_addr.is_none() {
+        return Err(Failure(format!("the relay said {line:?}, without ws=")));
+    }
+    Ok(relay)
+}
+
+/// A process's resident memory now and at its peak (kB), from `/proc/PID/status`.
+pub fn memory_kb(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// Samples a process's resident memory every 100 ms into `peak` (kB, the highest seen)
+/// until the task is aborted.
+pub fn sample_memory(pid: u32, peak: Arc<AtomicU64>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            if let Some((rss, _)) = memory_kb(pid) {
+                peak.fetch_max(rss, Ordering::Relaxed);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+}
+
+/// A process's CPU time (user + system, all threads), in seconds, from `/proc/PID/stat`
+/// (in USER_HZ = 100 ticks a second, fixed by Linux's ABI).
+pub fn cpu_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces), from field 3 on.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = f.get(11)?.parse().ok()?;
+    let stime: f64 = f.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
+/// Checks that this process (and a relay started from it, which inherits the limit) may
+/// open `connections` sockets and some files besides, from the soft limit in
+/// `/proc/self/limits`.
+pub fn check_open_files(connections: usize) -> Result<(), Failure> {
+    let limit = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|limits| {
+            let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+            line.split_whitespace().nth(3)?.parse::<usize>().ok()
+        });
+    match limit {
+        Some(limit) if connections + 64 > limit => Err(Failure(format!(
+            "{connections} connections need more open files than the limit of {limit}: \
+             raise it with `ulimit -n {}`",
+            connections + 1024
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The value at fraction `p` of a sorted list (NaN for an empty one).
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i]
+}
