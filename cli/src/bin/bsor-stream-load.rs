@@ -221,6 +221,7 @@ async fn publisher(
     let target = publisher::Target {
         addr,
         websocket: false,
+        ca_file: None,
         session,
         token,
         key,
