@@ -107,13 +107,8 @@ pub async fn connect_with(
     } else {
         format!("{scheme}://{addr}/")
     };
-    let authority = url
-        .split_once("://")
-        .map_or(url.as_str(), |(_, rest)| rest)
-        .split('/')
-        .next()
-        .unwrap_or_default()
-        .to_string();
+    let (scheme, rest) = url.split_once("://").unwrap_or((scheme, url.as_str()));
+    let authority = with_port(rest.split('/').next().unwrap_or_default(), scheme);
     let mut request = url
         .as_str()
         .into_client_request()
@@ -140,6 +135,17 @@ pub async fn connect_with(
                 .map_err(fail)?;
             Ok(transport(ws, max_frame))
         }
+    }
+}
+
+/// `host[:port]` with the scheme's default port when it has none (a URL may leave it out).
+fn with_port(authority: &str, scheme: &str) -> String {
+    let bare_v6 = authority.starts_with('[') && authority.ends_with(']');
+    if bare_v6 || !authority.starts_with('[') && !authority.contains(':') {
+        let port = if scheme == "wss" { 443 } else { 80 };
+        format!("{authority}:{port}")
+    } else {
+        authority.to_string()
     }
 }
 
@@ -568,6 +574,15 @@ mod tests {
         assert_eq!(with("https://anything.example", &["*".to_string()]), 101);
         // No Origin: not a browser.
         assert_eq!(status(judge(&request(&[]), true, &allowed)), 101);
+    }
+
+    #[test]
+    fn a_url_without_a_port_gets_its_scheme_s() {
+        assert_eq!(with_port("relay.example", "wss"), "relay.example:443");
+        assert_eq!(with_port("relay.example", "ws"), "relay.example:80");
+        assert_eq!(with_port("relay.example:7443", "wss"), "relay.example:7443");
+        assert_eq!(with_port("[::1]", "wss"), "[::1]:443");
+        assert_eq!(with_port("[::1]:7443", "ws"), "[::1]:7443");
     }
 
     #[test]
