@@ -158,9 +158,11 @@ typedef struct BsrsConfig {
   // Passed to `log` as it is, on the recorder's background threads: what it points to
   // must be usable there until `bsrs_recorder_free` returns.
   void *log_user;
-  // Past the base layout. A PEM file of the CA certificates to trust for TLS to the relay:
-  // NULL (default) for plain TCP. TLS is not in this build yet: a non-NULL value is bad
-  // settings.
+  // Past the base layout. A PEM file of the CA certificates to trust for TLS to the relay
+  // (the only ones trusted: the headset has no system store), or NULL (default) for plain
+  // TCP. Needs `live_addr` and a library built with the `tls` feature (docs/quest.md); in
+  // a build without it a non-NULL value is bad settings. A file that cannot be read or
+  // holds no certificate fails the live sink (`BSRS_SINK_FAILED`, with the message).
   const char *live_ca_file;
   // Past the base layout. Milliseconds between reconnection attempts of the live sink: 10 to
   // 60,000 (500 by default).

@@ -78,6 +78,17 @@ struct StreamArgs {
     archive: bool,
 }
 
+/// TLS for `publish` and `watch`.
+#[derive(Args, Debug, Clone)]
+struct TlsArgs {
+    /// Connect over TLS (`wss://` with --ws), trusting only the certificates in --ca-file.
+    #[arg(long, requires = "ca_file")]
+    tls: bool,
+    /// The certificates to trust (PEM: a CA, or the relay's own); no system store is used.
+    #[arg(long, value_name = "PEM", requires = "tls")]
+    ca_file: Option<PathBuf>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Summarize a replay (classic BSOR or stream, detected by its magic): player, song,
@@ -177,6 +188,18 @@ enum Command {
         /// Read again on SIGHUP (an unreadable or empty file keeps the tokens in force).
         #[arg(long)]
         token_file: PathBuf,
+        /// Serve TLS on both listeners (`wss://` for WebSocket) with this certificate chain
+        /// (PEM, the relay's certificate first).
+        #[arg(long, value_name = "PEM", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The private key of --tls-cert (PEM).
+        #[arg(long, value_name = "PEM", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+        /// A web page origin (`https://host[:port]`) allowed to connect over WebSocket;
+        /// repeatable; `*` allows any. Default: only pages from the host and port the
+        /// browser reached the relay at. Clients that send no Origin are always accepted.
+        #[arg(long, value_name = "ORIGIN")]
+        allow_origin: Vec<String>,
     },
     /// Send a replay to a relay as a recorder would (a `.bsor` is encoded live with the
     /// profile; a `.bsors` is sent as it is), resuming after a lost connection.
@@ -189,6 +212,8 @@ enum Command {
         /// Connect over WebSocket (`ws://ADDR/`).
         #[arg(long)]
         ws: bool,
+        #[command(flatten)]
+        tls: TlsArgs,
         /// The session's name.
         #[arg(long)]
         session: String,
@@ -216,6 +241,8 @@ enum Command {
         /// Connect over WebSocket (`ws://ADDR/`).
         #[arg(long)]
         ws: bool,
+        #[command(flatten)]
+        tls: TlsArgs,
         /// The session's name.
         #[arg(long)]
         session: String,
@@ -283,12 +310,28 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             ws,
             archive,
             token_file,
-        } => commands::serve::serve(&tcp, ws.as_deref(), archive.as_deref(), &token_file),
+            tls_cert,
+            tls_key,
+            allow_origin,
+        } => {
+            let exposure = commands::serve::Exposure {
+                tls: tls_cert.as_deref().zip(tls_key.as_deref()),
+                allowed_origins: allow_origin,
+            };
+            commands::serve::serve(
+                &tcp,
+                ws.as_deref(),
+                archive.as_deref(),
+                &token_file,
+                exposure,
+            )
+        }
         Command::Demo { file, speed } => commands::live::demo(file.as_deref(), speed),
         Command::Publish {
             file,
             to,
             ws,
+            tls,
             session,
             token,
             speed,
@@ -302,16 +345,29 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             }
             .settings();
             let token = commands::live::read_token(token.source())?;
-            commands::live::publish(&file, &to, ws, &session, &token, speed, settings)
+            let relay = commands::live::RelayAt {
+                addr: &to,
+                websocket: ws,
+                ca_file: tls.ca_file.as_deref(),
+            };
+            commands::live::publish(&file, &relay, &session, &token, speed, settings)
         }
         Command::Watch {
             addr,
             ws,
+            tls,
             session,
             complete,
             wait,
             output,
-        } => commands::live::watch(&addr, ws, &session, complete, wait, output.as_deref()),
+        } => {
+            let relay = commands::live::RelayAt {
+                addr: &addr,
+                websocket: ws,
+                ca_file: tls.ca_file.as_deref(),
+            };
+            commands::live::watch(&relay, &session, complete, wait, output.as_deref())
+        }
     }
 }
 

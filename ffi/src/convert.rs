@@ -460,10 +460,17 @@ fn live_numbers(c: &BsrsConfig) -> Result<(u64, u32, u32, u32), String> {
 /// The string pointers in `c` are NULL or NUL-terminated strings valid for the call.
 #[cfg(feature = "live")]
 unsafe fn live(c: &BsrsConfig) -> Result<Option<LiveConfig>, String> {
-    // Refused before anything is read through the pointer.
+    // Without TLS, refused before anything is read through the pointer.
+    #[cfg(not(feature = "tls"))]
     if !c.live_ca_file.is_null() {
-        return Err("live_ca_file: TLS to the relay is not in this build".into());
+        return Err(
+            "live_ca_file: TLS to the relay is not in this build (feature `tls`, docs/quest.md)"
+                .into(),
+        );
     }
+    // SAFETY: the caller guarantees the string, as documented on `BsrsConfig`.
+    #[cfg(feature = "tls")]
+    let ca_file = unsafe { c_path("live_ca_file", c.live_ca_file) }?;
     // SAFETY (the calls below): the caller guarantees the strings, as documented on
     // `BsrsConfig`.
     let (addr, session, token) = unsafe {
@@ -482,7 +489,15 @@ unsafe fn live(c: &BsrsConfig) -> Result<Option<LiveConfig>, String> {
             l.retry_every = Duration::from_millis(u64::from(retry));
             l.max_retries = retries;
             l.finish_timeout = Duration::from_millis(u64::from(finish));
+            #[cfg(feature = "tls")]
+            {
+                l.ca_file = ca_file;
+            }
             Ok(Some(l))
+        }
+        #[cfg(feature = "tls")]
+        (None, None) if ca_file.is_some() => {
+            Err("live_ca_file is set without live_addr and live_session".into())
         }
         (None, None) => Ok(None),
         _ => Err("live_addr and live_session go together".into()),
@@ -536,4 +551,38 @@ pub(crate) unsafe fn config(c: &BsrsConfig) -> Result<Config, String> {
         log: c.log.map(|f| log_fn(f, c.log_user)),
         ..Config::default()
     })
+}
+
+#[cfg(all(test, feature = "live"))]
+mod tests {
+    use super::{default_config, live};
+
+    /// `live_ca_file` reaches the live sink's settings in a build with TLS, and is refused,
+    /// naming the feature, in one without.
+    #[test]
+    fn the_ca_file_is_taken_only_by_a_build_with_tls() {
+        let mut c = default_config();
+        c.live_addr = c"127.0.0.1:9".as_ptr();
+        c.live_session = c"s".as_ptr();
+        c.live_ca_file = c"/ca.pem".as_ptr();
+        // SAFETY: every string in `c` is a NUL-terminated literal.
+        let got = unsafe { live(&c) };
+        #[cfg(feature = "tls")]
+        {
+            let l = got
+                .expect("a build with TLS takes the CA file")
+                .expect("live");
+            assert_eq!(l.ca_file.as_deref(), Some(std::path::Path::new("/ca.pem")));
+            c.live_addr = std::ptr::null();
+            c.live_session = std::ptr::null();
+            // SAFETY: as above.
+            let alone = unsafe { live(&c) }.expect_err("a CA file alone is refused");
+            assert!(alone.contains("live_ca_file"), "{alone}");
+        }
+        #[cfg(not(feature = "tls"))]
+        {
+            let e = got.expect_err("a build without TLS refuses the CA file");
+            assert!(e.contains("live_ca_file") && e.contains("`tls`"), "{e}");
+        }
+    }
 }

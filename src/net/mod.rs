@@ -5,7 +5,8 @@
 //! the archive's files (`archive`), the publisher's spill file (`spool`) and the publisher
 //! on a plain thread (`publisher::thread`). With the `tokio` feature, the async shells: the
 //! relay server shared by every transport (`server`), TCP (`tcp`) and WebSocket (`ws`) in
-//! front of it, and the async publisher (`publisher::publish`) and viewer (`viewer`).
+//! front of it, and the async publisher (`publisher::publish`) and viewer (`viewer`). With
+//! the `tls` feature, TLS from PEM files for all of them (`tls`).
 
 pub mod archive;
 pub mod client;
@@ -17,6 +18,8 @@ pub mod server;
 pub mod spool;
 #[cfg(feature = "tokio")]
 pub mod tcp;
+#[cfg(feature = "tls")]
+pub mod tls;
 #[cfg(feature = "tokio")]
 pub mod viewer;
 pub mod wire;

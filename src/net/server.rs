@@ -72,6 +72,8 @@ struct Shared {
     archive: Option<Mutex<ArchiveWriter>>,
     start: Instant,
     config: ServerConfig,
+    /// The relay's handshake timeout, which bounds a TLS or WebSocket handshake too.
+    handshake: Duration,
     /// Connections accepted and not yet ended.
     open: std::sync::atomic::AtomicUsize,
     /// Wakes the timer task to re-arm (or, when the server is dropped, to stop).
@@ -111,12 +113,14 @@ impl Server {
             None => None,
         };
         relay.archive = archive.is_some();
+        let handshake = Duration::from_millis(relay.handshake_timeout_ms);
         let shared = Arc::new(Shared {
             relay: Mutex::new(Relay::new(relay, tokens)),
             writers: Mutex::new(HashMap::new()),
             archive,
             start: Instant::now(),
             config,
+            handshake,
             open: std::sync::atomic::AtomicUsize::new(0),
             timer: Arc::new(Notify::new()),
             armed: AtomicU64::new(u64::MAX),
@@ -133,6 +137,11 @@ impl Server {
     /// Replaces the relay's credentials (see [`Relay::set_tokens`]).
     pub fn set_tokens(&self, tokens: Tokens) {
         lock(&self.shared.relay).set_tokens(tokens);
+    }
+
+    /// How long a client may take over its handshakes (TLS, WebSocket, `Hello`).
+    pub fn handshake_timeout(&self) -> Duration {
+        self.shared.handshake
     }
 
     /// Sessions the relay holds.

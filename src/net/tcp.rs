@@ -1,7 +1,11 @@
-//! The relay over TCP: frames straight on the byte stream, through [`WireCodec`]. Only how
-//! a socket becomes messages lives here; the connection itself is run by
-//! [`Server::drive`], as for WebSocket.
+//! The relay over TCP: frames straight on the byte stream, through [`WireCodec`], in the
+//! clear or inside TLS. Only how a socket becomes messages lives here; the connection itself
+//! is run by [`Server::drive`], as for WebSocket.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::{FramedRead, FramedWrite};
 
@@ -18,6 +22,18 @@ pub fn transport(socket: TcpStream, max_frame: u32) -> (MessageSink, MessageStre
     )
 }
 
+/// Any byte stream (a TLS stream, say) as messages in and out.
+pub fn transport_over<S>(io: S, max_frame: u32) -> (MessageSink, MessageStream)
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (read, write) = tokio::io::split(io);
+    (
+        Box::pin(FramedWrite::new(write, WireCodec::new(max_frame))),
+        Box::pin(FramedRead::new(read, WireCodec::new(max_frame))),
+    )
+}
+
 /// Connects to a relay at `addr` (`HOST:PORT`).
 pub async fn connect(
     addr: &str,
@@ -27,6 +43,32 @@ pub async fn connect(
     Ok(transport(socket, max_frame))
 }
 
+/// Connects to a relay at `addr` (`HOST:PORT`) over TLS, checking its certificate against
+/// `tls`'s roots and the host part of `addr`.
+pub async fn connect_tls(
+    addr: &str,
+    tls: Arc<rustls::ClientConfig>,
+    max_frame: u32,
+) -> Result<(MessageSink, MessageStream), WireError> {
+    let stream = tls_stream(addr, tls).await?;
+    Ok(transport_over(stream, max_frame))
+}
+
+/// A TCP connection to `addr` with the TLS handshake done.
+pub(crate) async fn tls_stream(
+    addr: &str,
+    tls: Arc<rustls::ClientConfig>,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, WireError> {
+    let name = super::tls::server_name(addr).map_err(std::io::Error::other)?;
+    let socket = TcpStream::connect(addr).await?;
+    let _ = socket.set_nodelay(true);
+    let stream = tokio_rustls::TlsConnector::from(tls)
+        .connect(name, socket)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("TLS: {e}")))?;
+    Ok(stream)
+}
+
 /// Serves `server` on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener, server: Server) {
     super::server::accept_each(listener, server, |socket, server| async move {
@@ -34,4 +76,47 @@ pub async fn serve(listener: TcpListener, server: Server) {
         server.drive(stream, sink).await;
     })
     .await;
+}
+
+/// Serves `server` over TLS on `listener` until the task is dropped. A TLS handshake that
+/// fails or outlasts the relay's handshake timeout is logged with the peer's address and
+/// closes that connection only.
+pub async fn serve_tls(listener: TcpListener, server: Server, tls: Arc<rustls::ServerConfig>) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    super::server::accept_each(listener, server, move |socket, server| {
+        let acceptor = acceptor.clone();
+        async move {
+            let Some(stream) = accept_tls(&acceptor, socket, server.handshake_timeout()).await
+            else {
+                return;
+            };
+            let (sink, stream) = transport_over(stream, server.max_frame());
+            server.drive(stream, sink).await;
+        }
+    })
+    .await;
+}
+
+/// The server's side of a TLS handshake within `timeout`; a failure is logged with the
+/// peer's address.
+pub(crate) async fn accept_tls(
+    acceptor: &tokio_rustls::TlsAcceptor,
+    socket: TcpStream,
+    timeout: Duration,
+) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let _ = socket.set_nodelay(true);
+    let peer = socket
+        .peer_addr()
+        .map_or_else(|_| "an unknown address".to_string(), |a| a.to_string());
+    match tokio::time::timeout(timeout, acceptor.accept(socket)).await {
+        Ok(Ok(stream)) => Some(stream),
+        Ok(Err(err)) => {
+            tracing::info!(%peer, %err, "TLS handshake failed; closing the connection");
+            None
+        }
+        Err(_) => {
+            tracing::info!(%peer, ?timeout, "no TLS handshake in time; closing the connection");
+            None
+        }
+    }
 }

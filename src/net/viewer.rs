@@ -3,6 +3,7 @@
 //! arrives. `bsor-stream watch` and `demo` watch through it.
 
 use std::ops::ControlFlow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -12,12 +13,38 @@ use super::client::{Client, ClientConfig, ClientError, ClientEvent, Outgoing, Su
 use super::server::{MessageSink, MessageStream};
 use super::wire::DEFAULT_MAX_FRAME;
 
+/// Where a client connects: the relay's address and the transport.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    /// `HOST:PORT` (or, over WebSocket, a whole `ws://` or `wss://` URL).
+    pub addr: String,
+    /// Over WebSocket instead of plain TCP.
+    pub websocket: bool,
+    /// Over TLS, with this configuration (see [`crate::net::tls::client_config`]).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
 /// Watches `subscription` on the relay at `addr` until the stream ends (`Ok(true)`), the
 /// owner breaks (`Ok(false)`), or the client fails. `on` sees every event but `Connect`
 /// and `Disconnect`: the header, chunks, skips, losses and the end.
 pub async fn watch(
     addr: &str,
     websocket: bool,
+    subscription: Subscription,
+    config: ClientConfig,
+    on: impl FnMut(ClientEvent) -> ControlFlow<()>,
+) -> Result<bool, ClientError> {
+    let endpoint = Endpoint {
+        addr: addr.into(),
+        websocket,
+        tls: None,
+    };
+    watch_at(&endpoint, subscription, config, on).await
+}
+
+/// [`watch`] at an [`Endpoint`] (over TLS, say).
+pub async fn watch_at(
+    endpoint: &Endpoint,
     subscription: Subscription,
     config: ClientConfig,
     mut on: impl FnMut(ClientEvent) -> ControlFlow<()>,
@@ -31,7 +58,7 @@ pub async fn watch(
             match event {
                 ClientEvent::Connect => {
                     let timeout = client.config().handshake_timeout_ms;
-                    match connect(addr, websocket, timeout).await {
+                    match connect(endpoint, timeout).await {
                         Ok(c) => {
                             conn = Some(c);
                             client.connected(now());
@@ -104,17 +131,19 @@ async fn transmit(client: &mut Client, tx: &mut MessageSink, now: u64) {
     }
 }
 
-/// A transport to `addr` within `timeout_ms`.
+/// A transport to `endpoint` within `timeout_ms`.
 pub(crate) async fn connect(
-    addr: &str,
-    websocket: bool,
+    endpoint: &Endpoint,
     timeout_ms: u64,
 ) -> Result<(MessageSink, MessageStream), String> {
+    let addr = &endpoint.addr;
     let connecting = async {
-        if websocket {
-            super::ws::connect(addr, DEFAULT_MAX_FRAME).await
-        } else {
-            super::tcp::connect(addr, DEFAULT_MAX_FRAME).await
+        match (&endpoint.tls, endpoint.websocket) {
+            (tls, true) => super::ws::connect_with(addr, tls.clone(), DEFAULT_MAX_FRAME).await,
+            (Some(tls), false) => {
+                super::tcp::connect_tls(addr, tls.clone(), DEFAULT_MAX_FRAME).await
+            }
+            (None, false) => super::tcp::connect(addr, DEFAULT_MAX_FRAME).await,
         }
     };
     match tokio::time::timeout(Duration::from_millis(timeout_ms), connecting).await {

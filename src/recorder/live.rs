@@ -33,6 +33,9 @@ pub struct LiveConfig {
     /// Beyond `buffer_bytes`, keep chunks in a file in this folder (default: none; the sink
     /// then fails when the bound is reached).
     pub spill_dir: Option<std::path::PathBuf>,
+    /// Publish over TLS, trusting only the certificates in this PEM file (default: none,
+    /// plain TCP). A headset has no system store: the mod ships the relay's CA.
+    pub ca_file: Option<std::path::PathBuf>,
     /// Bound of the spill file in bytes (default 256 MiB).
     pub spill_bytes: u64,
     /// Wait between reconnection attempts (default 500 ms).
@@ -55,6 +58,7 @@ impl LiveConfig {
             token: token.into(),
             buffer_bytes: 8 << 20,
             spill_dir: None,
+            ca_file: None,
             spill_bytes: 256 << 20,
             retry_every: Duration::from_millis(500),
             max_retries: 120,
@@ -115,6 +119,7 @@ impl LiveSink {
         let target = Target {
             addr: self.config.addr.clone(),
             websocket: false,
+            ca_file: self.config.ca_file.clone(),
             session: self.config.session.clone(),
             token: self.config.token.clone(),
             key: publisher::new_key(),

@@ -11,7 +11,7 @@ use std::ops::ControlFlow;
 
 use bsor_stream::net::client::{ClientConfig, ClientEvent, Subscription};
 use bsor_stream::net::wire::{EndReason, ViewMode};
-use bsor_stream::net::{publisher, tcp, viewer};
+use bsor_stream::net::{publisher, tcp, tls, viewer};
 use bsor_stream::stream::{Settings, StreamDecoder, StreamItem};
 use bsor_stream::transcode;
 use bytes::Bytes;
@@ -108,20 +108,30 @@ pub fn read_token(source: TokenSource) -> Result<String, Failure> {
     Ok(token)
 }
 
-/// `publish FILE --to ADDR --session NAME (--token-file F | --token-env V) [--speed X]`: sends the song as a
-/// recorder would, paced at X times the song's speed (0: as fast as possible), and resumes
+/// Where `publish` and `watch` reach the relay.
+pub struct RelayAt<'a> {
+    /// `HOST:PORT` (or a URL with `websocket`).
+    pub addr: &'a str,
+    /// Over WebSocket.
+    pub websocket: bool,
+    /// Over TLS, trusting this PEM file's certificates only.
+    pub ca_file: Option<&'a Path>,
+}
+
+/// `publish FILE --to ADDR --session NAME (--token-file F | --token-env V) [--speed X]`:
+/// sends the song as a recorder would, paced at X times the song's speed (0: as fast as possible), and resumes
 /// after a lost connection.
 pub fn publish(
     file: &Path,
-    addr: &str,
-    websocket: bool,
+    relay: &RelayAt<'_>,
     session: &str,
     token: &str,
     speed: f32,
     settings: Settings,
 ) -> Result<Outcome, Failure> {
     let parts = stream_parts(file, settings)?;
-    let target = target(addr, websocket, session, token);
+    let mut target = target(relay.addr, relay.websocket, session, token);
+    target.ca_file = relay.ca_file.map(Path::to_path_buf);
     runtime()?.block_on(publish_paced(target, parts, speed, Instant::now(), true))?;
     Ok(Outcome::Done)
 }
@@ -130,6 +140,7 @@ fn target(addr: &str, websocket: bool, session: &str, token: &str) -> publisher:
     publisher::Target {
         addr: addr.into(),
         websocket,
+        ca_file: None,
         session: session.into(),
         token: token.into(),
         key: publisher::new_key(),
@@ -371,10 +382,10 @@ impl Viewing {
     }
 }
 
-/// `watch ADDR --session NAME [--ws] [--complete] [--wait S] [-o OUT.bsors]`.
+/// `watch ADDR --session NAME [--ws] [--tls --ca-file PEM] [--complete] [--wait S]
+/// [-o OUT.bsors]`.
 pub fn watch(
-    addr: &str,
-    websocket: bool,
+    relay: &RelayAt<'_>,
     session: &str,
     complete: bool,
     wait: f32,
@@ -434,8 +445,17 @@ pub fn watch(
         }
         ControlFlow::Continue(())
     };
+    let addr = relay.addr;
+    let endpoint = viewer::Endpoint {
+        addr: addr.into(),
+        websocket: relay.websocket,
+        tls: match relay.ca_file {
+            Some(ca) => Some(tls::client_config(ca).map_err(|e| Failure(e.to_string()))?),
+            None => None,
+        },
+    };
     let config = ClientConfig::default();
-    let result = runtime()?.block_on(viewer::watch(addr, websocket, subscription, config, on));
+    let result = runtime()?.block_on(viewer::watch_at(&endpoint, subscription, config, on));
     if let Some(f) = failed {
         return Err(f);
     }

@@ -4,18 +4,28 @@ use std::path::Path;
 
 use bsor_stream::net::relay::{RelayConfig, Tokens};
 use bsor_stream::net::server::{Server, ServerConfig};
-use bsor_stream::net::{tcp, ws};
+use bsor_stream::net::{tcp, tls, ws};
 
 use super::{Failure, Outcome};
 
-/// `serve --tcp ADDR [--ws ADDR] [--archive DIR] --token-file FILE`: prints
-/// `listening tcp=ADDR[ ws=ADDR]` (the bound addresses) when ready, runs until Ctrl-C or
-/// SIGTERM, then finishes the archive files. SIGHUP re-reads the token file.
+/// TLS and browser settings of `serve`.
+pub struct Exposure<'a> {
+    /// Certificate chain and key (PEM) for TLS on both listeners.
+    pub tls: Option<(&'a Path, &'a Path)>,
+    /// Origins whose pages may connect over WebSocket (empty: the same host only).
+    pub allowed_origins: Vec<String>,
+}
+
+/// `serve --tcp ADDR [--ws ADDR] [--archive DIR] --token-file FILE [--tls-cert PEM --tls-key
+/// PEM] [--allow-origin ORIGIN]...`: prints `listening tcp=ADDR[ ws=ADDR]` (the bound
+/// addresses) when ready, runs until Ctrl-C or SIGTERM, then finishes the archive files.
+/// SIGHUP re-reads the token file.
 pub fn serve(
     tcp_addr: &str,
     ws_addr: Option<&str>,
     archive: Option<&Path>,
     token_file: &Path,
+    exposure: Exposure<'_>,
 ) -> Result<Outcome, Failure> {
     // Logs on stderr (stdout carries the `listening` line): RUST_LOG sets the level, info
     // by default.
@@ -28,6 +38,12 @@ pub fn serve(
     let text = std::fs::read_to_string(token_file).map_err(|e| (token_file, e))?;
     let tokens = Tokens::parse(&text);
     warn_unusable(&tokens, token_file);
+    let tls = match exposure.tls {
+        Some((cert, key)) => {
+            Some(tls::server_config(cert, key).map_err(|e| Failure(e.to_string()))?)
+        }
+        None => None,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -59,15 +75,23 @@ pub fn serve(
         })?;
         // Before the `listening` line: from then on a signal finds its handler.
         let mut signals = Signals::new().map_err(|e| Failure(format!("signals: {e}")))?;
-        let mut tasks = vec![tokio::spawn(tcp::serve(tcp_listener, server.clone()))];
+        let mut tasks = vec![match &tls {
+            Some(tls) => tokio::spawn(tcp::serve_tls(tcp_listener, server.clone(), tls.clone())),
+            None => tokio::spawn(tcp::serve(tcp_listener, server.clone())),
+        }];
         match ws_listener {
             Some((l, ws_bound)) => {
-                tasks.push(tokio::spawn(ws::serve(l, server.clone())));
+                let options = ws::WsOptions {
+                    tls: tls.clone(),
+                    allowed_origins: exposure.allowed_origins,
+                };
+                tasks.push(tokio::spawn(ws::serve_with(l, server.clone(), options)));
                 println!("listening tcp={tcp_bound} ws={ws_bound}");
             }
             None => println!("listening tcp={tcp_bound}"),
         }
-        tracing::info!(%tcp_bound, ws = ?ws_addr, archive = ?archive, "relay ready");
+        let tls = tls.is_some();
+        tracing::info!(%tcp_bound, ws = ?ws_addr, tls, archive = ?archive, "relay ready");
         loop {
             match signals.next().await {
                 Signal::Reload => reload(&server, token_file),

@@ -30,6 +30,9 @@ pub struct Target {
     pub addr: String,
     /// Connect over WebSocket (`ws://ADDR/`) instead of plain TCP.
     pub websocket: bool,
+    /// Connect over TLS (`wss://` with `websocket`), trusting only the certificates in this
+    /// PEM file; read when publishing starts.
+    pub ca_file: Option<std::path::PathBuf>,
     /// Session name.
     pub session: String,
     /// Publishing token.
@@ -97,6 +100,13 @@ pub enum PublishError {
     /// The spill file failed.
     #[error("spill file: {0}")]
     Spill(std::io::Error),
+    /// TLS could not be set up (the CA file, or the relay's address).
+    #[cfg(feature = "tls")]
+    #[error("TLS: {0}")]
+    Tls(#[from] super::tls::TlsError),
+    /// TLS was asked for in a build without the `tls` feature.
+    #[error("TLS was asked for, but this build has no TLS")]
+    NoTls,
     /// The publisher's thread panicked.
     #[error("the publisher thread panicked")]
     Panicked,

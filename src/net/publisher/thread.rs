@@ -1,9 +1,14 @@
-//! The publisher on one plain thread over `std::net` TCP, for the recorder's live sink: no
-//! async runtime, nothing on the game thread. The thread carries out what the
-//! [`Client`](crate::net::client::Client) asks; each connection has a small reader thread
-//! that turns the socket's bytes into messages, so the publisher thread only ever waits on
-//! one channel (chunks from the owner, messages and faults from the reader, or the client's
-//! next deadline).
+//! The publisher on one plain thread over `std::net` TCP, in the clear or over TLS, for the
+//! recorder's live sink: no async runtime, nothing on the game thread. The thread carries
+//! out what the [`Client`](crate::net::client::Client) asks; each connection has a small
+//! reader thread that only hands the socket's bytes over, so the publisher thread only ever
+//! waits on one channel (chunks from the owner, bytes and faults from the reader, or the
+//! client's next deadline).
+//!
+//! Over TLS the publisher thread owns the rustls connection whole: it does the handshake
+//! (rustls's blocking `complete_io`), decrypts what the reader hands over and encrypts what
+//! it writes. rustls's `StreamOwned` would need one owner for both directions, and a lock
+//! held across a blocking read would stall the writes.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
@@ -22,8 +27,8 @@ enum Event {
     Input(Input),
     /// The owner stopped without finishing.
     Closed,
-    /// A message from the relay on connection `.0`.
-    Received(u64, Message),
+    /// Bytes from the relay on connection `.0`.
+    Received(u64, Vec<u8>),
     /// Connection `.0` failed or closed.
     Lost(u64, String),
 }
@@ -104,11 +109,51 @@ impl Drop for Publisher {
     }
 }
 
-/// One open connection to the relay: the socket the publisher writes, and its number
-/// (events from an older connection's reader are stale).
+/// One open connection to the relay: the socket the publisher writes, its number (events
+/// from an older connection's reader are stale), its TLS state, and the bytes received and
+/// not yet a whole message.
 struct Link {
     socket: TcpStream,
     id: u64,
+    tls: Option<secure::Session>,
+    inbound: BytesMut,
+    codec: WireCodec,
+}
+
+impl Link {
+    /// Writes `bytes` whole (through TLS when on).
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match &mut self.tls {
+            Some(tls) => secure::write_all(tls, &mut self.socket, bytes),
+            None => self.socket.write_all(bytes),
+        }
+    }
+
+    /// Takes bytes from the reader (decrypted when TLS is on); then the whole messages
+    /// among what arrived so far come out of [`Link::next_message`].
+    fn receive(&mut self, bytes: &[u8]) -> Result<(), String> {
+        match &mut self.tls {
+            Some(tls) => secure::receive(tls, &mut self.socket, bytes, &mut self.inbound),
+            None => {
+                self.inbound.extend_from_slice(bytes);
+                Ok(())
+            }
+        }
+    }
+
+    fn next_message(&mut self) -> Result<Option<Message>, String> {
+        self.codec
+            .decode_from(&mut self.inbound)
+            .map_err(|e| format!("from the relay: {e}"))
+    }
+
+    /// Closes the connection (TLS first, when on).
+    fn close(&mut self) {
+        if let Some(tls) = &mut self.tls {
+            secure::close(tls, &mut self.socket);
+        }
+        let _ = self.socket.shutdown(Shutdown::Both);
+    }
 }
 
 fn run(
@@ -118,9 +163,11 @@ fn run(
     back: mpsc::Sender<Event>,
     mut progress: impl FnMut(Progress),
 ) -> Result<(), PublishError> {
+    let tls = secure::config(&target)?;
     let mut shell = Shell {
         p: Pending::new(&target, header, 0),
         target,
+        tls,
         conn: None,
         next_id: 0,
         out: BytesMut::new(),
@@ -160,7 +207,23 @@ fn run(
             Ok(Event::Input(Input::Finished)) => client.finish(now),
             Ok(Event::Closed) if !client.is_finishing() => client.abandon(),
             Ok(Event::Closed) => {}
-            Ok(Event::Received(id, m)) if Some(id) == current => client.handle_message(m, now),
+            Ok(Event::Received(id, bytes)) if Some(id) == current => {
+                if let Some(c) = &mut shell.conn {
+                    match c.receive(&bytes) {
+                        Ok(()) => loop {
+                            match c.next_message() {
+                                Ok(Some(m)) => client.handle_message(m, now),
+                                Ok(None) => break,
+                                Err(e) => {
+                                    client.connection_lost(now, e);
+                                    break;
+                                }
+                            }
+                        },
+                        Err(e) => client.connection_lost(now, e),
+                    }
+                }
+            }
             Ok(Event::Lost(id, e)) if Some(id) == current => client.connection_lost(now, e),
             Ok(Event::Received(..) | Event::Lost(..)) => {}
             Err(RecvTimeoutError::Timeout) => client.handle_timeout(now),
@@ -180,6 +243,7 @@ fn ms(start: Instant) -> u64 {
 struct Shell {
     p: Pending,
     target: Target,
+    tls: Option<secure::Config>,
     conn: Option<Link>,
     next_id: u64,
     out: BytesMut,
@@ -199,7 +263,8 @@ impl Shell {
                 ClientEvent::Connect => {
                     self.next_id += 1;
                     let timeout = self.p.client.config().handshake_timeout_ms;
-                    match open(&self.target.addr, timeout, self.next_id, &self.back) {
+                    let addr = &self.target.addr;
+                    match open(addr, self.tls.as_ref(), timeout, self.next_id, &self.back) {
                         Ok(c) => {
                             self.conn = Some(c);
                             self.p.client.connected(self.now());
@@ -211,7 +276,7 @@ impl Shell {
                     if let Some(mut c) = self.conn.take() {
                         // What the client queued last (its End) goes out first.
                         let _ = transmit(&mut self.p, &mut c, &mut self.out);
-                        let _ = c.socket.shutdown(Shutdown::Both);
+                        c.close();
                     }
                 }
                 other => self.p.report(other, progress)?,
@@ -233,39 +298,56 @@ fn transmit(
         m.encode(out);
         // Large enough to write, small enough not to hold every chunk of a backlog at once.
         if out.len() >= 64 << 10 {
-            if let Err(e) = c.socket.write_all(out) {
+            if let Err(e) = c.write_all(out) {
                 return Ok(Err(e.to_string()));
             }
             out.clear();
         }
     }
     if !out.is_empty() {
-        if let Err(e) = c.socket.write_all(out) {
+        if let Err(e) = c.write_all(out) {
             return Ok(Err(e.to_string()));
         }
     }
     Ok(Ok(()))
 }
 
-/// Connects within `timeout_ms` and starts the connection's reader thread.
-fn open(addr: &str, timeout_ms: u64, id: u64, back: &mpsc::Sender<Event>) -> Result<Link, String> {
+/// Connects within `timeout_ms` (with the TLS handshake, when on) and starts the
+/// connection's reader thread.
+fn open(
+    addr: &str,
+    tls: Option<&secure::Config>,
+    timeout_ms: u64,
+    id: u64,
+    back: &mpsc::Sender<Event>,
+) -> Result<Link, String> {
     let timeout = Duration::from_millis(timeout_ms.max(1));
     let addrs = addr.to_socket_addrs().map_err(|e| format!("{addr}: {e}"))?;
     let mut last = format!("{addr}: no address");
     for a in addrs {
         match TcpStream::connect_timeout(&a, timeout) {
-            Ok(socket) => {
+            Ok(mut socket) => {
                 let setup = socket
                     .set_nodelay(true)
-                    .and_then(|()| socket.set_write_timeout(Some(timeout)))
-                    .and_then(|()| socket.try_clone());
-                let reader = setup.map_err(|e| format!("{addr}: {e}"))?;
+                    .and_then(|()| socket.set_write_timeout(Some(timeout)));
+                setup.map_err(|e| format!("{addr}: {e}"))?;
+                let tls = match tls {
+                    Some(config) => Some(secure::handshake(config, addr, &mut socket, timeout)?),
+                    None => None,
+                };
+                let reader = socket.try_clone().map_err(|e| format!("{addr}: {e}"))?;
                 let back = back.clone();
                 std::thread::Builder::new()
                     .name("bsor-live-reader".into())
-                    .spawn(move || read_messages(reader, id, back))
+                    .spawn(move || read_bytes(reader, id, back))
                     .map_err(|e| format!("starting the reader thread: {e}"))?;
-                return Ok(Link { socket, id });
+                return Ok(Link {
+                    socket,
+                    id,
+                    tls,
+                    inbound: BytesMut::new(),
+                    codec: WireCodec::new(DEFAULT_MAX_FRAME),
+                });
             }
             Err(e) => last = format!("{addr}: {e}"),
         }
@@ -273,37 +355,171 @@ fn open(addr: &str, timeout_ms: u64, id: u64, back: &mpsc::Sender<Event>) -> Res
     Err(last)
 }
 
-/// The reader thread: whole messages out of the socket until it fails or closes.
-fn read_messages(mut socket: TcpStream, id: u64, back: mpsc::Sender<Event>) {
-    let mut codec = WireCodec::new(DEFAULT_MAX_FRAME);
-    let mut buf = BytesMut::with_capacity(8 << 10);
+/// The reader thread: the socket's bytes, as they come, until it fails or closes.
+fn read_bytes(mut socket: TcpStream, id: u64, back: mpsc::Sender<Event>) {
     let mut piece = [0u8; 8 << 10];
     loop {
-        loop {
-            match codec.decode_from(&mut buf) {
-                Ok(Some(m)) => {
-                    if back.send(Event::Received(id, m)).is_err() {
-                        return;
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    let _ = back.send(Event::Lost(id, format!("from the relay: {e}")));
-                    return;
-                }
-            }
-        }
         match socket.read(&mut piece) {
             Ok(0) => {
                 let _ = back.send(Event::Lost(id, "the relay closed the connection".into()));
                 return;
             }
-            Ok(n) => buf.extend_from_slice(&piece[..n]),
+            Ok(n) => {
+                if back.send(Event::Received(id, piece[..n].to_vec())).is_err() {
+                    return;
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => {
                 let _ = back.send(Event::Lost(id, e.to_string()));
                 return;
             }
         }
+    }
+}
+
+/// TLS on the publisher thread, with rustls.
+#[cfg(feature = "tls")]
+mod secure {
+    use std::io::{ErrorKind, Read, Write};
+    use std::net::TcpStream;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use bytes::BytesMut;
+
+    use super::{PublishError, Target};
+
+    pub(super) type Config = Arc<rustls::ClientConfig>;
+    pub(super) type Session = rustls::ClientConnection;
+
+    /// The target's TLS configuration, read from its CA file.
+    pub(super) fn config(target: &Target) -> Result<Option<Config>, PublishError> {
+        match &target.ca_file {
+            Some(ca) => Ok(Some(crate::net::tls::client_config(ca)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The client's side of the handshake, within `timeout`.
+    pub(super) fn handshake(
+        config: &Config,
+        addr: &str,
+        socket: &mut TcpStream,
+        timeout: Duration,
+    ) -> Result<Session, String> {
+        let fail = |e: &dyn std::fmt::Display| format!("{addr}: TLS: {e}");
+        let name = crate::net::tls::server_name(addr).map_err(|e| e.to_string())?;
+        let mut tls = Session::new(config.clone(), name).map_err(|e| fail(&e))?;
+        socket
+            .set_read_timeout(Some(timeout))
+            .map_err(|e| fail(&e))?;
+        while tls.is_handshaking() {
+            tls.complete_io(socket).map_err(|e| fail(&e))?;
+        }
+        socket.set_read_timeout(None).map_err(|e| fail(&e))?;
+        Ok(tls)
+    }
+
+    /// Encrypts and writes `bytes` whole.
+    pub(super) fn write_all(
+        tls: &mut Session,
+        socket: &mut TcpStream,
+        mut bytes: &[u8],
+    ) -> std::io::Result<()> {
+        while !bytes.is_empty() {
+            let n = tls.writer().write(bytes)?;
+            bytes = &bytes[n..];
+            if n == 0 && !tls.wants_write() {
+                return Err(ErrorKind::WriteZero.into());
+            }
+            while tls.wants_write() {
+                tls.write_tls(socket)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Decrypts `bytes` into `inbound` (and sends what TLS answers, if anything).
+    pub(super) fn receive(
+        tls: &mut Session,
+        socket: &mut TcpStream,
+        mut bytes: &[u8],
+        inbound: &mut BytesMut,
+    ) -> Result<(), String> {
+        let mut piece = [0u8; 8 << 10];
+        while !bytes.is_empty() {
+            tls.read_tls(&mut bytes).map_err(|e| format!("TLS: {e}"))?;
+            tls.process_new_packets().map_err(|e| format!("TLS: {e}"))?;
+            loop {
+                match tls.reader().read(&mut piece) {
+                    Ok(0) => return Err("the relay closed the connection".into()),
+                    Ok(n) => inbound.extend_from_slice(&piece[..n]),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) => return Err(format!("TLS: {e}")),
+                }
+            }
+        }
+        while tls.wants_write() {
+            tls.write_tls(socket).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Says goodbye (`close_notify`).
+    pub(super) fn close(tls: &mut Session, socket: &mut TcpStream) {
+        tls.send_close_notify();
+        while tls.wants_write() {
+            if tls.write_tls(socket).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Without the `tls` feature: no TLS session can exist, and a CA file is an error.
+#[cfg(not(feature = "tls"))]
+mod secure {
+    use std::net::TcpStream;
+    use std::time::Duration;
+
+    use bytes::BytesMut;
+
+    use super::{PublishError, Target};
+
+    pub(super) enum Config {}
+    pub(super) enum Session {}
+
+    pub(super) fn config(target: &Target) -> Result<Option<Config>, PublishError> {
+        match target.ca_file {
+            Some(_) => Err(PublishError::NoTls),
+            None => Ok(None),
+        }
+    }
+
+    pub(super) fn handshake(
+        config: &Config,
+        _: &str,
+        _: &mut TcpStream,
+        _: Duration,
+    ) -> Result<Session, String> {
+        match *config {}
+    }
+
+    pub(super) fn write_all(tls: &mut Session, _: &mut TcpStream, _: &[u8]) -> std::io::Result<()> {
+        match *tls {}
+    }
+
+    pub(super) fn receive(
+        tls: &mut Session,
+        _: &mut TcpStream,
+        _: &[u8],
+        _: &mut BytesMut,
+    ) -> Result<(), String> {
+        match *tls {}
+    }
+
+    pub(super) fn close(tls: &mut Session, _: &mut TcpStream) {
+        match *tls {}
     }
 }

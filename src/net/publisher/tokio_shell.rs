@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::{Input, Pending, Progress, PublishError, Target};
 use crate::net::client::ClientEvent;
 use crate::net::server::{MessageSink, MessageStream};
-use crate::net::viewer::connect;
+use crate::net::viewer::{connect, Endpoint};
 
 /// Publishes `header` and the chunks that come through `input` to the relay, until
 /// [`Input::Finished`] (then `End` once every chunk is acknowledged) or until the input
@@ -25,9 +25,18 @@ pub async fn publish(
     mut progress: impl FnMut(Progress),
 ) -> Result<(), PublishError> {
     let start = Instant::now();
+    let tls = match &target.ca_file {
+        Some(ca) => Some(crate::net::tls::client_config(ca)?),
+        None => None,
+    };
+    let endpoint = Endpoint {
+        addr: target.addr.clone(),
+        websocket: target.websocket,
+        tls,
+    };
     let mut shell = Shell {
         p: Pending::new(&target, header, 0),
-        target,
+        endpoint,
         conn: None,
         start,
     };
@@ -87,7 +96,7 @@ fn ms(start: Instant) -> u64 {
 /// The client with its spill file, and the transport it asked for.
 struct Shell {
     p: Pending,
-    target: Target,
+    endpoint: Endpoint,
     conn: Option<(MessageSink, MessageStream)>,
     start: Instant,
 }
@@ -106,7 +115,7 @@ impl Shell {
             match event {
                 ClientEvent::Connect => {
                     let timeout = self.p.client.config().handshake_timeout_ms;
-                    match connect(&self.target.addr, self.target.websocket, timeout).await {
+                    match connect(&self.endpoint, timeout).await {
                         Ok(c) => {
                             self.conn = Some(c);
                             self.p.client.connected(self.now());

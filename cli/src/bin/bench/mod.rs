@@ -207,6 +207,7 @@ pub async fn publisher(
         key,
         buffer_bytes: 64 << 20,
         spill: None,
+        ca_file: None,
         retry_every: Duration::from_millis(500),
         max_retries: 0,
         finish_timeout: Duration::from_secs(5),

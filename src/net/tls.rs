@@ -1,0 +1,255 @@
+//! TLS for the live protocol (`wire.md` §1): rustls with the `ring` provider, TLS 1.3 only,
+//! configured from PEM files. The client side ([`client_config`]) trusts the certificates
+//! of one CA file and nothing else (a headset has no system store to fall back on); the
+//! server side ([`server_config`], with the `tokio` feature) serves one certificate chain
+//! and its key. Errors name the file and what is wrong with it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+
+/// The largest PEM file read: certificate chains and keys are a few kilobytes.
+const MAX_PEM: u64 = 1 << 20;
+
+/// What went wrong setting TLS up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsError {
+    /// A PEM file could not be read.
+    #[error("{}: {err}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        err: std::io::Error,
+    },
+    /// A PEM file is larger than any certificate chain or key.
+    #[error("{}: larger than {MAX_PEM} bytes; not a certificate or key file", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A PEM file does not parse.
+    #[error("{}: not valid PEM: {err}", path.display())]
+    Pem {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        err: rustls::pki_types::pem::Error,
+    },
+    /// A PEM file holds no item of the kind it should.
+    #[error("{}: no {what} in this PEM file", path.display())]
+    Missing {
+        /// The file.
+        path: PathBuf,
+        /// What was looked for ("certificate", "private key").
+        what: &'static str,
+    },
+    /// rustls refused the certificates or the key.
+    #[error("{}: {err}", path.display())]
+    Rejected {
+        /// The file.
+        path: PathBuf,
+        /// rustls's reason.
+        err: rustls::Error,
+    },
+    /// The address has no host name or IP address to check the certificate against.
+    #[error("{addr}: no host name to check the relay's certificate against")]
+    BadServerName {
+        /// The address (`HOST:PORT`).
+        addr: String,
+    },
+}
+
+/// Reads a PEM file of at most [`MAX_PEM`] bytes.
+fn read_pem(path: &Path) -> Result<Vec<u8>, TlsError> {
+    use std::io::Read;
+    let read = |err| TlsError::Read {
+        path: path.to_path_buf(),
+        err,
+    };
+    let file = std::fs::File::open(path).map_err(read)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_PEM + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read)?;
+    if bytes.len() as u64 > MAX_PEM {
+        return Err(TlsError::TooLarge {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(bytes)
+}
+
+/// The certificates in a PEM file (at least one).
+fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let pem = read_pem(path)?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|err| TlsError::Pem {
+            path: path.to_path_buf(),
+            err,
+        })?;
+    if certs.is_empty() {
+        return Err(TlsError::Missing {
+            path: path.to_path_buf(),
+            what: "certificate",
+        });
+    }
+    Ok(certs)
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A client configuration that trusts the certificates in `ca_file` (PEM; a CA or the
+/// relay's own self-signed certificate) and no others.
+pub fn client_config(ca_file: &Path) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    let rejected = |err| TlsError::Rejected {
+        path: ca_file.to_path_buf(),
+        err,
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in certificates(ca_file)? {
+        roots.add(cert).map_err(rejected)?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(rejected)?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// A server configuration presenting the certificate chain in `cert_file` (PEM, the
+/// relay's certificate first) with the private key in `key_file` (PEM: PKCS#8, PKCS#1 or
+/// SEC1).
+#[cfg(feature = "tokio")]
+pub fn server_config(
+    cert_file: &Path,
+    key_file: &Path,
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    use rustls::pki_types::PrivateKeyDer;
+    let chain = certificates(cert_file)?;
+    let pem = read_pem(key_file)?;
+    let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|err| match err {
+        rustls::pki_types::pem::Error::NoItemsFound => TlsError::Missing {
+            path: key_file.to_path_buf(),
+            what: "private key",
+        },
+        err => TlsError::Pem {
+            path: key_file.to_path_buf(),
+            err,
+        },
+    })?;
+    let config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|err| TlsError::Rejected {
+            path: cert_file.to_path_buf(),
+            err,
+        })?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|err| TlsError::Rejected {
+            path: key_file.to_path_buf(),
+            err,
+        })?;
+    Ok(Arc::new(config))
+}
+
+/// The host of `addr` (`HOST:PORT`, `[V6]:PORT`, or a `ws://`/`wss://` URL), as the name the
+/// relay's certificate must carry.
+pub fn server_name(addr: &str) -> Result<ServerName<'static>, TlsError> {
+    let bad = || TlsError::BadServerName { addr: addr.into() };
+    let rest = addr
+        .strip_prefix("wss://")
+        .or_else(|| addr.strip_prefix("ws://"))
+        .unwrap_or(addr);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().ok_or_else(bad)?,
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    if host.is_empty() {
+        return Err(bad());
+    }
+    ServerName::try_from(host.to_string()).map_err(|_| bad())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_names_come_from_the_host_part() {
+        let name = |a: &str| server_name(a).map(|n| n.to_str().into_owned());
+        assert_eq!(name("relay.example:7000").unwrap(), "relay.example");
+        assert_eq!(name("127.0.0.1:7000").unwrap(), "127.0.0.1");
+        assert_eq!(name("[::1]:7000").unwrap(), "::1");
+        assert_eq!(
+            name("wss://relay.example:443/live").unwrap(),
+            "relay.example"
+        );
+        assert_eq!(name("localhost").unwrap(), "localhost");
+        assert!(matches!(
+            server_name(":7000"),
+            Err(TlsError::BadServerName { .. })
+        ));
+        assert!(server_name("bad host:1").is_err());
+    }
+
+    #[test]
+    fn a_missing_or_empty_ca_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("none.pem");
+        let err = client_config(&missing).unwrap_err();
+        assert!(matches!(err, TlsError::Read { .. }), "{err}");
+        assert!(err.to_string().contains("none.pem"), "{err}");
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "no pem here\n").unwrap();
+        let err = client_config(&empty).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                TlsError::Missing {
+                    what: "certificate",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("empty.pem"), "{err}");
+    }
+
+    #[cfg(feature = "tokio")]
+    #[test]
+    fn a_key_file_without_a_key_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let cert_file = dir.path().join("cert.pem");
+        std::fs::write(&cert_file, cert.cert.pem()).unwrap();
+        // The certificate where the key should be.
+        let err = server_config(&cert_file, &cert_file).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                TlsError::Missing {
+                    what: "private key",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let key_file = dir.path().join("key.pem");
+        std::fs::write(&key_file, cert.key_pair.serialize_pem()).unwrap();
+        assert!(server_config(&cert_file, &key_file).is_ok());
+        // Another certificate's key does not match.
+        let other = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        std::fs::write(&key_file, other.key_pair.serialize_pem()).unwrap();
+        let err = server_config(&cert_file, &key_file).unwrap_err();
+        assert!(matches!(err, TlsError::Rejected { .. }), "{err}");
+    }
+}
