@@ -18,6 +18,13 @@ pub(super) enum Stage {
     New { since: u64 },
     /// Said `Hello`; waiting for `Publish` or `Subscribe` since this time.
     Greeted { role: Role, since: u64 },
+    /// A publisher of a session the relay does not hold, waiting since this time for the
+    /// archive to say whether a session of that name is on disk.
+    Claiming {
+        session: String,
+        key: [u8; 16],
+        since: u64,
+    },
     /// Publishing this session.
     Publisher { session: String },
     /// Watching (or waiting for) a session.

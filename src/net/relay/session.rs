@@ -8,7 +8,7 @@ use bytes::Bytes;
 use super::connection::Stage;
 use super::{Archived, ConnId, Relay, RelayAction};
 use crate::net::wire::{EndReason, ErrorCode, Message};
-use crate::stream::{ChunkHeader, ChunkType};
+use crate::stream::{ChunkHeader, ChunkType, StreamHeader};
 
 /// A chunk kept in a session's backlog.
 #[derive(Clone, Debug)]
@@ -72,7 +72,9 @@ pub(super) fn chunk_info(chunk: &[u8]) -> Option<(u32, bool)> {
 }
 
 impl Relay {
-    /// `Publish`: a new session, or its publisher resuming it.
+    /// `Publish`: a new session, or its publisher resuming it. With an archive, a name the
+    /// relay does not hold is looked up on disk first: a new session never replaces an
+    /// archived one.
     pub(super) fn publish(
         &mut self,
         conn: ConnId,
@@ -88,7 +90,36 @@ impl Relay {
                 "not allowed to publish this session",
             );
         }
+        if self.config.archive && !self.sessions.contains_key(&name) {
+            let since = self.now;
+            self.set_stage(
+                conn,
+                Stage::Claiming {
+                    session: name.clone(),
+                    key,
+                    since,
+                },
+            );
+            if self.lookups.insert(name.clone()) {
+                self.actions.push_back(RelayAction::Lookup(name));
+            }
+            return;
+        }
+        self.claim(conn, name, resume, key);
+    }
+
+    /// A publisher takes session `name` as the relay holds it: a new session, or the same
+    /// publisher resuming it.
+    fn claim(&mut self, conn: ConnId, name: String, resume: bool, key: [u8; 16]) {
+        let archived = self.config.archive;
         let next = match self.sessions.get_mut(&name) {
+            Some(s) if s.ended.is_some() && s.archived => {
+                return self.fail(
+                    conn,
+                    ErrorCode::SessionExists,
+                    "a session of this name is in the archive",
+                );
+            }
             Some(s) if s.ended.is_some() => {
                 return self.fail(conn, ErrorCode::SessionBusy, "the session has ended");
             }
@@ -106,7 +137,7 @@ impl Relay {
                 next
             }
             None => {
-                let s = Session::new(Some(conn), key, self.config.archive);
+                let s = Session::new(Some(conn), key, archived);
                 self.sessions.insert(name.clone(), s);
                 0
             }
@@ -122,14 +153,41 @@ impl Relay {
         self.rearm_session(&name);
     }
 
+    /// Publishers waiting for the archive's answer about session `name`, oldest first.
+    fn claiming(&self, name: &str) -> Vec<(ConnId, [u8; 16])> {
+        let mut out: Vec<(ConnId, [u8; 16])> = self
+            .conns
+            .iter()
+            .filter_map(|(&c, st)| match &st.stage {
+                Stage::Claiming { session, key, .. } if session == name => Some((c, *key)),
+                _ => None,
+            })
+            .collect();
+        out.sort_unstable_by_key(|e| e.0);
+        out
+    }
+
     /// The answer to [`RelayAction::Lookup`]: the session as found in the archive, if it is
     /// there. It comes back as an ended session whose viewers read it from the archive.
     pub fn restored(&mut self, name: &str, found: Option<Archived>, now: u64) {
         self.now = now;
         self.lookups.remove(name);
+        let claimers = self.claiming(name);
         let Some(a) = found else {
+            // Nothing on disk: the first publisher starts the session, the others find it
+            // taken (or resume it, with its key).
+            for (conn, key) in claimers {
+                self.claim(conn, name.to_string(), true, key);
+            }
             return;
         };
+        for (conn, _) in claimers {
+            self.fail(
+                conn,
+                ErrorCode::SessionExists,
+                "a session of this name is in the archive",
+            );
+        }
         if self.sessions.contains_key(name) {
             return; // a publisher started it meanwhile
         }
@@ -158,6 +216,31 @@ impl Relay {
 
     /// The publisher's `StreamHeader`: kept, archived, and sent to the viewers waiting.
     pub(super) fn header(&mut self, conn: ConnId, name: &str, h: Bytes) {
+        match StreamHeader::parse_prefix_len(&h) {
+            Ok(Some((_, len))) if len == h.len() => {}
+            Ok(Some((_, len))) => {
+                let extra = h.len() - len;
+                return self.fail(
+                    conn,
+                    ErrorCode::BadStreamHeader,
+                    &format!("{extra} bytes after the stream header"),
+                );
+            }
+            Ok(None) => {
+                return self.fail(
+                    conn,
+                    ErrorCode::BadStreamHeader,
+                    "the stream header is cut short",
+                );
+            }
+            Err(e) => {
+                return self.fail(
+                    conn,
+                    ErrorCode::BadStreamHeader,
+                    &format!("not a stream header: {e}"),
+                );
+            }
+        }
         let Some(s) = self.sessions.get_mut(name) else {
             return;
         };
@@ -183,6 +266,11 @@ impl Relay {
     /// The publisher's next chunk: kept in the backlog, archived, acknowledged, and
     /// delivered to the viewers.
     pub(super) fn chunk(&mut self, conn: ConnId, name: &str, c: Bytes) {
+        // The shell's codec refuses a chunk over its type's limit from its header; checked
+        // again here, for chunks handed over by other means.
+        if let Err(e) = crate::net::wire::check_chunk_size(&c) {
+            return self.fail(conn, ErrorCode::MalformedChunk, &e.to_string());
+        }
         let Some((seq, keyframe)) = chunk_info(&c) else {
             return self.fail(conn, ErrorCode::MalformedChunk, "no chunk header");
         };
