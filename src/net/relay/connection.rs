@@ -44,6 +44,8 @@ pub(super) struct Connection {
     pub(super) meter: Meter,
     /// The deadline armed for it in the relay's timers, if any.
     pub(super) armed: Option<u64>,
+    /// The address it comes from, when the shell said (counted per address).
+    pub(super) addr: Option<std::net::IpAddr>,
 }
 
 impl Connection {
@@ -55,6 +57,7 @@ impl Connection {
             queued_bytes: 0,
             meter: Meter::new(now, burst),
             armed: None,
+            addr: None,
         }
     }
 

@@ -27,6 +27,8 @@ pub(super) struct Session {
     pub(super) header: Option<Bytes>,
     /// The last chunks, oldest first, with consecutive sequence numbers.
     pub(super) backlog: VecDeque<Kept>,
+    /// Bytes of the chunks in `backlog`.
+    pub(super) backlog_bytes: usize,
     pub(super) next_seq: u32,
     pub(super) ended: Option<EndReason>,
     pub(super) publisher_gone_since: Option<u64>,
@@ -46,6 +48,7 @@ impl Session {
             key,
             header: None,
             backlog: VecDeque::new(),
+            backlog_bytes: 0,
             next_seq: 0,
             ended: None,
             publisher_gone_since: None,
@@ -275,6 +278,7 @@ impl Relay {
             return self.fail(conn, ErrorCode::MalformedChunk, "no chunk header");
         };
         let limit = self.config.backlog_chunks.max(1);
+        let (max_bytes, max_total) = (self.config.backlog_bytes, self.config.total_backlog_bytes);
         let Some(s) = self.sessions.get_mut(name) else {
             return;
         };
@@ -292,14 +296,34 @@ impl Relay {
         if seq != s.next_seq {
             return self.fail(conn, ErrorCode::UnexpectedMessage, "chunk sequence gap");
         }
+        // The relay's budget for all backlogs: what other sessions hold plus this chunk
+        // must fit (this session's own backlog can be dropped to make room).
+        let others = self.backlog_total - s.backlog_bytes;
+        if others + c.len() > max_total {
+            return self.fail(
+                conn,
+                ErrorCode::OverBudget,
+                "the relay's backlog budget is spent",
+            );
+        }
         s.next_seq += 1;
         s.backlog.push_back(Kept {
             seq,
             bytes: c.clone(),
             keyframe,
         });
-        while s.backlog.len() > limit {
-            s.backlog.pop_front();
+        s.backlog_bytes += c.len();
+        self.backlog_total += c.len();
+        // Oldest chunks out, past the chunk count or either byte budget (the newest stays).
+        while s.backlog.len() > 1
+            && (s.backlog.len() > limit
+                || s.backlog_bytes > max_bytes
+                || self.backlog_total > max_total)
+        {
+            if let Some(k) = s.backlog.pop_front() {
+                s.backlog_bytes -= k.bytes.len();
+                self.backlog_total -= k.bytes.len();
+            }
         }
         let viewers = s.viewers.clone();
         self.actions

@@ -138,7 +138,9 @@ impl Relay {
         // In this order, as each step may change what the next sees.
         for name in &sessions {
             if self.sessions.get(name).is_some_and(Session::forgettable) {
-                self.sessions.remove(name);
+                if let Some(s) = self.sessions.remove(name) {
+                    self.backlog_total -= s.backlog_bytes;
+                }
             }
         }
         for &c in &conns {
