@@ -22,6 +22,7 @@ use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use tokio::sync::{watch, Notify};
 
 use super::archive::{self, ArchiveError, ArchiveWriter};
+use super::gate::ReadGate;
 use super::relay::{ConnId, Fetch, Relay, RelayAction, RelayConfig, Tokens};
 use super::wire::{Message, WireError, DEFAULT_MAX_FRAME};
 
@@ -32,6 +33,8 @@ pub type MessageSink = Pin<Box<dyn Sink<Message, Error = WireError> + Send>>;
 
 /// Messages a writer takes from the relay at a time.
 const BATCH: usize = 64;
+/// Bytes of chunks a writer takes from the relay at a time (one chunk at least).
+const BATCH_BYTES: usize = 16 << 10;
 /// How long a closing connection may take to send what waits for it.
 const LINGER: Duration = Duration::from_secs(2);
 
@@ -110,6 +113,8 @@ impl Server {
             None => None,
         };
         relay.archive = archive.is_some();
+        relay.publisher_frame_limit = relay.publisher_frame_limit.min(config.max_frame);
+        relay.handshake_frame_limit = relay.handshake_frame_limit.min(config.max_frame);
         let shared = Arc::new(Shared {
             relay: Mutex::new(Relay::new(relay, tokens)),
             writers: Mutex::new(HashMap::new()),
@@ -146,26 +151,57 @@ impl Server {
 
     /// Runs one connection until it closes: `incoming` to the relay, the relay's messages
     /// for it into `outgoing`.
-    pub async fn drive(&self, mut incoming: MessageStream, mut outgoing: MessageSink) {
+    pub async fn drive(&self, incoming: MessageStream, outgoing: MessageSink) {
+        self.drive_from(None, None, incoming, outgoing).await;
+    }
+
+    /// [`drive`](Self::drive) for a connection from `peer` (counted against the relay's
+    /// per-address cap) whose socket reads through `gate`: after each message the gate
+    /// lets the peer send one more frame of the relay's current limit for it
+    /// ([`Relay::frame_limit`]), so a connection that is not a publisher makes the relay
+    /// buffer at most about 1 KiB.
+    pub async fn drive_from(
+        &self,
+        peer: Option<std::net::IpAddr>,
+        gate: Option<ReadGate>,
+        mut incoming: MessageStream,
+        mut outgoing: MessageSink,
+    ) {
         let shared = &self.shared;
         let (closing, mut closed) = watch::channel(false);
         let writer = Arc::new(WriterHandle {
             wake: Notify::new(),
             closing,
         });
-        let conn = shared.with_relay(|r, now| r.connect(now));
+        let conn = shared.with_relay(|r, now| match peer {
+            Some(ip) => r.connect_from(now, ip),
+            None => r.connect(now),
+        });
+        if let Some(g) = &gate {
+            g.taken(shared.with_relay(|r, _| r.frame_limit(conn)));
+        }
         tracing::debug!(conn, "connection opened");
         lock(&shared.writers).insert(conn, writer.clone());
         let out_shared = shared.clone();
         let out_writer = writer.clone();
         let writing = tokio::spawn(async move {
             loop {
-                let batch: Vec<Message> = out_shared.with_relay(|r, _| {
-                    std::iter::from_fn(|| r.poll_outgoing(conn))
-                        .take(BATCH)
-                        .collect()
+                // At most BATCH messages and about BATCH_BYTES of chunks at a time: what the
+                // writer holds for a peer that does not read.
+                let (batch, more): (Vec<Message>, bool) = out_shared.with_relay(|r, _| {
+                    let mut bytes = 0;
+                    let mut batch = Vec::new();
+                    while batch.len() < BATCH && bytes < BATCH_BYTES {
+                        let Some(m) = r.poll_outgoing(conn) else {
+                            return (batch, false);
+                        };
+                        if let Message::Chunk(c) = &m {
+                            bytes += c.len();
+                        }
+                        batch.push(m);
+                    }
+                    (batch, true)
                 });
-                let more = batch.len() == BATCH;
                 for m in batch {
                     if outgoing.feed(m).await.is_err() {
                         return;
@@ -188,7 +224,15 @@ impl Server {
         loop {
             tokio::select! {
                 next = incoming.next() => match next {
-                    Some(Ok(m)) => shared.with_relay(|r, now| r.receive(conn, m, now)),
+                    Some(Ok(m)) => {
+                        let limit = shared.with_relay(|r, now| {
+                            r.receive(conn, m, now);
+                            r.frame_limit(conn)
+                        });
+                        if let Some(g) = &gate {
+                            g.taken(limit);
+                        }
+                    }
                     Some(Err(e)) => {
                         tracing::info!(conn, err = %e, "closing a connection on a bad frame");
                         shared.with_relay(|r, _| r.reject(conn, &e));

@@ -13,6 +13,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::WebSocketStream;
 
+use super::gate::ReadGate;
 use super::server::{MessageSink, MessageStream, Server};
 use super::wire::{self, Message, WebSocketFault, WireError};
 
@@ -27,6 +28,18 @@ pub fn config(max_frame: u32) -> WebSocketConfig {
         .max_frame_size(Some(max))
         .max_message_size(Some(max))
 }
+
+/// The relay's WebSocket limits: [`config`]'s, with small buffers (tungstenite reads in
+/// 128 KiB blocks by default, which 10,000 connections would make over a gigabyte) and
+/// writes sent as they come.
+fn relay_config(max_frame: u32) -> WebSocketConfig {
+    config(max_frame)
+        .read_buffer_size(4 << 10)
+        .write_buffer_size(0)
+}
+
+/// The most bytes the relay reads of a WebSocket opening handshake before it is done.
+const HTTP_REQUEST_MAX: u64 = 16 << 10;
 
 fn ws_error(e: WsError, max_frame: u32) -> WireError {
     match e {
@@ -92,14 +105,18 @@ pub async fn serve(listener: TcpListener, server: Server) {
     super::server::accept_each(listener, server, |socket, server| async move {
         let _ = socket.set_nodelay(true);
         let max = server.max_frame();
+        let peer = socket.peer_addr().ok().map(|a| a.ip());
+        // The opening handshake may take an HTTP request's worth; after it, the gate
+        // follows the relay's frame limit for the connection.
+        let gate = ReadGate::new(HTTP_REQUEST_MAX, 0);
         let accepted = tokio::time::timeout(
             HANDSHAKE,
-            tokio_tungstenite::accept_async_with_config(socket, Some(config(max))),
+            tokio_tungstenite::accept_async_with_config(gate.wrap(socket), Some(relay_config(max))),
         )
         .await;
         if let Ok(Ok(ws)) = accepted {
             let (sink, stream) = transport(ws, max);
-            server.drive(stream, sink).await;
+            server.drive_from(peer, Some(gate), stream, sink).await;
         }
     })
     .await;
