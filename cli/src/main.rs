@@ -147,6 +147,8 @@ enum Command {
         /// Credentials: one a line, `TOKEN` for any session or `SESSION:TOKEN` for one.
         #[arg(long)]
         token_file: PathBuf,
+        #[command(flatten)]
+        budgets: commands::serve::Budgets,
     },
     /// Send a replay to a relay as a recorder would (a `.bsor` is encoded live with the
     /// profile; a `.bsors` is sent as it is), resuming after a lost connection.
@@ -247,7 +249,14 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             ws,
             archive,
             token_file,
-        } => commands::serve::serve(&tcp, ws.as_deref(), archive.as_deref(), &token_file),
+            budgets,
+        } => commands::serve::serve(
+            &tcp,
+            ws.as_deref(),
+            archive.as_deref(),
+            &token_file,
+            &budgets,
+        ),
         Command::Demo { file, speed } => commands::live::demo(file.as_deref(), speed),
         Command::Publish {
             file,

@@ -33,6 +33,8 @@ pub type MessageSink = Pin<Box<dyn Sink<Message, Error = WireError> + Send>>;
 
 /// Messages a writer takes from the relay at a time.
 const BATCH: usize = 64;
+/// Archive reads running at once.
+const READERS: usize = 8;
 /// Bytes of chunks a writer takes from the relay at a time (one chunk at least).
 const BATCH_BYTES: usize = 16 << 10;
 /// How long a closing connection may take to send what waits for it.
@@ -81,6 +83,8 @@ struct Shared {
     /// The deadline the timer task sleeps until (`u64::MAX` for none), in the relay's
     /// milliseconds.
     armed: AtomicU64,
+    /// Permits for archive reads running at once.
+    readers: Arc<tokio::sync::Semaphore>,
 }
 
 impl Drop for Shared {
@@ -124,6 +128,7 @@ impl Server {
             open: std::sync::atomic::AtomicUsize::new(0),
             timer: Arc::new(Notify::new()),
             armed: AtomicU64::new(u64::MAX),
+            readers: Arc::new(tokio::sync::Semaphore::new(READERS)),
         });
         tokio::spawn(run_timer(Arc::downgrade(&shared), shared.timer.clone()));
         Ok(Server { shared })
@@ -349,11 +354,19 @@ impl Shared {
             return;
         };
         let me = self.clone();
-        tokio::task::spawn_blocking(move || {
-            let file = archive::path(&dir, &req.session);
-            let got =
-                archive::read_chunks(&file, req.offset, req.seq, req.max_chunks, req.max_bytes);
-            me.with_relay(|r, now| r.fetched(req.conn, req.seq, got, now));
+        // At most READERS archive reads at once: each holds a read buffer and a blocking
+        // thread (with 1,000 complete-mode viewers the pool grew to hundreds of threads).
+        tokio::spawn(async move {
+            let Ok(_permit) = me.readers.clone().acquire_owned().await else {
+                return;
+            };
+            let _ = tokio::task::spawn_blocking(move || {
+                let file = archive::path(&dir, &req.session);
+                let got =
+                    archive::read_chunks(&file, req.offset, req.seq, req.max_chunks, req.max_bytes);
+                me.with_relay(|r, now| r.fetched(req.conn, req.seq, got, now));
+            })
+            .await;
         });
     }
 

@@ -283,6 +283,8 @@ fn start_relay(token: &str, n: usize) -> Result<RelayProcess, Failure> {
     let mut child = Command::new(&relay_exe)
         .args(["serve", "--tcp", "127.0.0.1:0", "--token-file"])
         .arg(&tokens)
+        // Every client comes from 127.0.0.1: past the default per-address cap.
+        .args(["--max-per-address", &(n + 16).to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         // Its log would drown the report; how it ended is checked instead.
