@@ -187,6 +187,10 @@ impl Server {
         }
         tracing::debug!(conn, "connection opened");
         lock(&shared.writers).insert(conn, writer.clone());
+        // Refused as it connected (over a budget): its error waits, and it closes after.
+        if shared.with_relay(|r, _| r.is_closing(conn)) {
+            writer.closing.send_replace(true);
+        }
         let out_shared = shared.clone();
         let out_writer = writer.clone();
         let writing = tokio::spawn(async move {

@@ -287,6 +287,13 @@ impl Relay {
         }
     }
 
+    /// True once `conn` has its last message queued (an error or `End`) and is to close.
+    pub fn is_closing(&self, conn: ConnId) -> bool {
+        self.conns
+            .get(&conn)
+            .is_some_and(|c| matches!(c.stage, Stage::Closing))
+    }
+
     /// Bytes of chunks all sessions' backlogs hold.
     pub fn backlog_bytes(&self) -> usize {
         self.backlog_total
