@@ -282,7 +282,11 @@ impl Relay {
     /// is a publisher (`handshake_frame_limit`), then `publisher_frame_limit`.
     pub fn frame_limit(&self, conn: ConnId) -> u32 {
         match self.conns.get(&conn).map(|c| &c.stage) {
-            Some(Stage::Publisher { .. }) => self.config.publisher_frame_limit,
+            // A publisher whose token held, waiting for the archive lookup, may already send
+            // its header and chunks behind the Resume it is about to get.
+            Some(Stage::Publisher { .. } | Stage::Claiming { .. }) => {
+                self.config.publisher_frame_limit
+            }
             _ => self.config.handshake_frame_limit,
         }
     }
