@@ -541,3 +541,98 @@ fn a_publisher_that_does_not_read_its_acks_has_one_waiting() {
     let last = chunks.len() as u32 - 1;
     assert_eq!(net.inbox[&p].last(), Some(&Message::Ack(last)));
 }
+
+#[test]
+fn a_publishers_header_must_be_a_stream_header_and_viewers_never_see_a_bad_one() {
+    let (_, header, chunks) = stream();
+    let mut net = Net::new(RelayConfig::default());
+    let v = net.viewer("song", ViewMode::Live);
+    let bad = [
+        Bytes::from_static(b"not a stream header at all"),
+        header.slice(..header.len() - 1),
+        Bytes::from([&header[..], b"x"].concat()),
+    ];
+    for (i, h) in bad.into_iter().enumerate() {
+        let p = net.publisher("song", "sekrit", true, 1);
+        net.send(p, Message::StreamHeader(h));
+        assert_eq!(
+            net.error_of(p),
+            Some(ErrorCode::BadStreamHeader),
+            "bad header {i}"
+        );
+        assert!(net.closed.contains(&p));
+    }
+    let (bytes, _) = net.received(v);
+    assert!(bytes.is_empty(), "the viewer got {} bytes", bytes.len());
+    // The real header, from the same publisher resuming, is taken and reaches the viewer.
+    let p = net.publisher("song", "sekrit", true, 1);
+    net.send(p, Message::StreamHeader(header.clone()));
+    net.send(p, Message::Chunk(chunks[0].clone()));
+    assert_eq!(net.error_of(p), None);
+    let (bytes, _) = net.received(v);
+    assert_eq!(bytes, [&header[..], &chunks[0][..]].concat());
+}
+
+#[test]
+fn a_chunk_over_its_types_limit_is_refused_and_the_session_goes_on() {
+    let (_, header, chunks) = stream();
+    let mut net = Net::new(RelayConfig::default());
+    let v = net.viewer("song", ViewMode::Live);
+    let p = net.publisher("song", "sekrit", false, 1);
+    net.send(p, Message::StreamHeader(header.clone()));
+    net.send(p, Message::Chunk(chunks[0].clone()));
+    // One frame in a chunk of 300 KB: far over 128 + 256 bytes. (The shell's codec refuses
+    // it from its header; the relay itself checks chunks it is handed too.)
+    let mut huge = Vec::new();
+    ChunkHeader::new(ChunkType::Frames, 1, 0, 1, 0.0).write_to(&vec![0u8; 300_000], &mut huge);
+    net.send(p, Message::Chunk(Bytes::from(huge)));
+    assert_eq!(net.error_of(p), Some(ErrorCode::MalformedChunk));
+    // The publisher resumes and sends the real chunk 1: the viewer gets everything.
+    let p2 = net.publisher("song", "sekrit", true, 1);
+    net.send(p2, Message::StreamHeader(header.clone()));
+    net.send(p2, Message::Chunk(chunks[1].clone()));
+    let (bytes, _) = net.received(v);
+    assert_eq!(
+        bytes,
+        [&header[..], &chunks[0][..], &chunks[1][..]].concat()
+    );
+}
+
+#[test]
+fn a_new_session_never_replaces_an_archived_one_but_its_publisher_may_resume() {
+    let (_, header, chunks) = stream();
+    let mut net = Net::new(RelayConfig {
+        archive: true,
+        ..RelayConfig::default()
+    });
+    let p = net.publisher("song", "sekrit", false, 1);
+    net.send(p, Message::StreamHeader(header.clone()));
+    net.send(p, Message::Chunk(chunks[0].clone()));
+    // Its connection drops; the same publisher resumes (same key, resume = 1) and goes on.
+    net.relay.disconnect(p, net.now);
+    let p = net.publisher("song", "sekrit", true, 1);
+    assert!(net.received(p).1.contains(&Message::Resume(1)));
+    // Another publisher of the live session is busy, as before.
+    let other = net.publisher("song", "sekrit", false, 2);
+    assert_eq!(net.error_of(other), Some(ErrorCode::SessionBusy));
+    for c in &chunks[1..] {
+        net.send(p, Message::Chunk(c.clone()));
+    }
+    net.send(p, Message::End(EndReason::Finished));
+    let file = net.archive["song"].clone();
+    // Ended and held in memory: a new publisher of the name is refused, and the file stays.
+    let again = net.publisher("song", "sekrit", false, 3);
+    assert_eq!(net.error_of(again), Some(ErrorCode::SessionExists));
+    // Forgotten (no viewers), so only on disk: the archive is looked up and still refuses.
+    net.relay.handle_timeout(net.now + 1);
+    assert_eq!(net.relay.sessions(), 0);
+    for (key, resume) in [(3, false), (1, true)] {
+        let late = net.publisher("song", "sekrit", resume, key);
+        assert_eq!(net.error_of(late), Some(ErrorCode::SessionExists));
+        assert!(net.closed.contains(&late));
+    }
+    assert!(net.archive["song"] == file, "the archive was not touched");
+    // A name with nothing on disk is looked up too, and then starts at 0.
+    let fresh = net.publisher("other", "sekrit", false, 4);
+    assert!(net.received(fresh).1.contains(&Message::Resume(0)));
+}

@@ -4,7 +4,8 @@
 
 use bsor_stream::net::relay::{ConnId, Relay, RelayAction, RelayConfig, Tokens};
 use bsor_stream::net::wire::{EndReason, Message, Role, ViewMode};
-use bsor_stream::stream::{ChunkHeader, ChunkType};
+use bsor_stream::stream::{split_stream, ChunkHeader, ChunkType, Profile, Settings};
+use bsor_stream::{synth, transcode};
 use bytes::Bytes;
 
 /// Small queues; no flood limit, so that a peer that never reads is what is tested (the
@@ -26,6 +27,18 @@ fn chunk(seq: u32, keyframe: bool) -> Bytes {
     let mut out = Vec::new();
     ChunkHeader::new(kind, seq, seq, 1, seq as f32 * 0.1).write_to(&[seq as u8; 40], &mut out);
     Bytes::from(out)
+}
+
+/// A real stream header (the relay refuses anything else).
+fn header() -> Bytes {
+    let r = synth::replay(synth::Settings {
+        seed: 1,
+        seconds: 0.1,
+        fps: 60,
+    });
+    let s = transcode::encode_replay(&r, Settings::live(Profile::Lossless));
+    let (_, len, _) = split_stream(&s).unwrap();
+    Bytes::copy_from_slice(&s[..len])
 }
 
 fn seq_of(c: &[u8]) -> u32 {
@@ -57,7 +70,7 @@ fn publisher(r: &mut Relay) -> ConnId {
         publisher_key: [1; 16],
     };
     r.receive(p, publish, 0);
-    r.receive(p, Message::StreamHeader(Bytes::from_static(b"header")), 0);
+    r.receive(p, Message::StreamHeader(header()), 0);
     p
 }
 

@@ -700,3 +700,72 @@ async fn a_handshake_deadline_fires_on_time_on_an_idle_relay() {
     .await
     .expect("finished in time");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_budget_connections_are_told_and_closed_while_a_viewer_goes_on() {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        let server = Server::new(
+            RelayConfig {
+                connections_per_address: 2,
+                ..RelayConfig::default()
+            },
+            Tokens::parse("tok"),
+            ServerConfig::default(),
+        )
+        .unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let task = tokio::spawn(tcp::serve(l, server));
+        let hello = Message::Hello {
+            min_version: 1,
+            max_version: 1,
+            role: Role::Viewer,
+            agent: "test".into(),
+        };
+        let (mut tx, mut rx) = tcp::connect(&addr, DEFAULT_MAX_FRAME).await.unwrap();
+        tx.send(hello.clone()).await.unwrap();
+        assert!(matches!(rx.next().await, Some(Ok(Message::Hello { .. }))));
+        // A frame of 64 KiB before the handshake is done: refused from its length (the
+        // relay's limit is 1 KiB until a connection is a publisher), nothing buffered.
+        let mut raw = TcpStream::connect(&addr).await.unwrap();
+        raw.write_all(&(64u32 << 10).to_le_bytes()).await.unwrap();
+        raw.write_all(&[0x05; 100]).await.unwrap();
+        let mut got = Vec::new();
+        raw.read_to_end(&mut got).await.unwrap();
+        let answer = tcp_codec_decode(&got);
+        assert!(
+            matches!(
+                answer,
+                Some(Message::Error {
+                    code: ErrorCode::FrameTooLarge,
+                    ..
+                })
+            ),
+            "{answer:?}"
+        );
+        // Two from 127.0.0.1 are open (the viewer and one more); a third is over budget.
+        let (_keep, _keep_rx) = tcp::connect(&addr, DEFAULT_MAX_FRAME).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (_over_tx, mut over_rx) = tcp::connect(&addr, DEFAULT_MAX_FRAME).await.unwrap();
+        match over_rx.next().await {
+            Some(Ok(Message::Error { code, .. })) => assert_eq!(code, ErrorCode::OverBudget),
+            other => panic!("{other:?}"),
+        }
+        assert!(over_rx.next().await.is_none(), "closed after the error");
+        // The first viewer was never disturbed.
+        tx.send(Message::Ping(9)).await.unwrap();
+        assert!(matches!(rx.next().await, Some(Ok(Message::Pong(9)))));
+        task.abort();
+    })
+    .await
+    .unwrap();
+}
+
+/// The first message in `bytes`, if any.
+fn tcp_codec_decode(bytes: &[u8]) -> Option<Message> {
+    let mut b = BytesMut::from(bytes);
+    bsor_stream::net::wire::WireCodec::default()
+        .decode(&mut b)
+        .ok()
+        .flatten()
+}

@@ -200,6 +200,8 @@ enum Command {
         /// browser reached the relay at. Clients that send no Origin are always accepted.
         #[arg(long, value_name = "ORIGIN")]
         allow_origin: Vec<String>,
+        #[command(flatten)]
+        budgets: commands::serve::Budgets,
     },
     /// Send a replay to a relay as a recorder would (a `.bsor` is encoded live with the
     /// profile; a `.bsors` is sent as it is), resuming after a lost connection.
@@ -313,6 +315,7 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             tls_cert,
             tls_key,
             allow_origin,
+            budgets,
         } => {
             let exposure = commands::serve::Exposure {
                 tls: tls_cert.as_deref().zip(tls_key.as_deref()),
@@ -324,6 +327,7 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
                 archive.as_deref(),
                 &token_file,
                 exposure,
+                &budgets,
             )
         }
         Command::Demo { file, speed } => commands::live::demo(file.as_deref(), speed),

@@ -169,14 +169,19 @@ impl ArchiveWriter {
         &self.dir
     }
 
-    /// A session starts: its file is created (an older file of the same name is replaced)
-    /// with the stream header.
+    /// A session starts: its file is created with the stream header. A file of the same
+    /// name is never truncated or replaced: if one is there, this fails (the relay refuses
+    /// such a publisher before, with `SessionExists`; this guards the file against a race).
     pub fn header(&mut self, session: &str, header: &[u8]) -> Result<(), ArchiveError> {
         self.open.remove(session);
-        let created = File::create(path(&self.dir, session)).and_then(|f| {
-            let mut w = StreamWriter::new(f);
-            w.write(header).map(|()| w)
-        });
+        let created = File::options()
+            .write(true)
+            .create_new(true)
+            .open(path(&self.dir, session))
+            .and_then(|f| {
+                let mut w = StreamWriter::new(f);
+                w.write(header).map(|()| w)
+            });
         let w = created.map_err(|source| write_error(session, source))?;
         self.open.insert(session.to_string(), w);
         Ok(())

@@ -175,6 +175,8 @@ impl ClientError {
                     | ErrorCode::NoSuchSession
                     | ErrorCode::BacklogExceeded
                     | ErrorCode::MalformedChunk
+                    | ErrorCode::BadStreamHeader
+                    | ErrorCode::SessionExists
             ),
             ClientError::Unexpected { .. }
             | ClientError::Transport(_)

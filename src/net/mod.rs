@@ -10,6 +10,8 @@
 
 pub mod archive;
 pub mod client;
+#[cfg(feature = "tokio")]
+pub mod gate;
 pub mod outbox;
 pub mod publisher;
 pub mod relay;

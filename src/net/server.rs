@@ -23,6 +23,7 @@ use tokio::sync::{watch, Notify};
 use tracing::Instrument;
 
 use super::archive::{self, ArchiveError, ArchiveWriter};
+use super::gate::ReadGate;
 use super::relay::{ConnId, Fetch, Relay, RelayAction, RelayConfig, Tokens};
 use super::wire::{Message, WireError, DEFAULT_MAX_FRAME};
 
@@ -33,6 +34,10 @@ pub type MessageSink = Pin<Box<dyn Sink<Message, Error = WireError> + Send>>;
 
 /// Messages a writer takes from the relay at a time.
 const BATCH: usize = 64;
+/// Archive reads running at once.
+const READERS: usize = 8;
+/// Bytes of chunks a writer takes from the relay at a time (one chunk at least).
+const BATCH_BYTES: usize = 16 << 10;
 /// How long a closing connection may take to send what waits for it.
 const LINGER: Duration = Duration::from_secs(2);
 
@@ -81,6 +86,8 @@ struct Shared {
     /// The deadline the timer task sleeps until (`u64::MAX` for none), in the relay's
     /// milliseconds.
     armed: AtomicU64,
+    /// Permits for archive reads running at once.
+    readers: Arc<tokio::sync::Semaphore>,
 }
 
 impl Drop for Shared {
@@ -114,6 +121,8 @@ impl Server {
         };
         relay.archive = archive.is_some();
         let handshake = Duration::from_millis(relay.handshake_timeout_ms);
+        relay.publisher_frame_limit = relay.publisher_frame_limit.min(config.max_frame);
+        relay.handshake_frame_limit = relay.handshake_frame_limit.min(config.max_frame);
         let shared = Arc::new(Shared {
             relay: Mutex::new(Relay::new(relay, tokens)),
             writers: Mutex::new(HashMap::new()),
@@ -124,6 +133,7 @@ impl Server {
             open: std::sync::atomic::AtomicUsize::new(0),
             timer: Arc::new(Notify::new()),
             armed: AtomicU64::new(u64::MAX),
+            readers: Arc::new(tokio::sync::Semaphore::new(READERS)),
         });
         tokio::spawn(run_timer(Arc::downgrade(&shared), shared.timer.clone()));
         Ok(Server { shared })
@@ -161,26 +171,61 @@ impl Server {
 
     /// Runs one connection until it closes: `incoming` to the relay, the relay's messages
     /// for it into `outgoing`.
-    pub async fn drive(&self, mut incoming: MessageStream, mut outgoing: MessageSink) {
+    pub async fn drive(&self, incoming: MessageStream, outgoing: MessageSink) {
+        self.drive_from(None, None, incoming, outgoing).await;
+    }
+
+    /// [`drive`](Self::drive) for a connection from `peer` (counted against the relay's
+    /// per-address cap) whose socket reads through `gate`: after each message the gate
+    /// lets the peer send one more frame of the relay's current limit for it
+    /// ([`Relay::frame_limit`]), so a connection that is not a publisher makes the relay
+    /// buffer at most about 1 KiB.
+    pub async fn drive_from(
+        &self,
+        peer: Option<std::net::IpAddr>,
+        gate: Option<ReadGate>,
+        mut incoming: MessageStream,
+        mut outgoing: MessageSink,
+    ) {
         let shared = &self.shared;
         let (closing, mut closed) = watch::channel(false);
         let writer = Arc::new(WriterHandle {
             wake: Notify::new(),
             closing,
         });
-        let conn = shared.with_relay(|r, now| r.connect(now));
+        let conn = shared.with_relay(|r, now| match peer {
+            Some(ip) => r.connect_from(now, ip),
+            None => r.connect(now),
+        });
+        if let Some(g) = &gate {
+            g.taken(shared.with_relay(|r, _| r.frame_limit(conn)));
+        }
         tracing::debug!(conn, "connection opened");
         lock(&shared.writers).insert(conn, writer.clone());
+        // Refused as it connected (over a budget): its error waits, and it closes after.
+        if shared.with_relay(|r, _| r.is_closing(conn)) {
+            writer.closing.send_replace(true);
+        }
         let out_shared = shared.clone();
         let out_writer = writer.clone();
         let writing = tokio::spawn(async move {
             loop {
-                let batch: Vec<Message> = out_shared.with_relay(|r, _| {
-                    std::iter::from_fn(|| r.poll_outgoing(conn))
-                        .take(BATCH)
-                        .collect()
+                // At most BATCH messages and about BATCH_BYTES of chunks at a time: what the
+                // writer holds for a peer that does not read.
+                let (batch, more): (Vec<Message>, bool) = out_shared.with_relay(|r, _| {
+                    let mut bytes = 0;
+                    let mut batch = Vec::new();
+                    while batch.len() < BATCH && bytes < BATCH_BYTES {
+                        let Some(m) = r.poll_outgoing(conn) else {
+                            return (batch, false);
+                        };
+                        if let Message::Chunk(c) = &m {
+                            bytes += c.len();
+                        }
+                        batch.push(m);
+                    }
+                    (batch, true)
                 });
-                let more = batch.len() == BATCH;
                 for m in batch {
                     if outgoing.feed(m).await.is_err() {
                         return;
@@ -203,7 +248,15 @@ impl Server {
         loop {
             tokio::select! {
                 next = incoming.next() => match next {
-                    Some(Ok(m)) => shared.with_relay(|r, now| r.receive(conn, m, now)),
+                    Some(Ok(m)) => {
+                        let limit = shared.with_relay(|r, now| {
+                            r.receive(conn, m, now);
+                            r.frame_limit(conn)
+                        });
+                        if let Some(g) = &gate {
+                            g.taken(limit);
+                        }
+                    }
                     // The transport failed or the peer went away (a reset, an end of file
                     // mid-frame): a disconnect, not a fault, and nothing to tell the peer.
                     Some(Err(WireError::Io(e))) => {
@@ -341,11 +394,19 @@ impl Shared {
             return;
         };
         let me = self.clone();
-        tokio::task::spawn_blocking(move || {
-            let file = archive::path(&dir, &req.session);
-            let got =
-                archive::read_chunks(&file, req.offset, req.seq, req.max_chunks, req.max_bytes);
-            me.with_relay(|r, now| r.fetched(req.conn, req.seq, got, now));
+        // At most READERS archive reads at once: each holds a read buffer and a blocking
+        // thread (with 1,000 complete-mode viewers the pool grew to hundreds of threads).
+        tokio::spawn(async move {
+            let Ok(_permit) = me.readers.clone().acquire_owned().await else {
+                return;
+            };
+            let _ = tokio::task::spawn_blocking(move || {
+                let file = archive::path(&dir, &req.session);
+                let got =
+                    archive::read_chunks(&file, req.offset, req.seq, req.max_chunks, req.max_bytes);
+                me.with_relay(|r, now| r.fetched(req.conn, req.seq, got, now));
+            })
+            .await;
         });
     }
 

@@ -8,7 +8,7 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::stream::ChunkHeader;
+use crate::stream::{ChunkHeader, ChunkType};
 
 /// The protocol version this crate speaks.
 pub const VERSION: u16 = 1;
@@ -81,6 +81,13 @@ pub enum ErrorCode {
     BacklogExceeded,
     /// The relay failed.
     Internal,
+    /// A memory or connection budget of the connection, its address, its session or the
+    /// relay as a whole would be exceeded.
+    OverBudget,
+    /// A publisher's stream header does not parse as a stream header of a supported version.
+    BadStreamHeader,
+    /// A finished session of that name is on disk and this publisher is not resuming it.
+    SessionExists,
     /// A code this version does not define (kept as received).
     Other(u16),
 }
@@ -103,6 +110,9 @@ impl ErrorCode {
             ErrorCode::MalformedChunk => 12,
             ErrorCode::BacklogExceeded => 13,
             ErrorCode::Internal => 14,
+            ErrorCode::OverBudget => 15,
+            ErrorCode::BadStreamHeader => 16,
+            ErrorCode::SessionExists => 17,
             ErrorCode::Other(c) => c,
         }
     }
@@ -124,6 +134,9 @@ impl ErrorCode {
             12 => ErrorCode::MalformedChunk,
             13 => ErrorCode::BacklogExceeded,
             14 => ErrorCode::Internal,
+            15 => ErrorCode::OverBudget,
+            16 => ErrorCode::BadStreamHeader,
+            17 => ErrorCode::SessionExists,
             c => ErrorCode::Other(c),
         }
     }
@@ -322,6 +335,24 @@ pub enum ChunkFault {
         /// The bytes there are.
         frame: usize,
     },
+    /// Longer than its type's limit for its count (`format.md` §4.3).
+    #[error("a {kind} chunk of {count} records is {length} bytes, over its limit of {limit}")]
+    TooLong {
+        /// The chunk type's name.
+        kind: &'static str,
+        /// The header's `count`.
+        count: u32,
+        /// Header plus payload, as the header says.
+        length: usize,
+        /// The limit for that type and count.
+        limit: usize,
+    },
+    /// A frame chunk whose `count` is 0 or over 4096.
+    #[error("a frame chunk of {count} frames (1 to 4096 allowed)")]
+    FrameCount {
+        /// The header's `count`.
+        count: u32,
+    },
     /// The payload's CRC differs from the header's.
     #[error("payload CRC {actual:08x}, header says {expected:08x}")]
     PayloadCrc {
@@ -373,8 +404,90 @@ fn valid_session_name_bytes(s: &[u8]) -> bool {
         && s.iter().any(|&b| b != b'.')
 }
 
-/// Checks that `chunk` is exactly one whole chunk whose header and payload CRCs hold.
+/// The most frames a frame chunk holds (`format.md` §4.1, the stream module's limit).
+const MAX_CHUNK_FRAMES: u32 = 4096;
+/// The longest chunk header there is (sync, type, four 5-byte varints, `t0`, two CRCs).
+pub const CHUNK_HEADER_MAX: usize = 34;
+/// Bytes a frame chunk may take per frame (`format.md` §4.3).
+pub const CHUNK_BYTES_PER_FRAME: usize = 256;
+/// Bytes an event chunk may take per record (`format.md` §4.3).
+pub const CHUNK_BYTES_PER_RECORD: usize = 128;
+/// Bytes an index chunk may take per entry (`format.md` §4.3).
+pub const CHUNK_BYTES_PER_ENTRY: usize = 32;
+/// The limit on a trailer chunk, and on a chunk of a type this version does not know.
+pub const CHUNK_MAX_OTHER: usize = 1 << 20;
+/// Room for a chunk's fixed parts (its header, an event chunk's counts, a zstd frame's
+/// header and block headers).
+const CHUNK_SLACK: usize = 128;
+
+/// The most bytes (header and payload) a chunk of type `kind` holding `count` frames,
+/// records or entries may take (`format.md` §4.3); `None` for a frame chunk whose count is
+/// 0 or over 4096.
+pub fn chunk_limit(kind: ChunkType, count: u32) -> Option<usize> {
+    let count = count as usize;
+    match kind {
+        ChunkType::Keyframes | ChunkType::Frames => (1..=MAX_CHUNK_FRAMES as usize)
+            .contains(&count)
+            .then_some(CHUNK_SLACK + count * CHUNK_BYTES_PER_FRAME),
+        ChunkType::Events => {
+            Some(CHUNK_SLACK.saturating_add(count.saturating_mul(CHUNK_BYTES_PER_RECORD)))
+        }
+        ChunkType::Index => {
+            Some(CHUNK_SLACK.saturating_add(count.saturating_mul(CHUNK_BYTES_PER_ENTRY)))
+        }
+        ChunkType::Trailer | ChunkType::Unknown(_) => Some(CHUNK_MAX_OTHER),
+    }
+}
+
+/// The largest chunk [`chunk_limit`] allows with at most `max_records` records in an event
+/// chunk: frame chunks of 4096 frames, or event chunks of `max_records`, whichever is larger.
+pub fn largest_chunk(max_records: u32) -> usize {
+    let frames = chunk_limit(ChunkType::Keyframes, MAX_CHUNK_FRAMES).unwrap_or(0);
+    let events = chunk_limit(ChunkType::Events, max_records).unwrap_or(0);
+    frames.max(events).max(CHUNK_MAX_OTHER)
+}
+
+/// Checks a chunk's declared size against its type's limit (`format.md` §4.3), from its
+/// header alone: `Ok(None)` while `head` is too short to hold the whole chunk header.
+pub fn check_chunk_size(head: &[u8]) -> Result<Option<usize>, WireError> {
+    let Some((h, hlen)) = ChunkHeader::parse_at(head) else {
+        return if head.len() >= CHUNK_HEADER_MAX {
+            Err(WireError::MalformedChunk(ChunkFault::NoHeader))
+        } else {
+            Ok(None)
+        };
+    };
+    let length = hlen + h.len as usize;
+    let limit =
+        chunk_limit(h.kind, h.count).ok_or(WireError::MalformedChunk(ChunkFault::FrameCount {
+            count: h.count,
+        }))?;
+    if length > limit {
+        return Err(WireError::MalformedChunk(ChunkFault::TooLong {
+            kind: chunk_kind_name(h.kind),
+            count: h.count,
+            length,
+            limit,
+        }));
+    }
+    Ok(Some(length))
+}
+
+fn chunk_kind_name(kind: ChunkType) -> &'static str {
+    match kind {
+        ChunkType::Keyframes => "keyframes",
+        ChunkType::Frames => "frames",
+        ChunkType::Events => "events",
+        ChunkType::Trailer => "trailer",
+        ChunkType::Index => "index",
+        ChunkType::Unknown(_) => "unknown",
+    }
+}
+
+/// Checks that `chunk` is exactly one whole chunk within its type's size limit
+/// ([`chunk_limit`]) whose header and payload CRCs hold.
 pub fn check_chunk(chunk: &[u8]) -> Result<(), WireError> {
+    check_chunk_size(chunk)?;
     let (h, hlen) =
         ChunkHeader::parse_at(chunk).ok_or(WireError::MalformedChunk(ChunkFault::NoHeader))?;
     let header = hlen + h.len as usize;
@@ -779,6 +892,12 @@ impl WireCodec {
         if length == 0 {
             return Err(WireError::BadFrame(FrameFault::Empty));
         }
+        // A chunk's size is judged from its header as soon as that is in, before the rest
+        // of a chunk over its type's limit is buffered.
+        if src.get(4) == Some(&0x05) {
+            let end = src.len().min(4 + length as usize);
+            check_chunk_size(&src[5..end])?;
+        }
         let total = 4 + length as usize;
         if src.len() < total {
             src.reserve(total - src.len());
@@ -1067,5 +1186,53 @@ mod error_tests {
             e.to_string(),
             "malformed Ping message: end at byte 8 of the body: 2 bytes after the last field"
         );
+    }
+
+    #[test]
+    fn a_chunk_over_its_types_limit_is_refused_from_its_header() {
+        let make = |kind, count, len: usize| {
+            let mut c = Vec::new();
+            ChunkHeader::new(kind, 0, 0, count, 0.0).write_to(&vec![0u8; len], &mut c);
+            c
+        };
+        // Within the limit: accepted; one byte over: refused as MalformedChunk.
+        let limit = chunk_limit(ChunkType::Frames, 10).unwrap();
+        let fits = make(ChunkType::Frames, 10, 10 * CHUNK_BYTES_PER_FRAME);
+        assert!(fits.len() <= limit);
+        assert!(check_chunk(&fits).is_ok());
+        let header = make(ChunkType::Frames, 10, 0).len();
+        let over = make(ChunkType::Frames, 10, limit - header + 1);
+        let e = check_chunk(&over).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::MalformedChunk);
+        assert!(e.to_string().contains("over its limit"), "{e}");
+        // A frame chunk of 0 or 4097 frames has no limit at all.
+        for count in [0, 4097] {
+            let e = check_chunk(&make(ChunkType::Keyframes, count, 4)).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::MalformedChunk);
+        }
+        // Events, index and trailer chunks have limits of their own.
+        assert!(check_chunk(&make(ChunkType::Events, 1, CHUNK_BYTES_PER_RECORD * 2)).is_err());
+        assert!(check_chunk(&make(ChunkType::Index, 2, CHUNK_BYTES_PER_ENTRY * 2)).is_ok());
+        assert!(check_chunk(&make(ChunkType::Trailer, 0, CHUNK_MAX_OTHER + 1)).is_err());
+        // The codec refuses a chunk over its limit from the first bytes of its frame: the
+        // frame says 8 MB, its chunk header says more than 10 frames allow.
+        let mut frame = BytesMut::new();
+        frame.put_u32_le(1 + over.len() as u32);
+        frame.put_u8(0x05);
+        frame.put_slice(&over[..CHUNK_HEADER_MAX]);
+        let e = WireCodec::default().decode_from(&mut frame).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::MalformedChunk);
+    }
+
+    #[test]
+    fn the_new_error_codes_round_trip() {
+        for (code, n) in [
+            (ErrorCode::OverBudget, 15),
+            (ErrorCode::BadStreamHeader, 16),
+            (ErrorCode::SessionExists, 17),
+        ] {
+            assert_eq!(code.code(), n);
+            assert_eq!(ErrorCode::from_code(n), code);
+        }
     }
 }

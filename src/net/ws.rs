@@ -24,6 +24,7 @@ use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::WebSocketStream;
 
+use super::gate::ReadGate;
 use super::server::{MessageSink, MessageStream, Server};
 use super::wire::{self, Message, WebSocketFault, WireError};
 
@@ -42,6 +43,18 @@ pub fn config(max_frame: u32) -> WebSocketConfig {
         .max_frame_size(Some(max))
         .max_message_size(Some(max))
 }
+
+/// The relay's WebSocket limits: [`config`]'s, with small buffers (tungstenite reads in
+/// 128 KiB blocks by default, which 10,000 connections would make over a gigabyte) and
+/// writes sent as they come.
+fn relay_config(max_frame: u32) -> WebSocketConfig {
+    config(max_frame)
+        .read_buffer_size(4 << 10)
+        .write_buffer_size(0)
+}
+
+/// The most bytes the relay reads of a WebSocket opening handshake before it is done.
+const HTTP_REQUEST_MAX: u64 = 16 << 10;
 
 fn ws_error(e: WsError, max_frame: u32) -> WireError {
     match e {
@@ -185,9 +198,16 @@ pub async fn serve_with(listener: TcpListener, server: Server, options: WsOption
         let options = options.clone();
         async move {
             let timeout = server.handshake_timeout();
-            let peer = socket
-                .peer_addr()
-                .map_or_else(|_| "an unknown address".to_string(), |a| a.to_string());
+            let addr = socket.peer_addr().ok();
+            let peer = addr.map_or_else(|| "an unknown address".to_string(), |a| a.to_string());
+            // The opening handshake may take an HTTP request's worth; after it, the gate
+            // follows the relay's frame limit for the connection.
+            let gate = ReadGate::new(HTTP_REQUEST_MAX, 0);
+            let from = Peer {
+                peer: &peer,
+                ip: addr.map(|a| a.ip()),
+                gate: gate.clone(),
+            };
             let _ = socket.set_nodelay(true);
             match acceptor {
                 Some(acceptor) => {
@@ -195,26 +215,37 @@ pub async fn serve_with(listener: TcpListener, server: Server, options: WsOption
                     else {
                         return;
                     };
-                    serve_one(stream, true, &options, &peer, server).await;
+                    serve_one(gate.wrap(stream), true, &options, from, server).await;
                 }
-                None => serve_one(socket, false, &options, &peer, server).await,
+                None => serve_one(gate.wrap(socket), false, &options, from, server).await,
             }
         }
     })
     .await;
 }
 
+/// Where a connection comes from: its address (as text for logs, and as an IP for the
+/// relay's per-address budget) and the gate its reads pass.
+struct Peer<'a> {
+    peer: &'a str,
+    ip: Option<std::net::IpAddr>,
+    gate: ReadGate,
+}
+
 /// Upgrades one connection (within the handshake timeout) and runs it.
-async fn serve_one<S>(io: S, tls: bool, options: &WsOptions, peer: &str, server: Server)
+async fn serve_one<S>(io: S, tls: bool, options: &WsOptions, from: Peer<'_>, server: Server)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let max = server.max_frame();
+    let peer = from.peer;
     let upgrading = upgrade(io, tls, options, max);
     match tokio::time::timeout(server.handshake_timeout(), upgrading).await {
         Ok(Ok(ws)) => {
             let (sink, stream) = transport(ws, max);
-            server.drive(stream, sink).await;
+            server
+                .drive_from(from.ip, Some(from.gate), stream, sink)
+                .await;
         }
         Ok(Err(why)) => tracing::info!(%peer, %why, "WebSocket upgrade refused"),
         Err(_) => tracing::info!(%peer, "no WebSocket upgrade in time; closing the connection"),
@@ -285,7 +316,7 @@ where
                 io,
                 tail,
                 Role::Server,
-                Some(config(max_frame)),
+                Some(relay_config(max_frame)),
             )
             .await)
         }

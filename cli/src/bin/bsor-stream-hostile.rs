@@ -457,6 +457,7 @@ fn scenario(
                     websocket: true,
                     archive: Some(files.archive.clone()),
                     log: Some(files.log.clone()),
+                    max_per_address: None,
                 },
             )?;
             let relay = Relay {

@@ -90,7 +90,12 @@ fn scenario(
             let tokens = dir.0.join("tokens");
             std::fs::write(&tokens, format!("{}\n", args.token))
                 .map_err(|e| (tokens.as_path(), e))?;
-            let r = start_relay(&tokens, &RelayOptions::default())?;
+            // Every client comes from 127.0.0.1: past the default per-address cap.
+            let options = RelayOptions {
+                max_per_address: Some(connections + 16),
+                ..RelayOptions::default()
+            };
+            let r = start_relay(&tokens, &options)?;
             let out = (r.addr.clone(), Some(r.child.id()));
             // The relay is dropped (ended) before its directory.
             started = Some((r, dir));

@@ -8,6 +8,25 @@ use bsor_stream::net::{tcp, tls, ws};
 
 use super::{Failure, Outcome};
 
+/// The relay's memory and connection budgets (`wire.md` §3.2), as `serve` flags.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Budgets {
+    /// Connections from one IP address at once (0: no limit); one more gets OverBudget.
+    #[arg(long, value_name = "N", default_value_t = RelayConfig::default().connections_per_address)]
+    pub max_per_address: usize,
+    /// Connections served at once, over all listeners.
+    #[arg(long, value_name = "N", default_value_t = ServerConfig::default().max_connections)]
+    pub max_connections: usize,
+    /// Bytes of recent chunks each session keeps in memory (older ones are read from the
+    /// archive).
+    #[arg(long, value_name = "BYTES", default_value_t = RelayConfig::default().backlog_bytes)]
+    pub backlog_bytes: usize,
+    /// Bytes of chunks all sessions together keep in memory; a publisher whose chunk does
+    /// not fit gets OverBudget.
+    #[arg(long, value_name = "BYTES", default_value_t = RelayConfig::default().total_backlog_bytes)]
+    pub total_backlog_bytes: usize,
+}
+
 /// TLS and browser settings of `serve`.
 pub struct Exposure<'a> {
     /// Certificate chain and key (PEM) for TLS on both listeners.
@@ -26,6 +45,7 @@ pub fn serve(
     archive: Option<&Path>,
     token_file: &Path,
     exposure: Exposure<'_>,
+    budgets: &Budgets,
 ) -> Result<Outcome, Failure> {
     // Logs on stderr (stdout carries the `listening` line): RUST_LOG sets the level, info
     // by default.
@@ -65,9 +85,16 @@ pub fn serve(
         };
         let config = ServerConfig {
             archive: archive.map(Path::to_path_buf),
+            max_connections: budgets.max_connections,
             ..ServerConfig::default()
         };
-        let server = Server::new(RelayConfig::default(), tokens, config).map_err(|e| {
+        let relay = RelayConfig {
+            connections_per_address: budgets.max_per_address,
+            backlog_bytes: budgets.backlog_bytes,
+            total_backlog_bytes: budgets.total_backlog_bytes,
+            ..RelayConfig::default()
+        };
+        let server = Server::new(relay, tokens, config).map_err(|e| {
             Failure(format!(
                 "{}: {e}",
                 archive.unwrap_or(Path::new("")).display()

@@ -18,6 +18,13 @@ pub(super) enum Stage {
     New { since: u64 },
     /// Said `Hello`; waiting for `Publish` or `Subscribe` since this time.
     Greeted { role: Role, since: u64 },
+    /// A publisher of a session the relay does not hold, waiting since this time for the
+    /// archive to say whether a session of that name is on disk.
+    Claiming {
+        session: String,
+        key: [u8; 16],
+        since: u64,
+    },
     /// Publishing this session.
     Publisher { session: String },
     /// Watching (or waiting for) a session.
@@ -37,6 +44,8 @@ pub(super) struct Connection {
     pub(super) meter: Meter,
     /// The deadline armed for it in the relay's timers, if any.
     pub(super) armed: Option<u64>,
+    /// The address it comes from, when the shell said (counted per address).
+    pub(super) addr: Option<std::net::IpAddr>,
 }
 
 impl Connection {
@@ -48,6 +57,7 @@ impl Connection {
             queued_bytes: 0,
             meter: Meter::new(now, burst),
             armed: None,
+            addr: None,
         }
     }
 

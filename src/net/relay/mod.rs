@@ -61,6 +61,7 @@ mod tokens;
 mod viewer;
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::IpAddr;
 
 use bytes::Bytes;
 
@@ -68,6 +69,11 @@ use self::connection::{Connection, Stage};
 use self::timers::Timers;
 pub use self::tokens::Tokens;
 use super::wire::{self, EndReason, ErrorCode, Message, Role, VERSION};
+
+/// The default frame limit before a connection is a publisher: the longest handshake
+/// message (`Publish`: a 64-byte name, a 256-byte token, a 16-byte key, 347 bytes with its
+/// length and type) fits with room to spare.
+pub const HANDSHAKE_FRAME_LIMIT: u32 = 1024;
 
 /// A connection, as the relay numbers them.
 pub type ConnId = u64;
@@ -103,6 +109,22 @@ pub struct RelayConfig {
     pub fetch_chunks: usize,
     /// Most bytes one archive read hands a complete-mode viewer (one chunk at least).
     pub fetch_bytes: usize,
+    /// Bytes of chunks each session keeps in its backlog (one chunk at least): older ones
+    /// are dropped from memory (complete-mode viewers then read them from the archive).
+    pub backlog_bytes: usize,
+    /// Bytes of chunks all sessions together keep in their backlogs: a chunk that would go
+    /// over this even after its session's backlog is emptied is `OverBudget` for its
+    /// publisher.
+    pub total_backlog_bytes: usize,
+    /// Connections from one IP address at once (0: no limit); one more is `OverBudget`.
+    pub connections_per_address: usize,
+    /// The frame limit of a connection that is not (yet) a publisher: what the relay reads
+    /// ahead of a complete message from a connection that has not finished its handshake,
+    /// or a viewer (whose messages are all small).
+    pub handshake_frame_limit: u32,
+    /// The frame limit of a publisher (its chunks are limited by type as well,
+    /// `format.md` §4.3).
+    pub publisher_frame_limit: u32,
 }
 
 impl Default for RelayConfig {
@@ -118,8 +140,13 @@ impl Default for RelayConfig {
             flood_rate: 50,
             flood_burst: 200,
             archive: false,
-            fetch_chunks: 64,
-            fetch_bytes: 256 << 10,
+            fetch_chunks: 4,
+            fetch_bytes: 4 << 10,
+            backlog_bytes: 8 << 20,
+            total_backlog_bytes: 64 << 20,
+            connections_per_address: 64,
+            handshake_frame_limit: HANDSHAKE_FRAME_LIMIT,
+            publisher_frame_limit: wire::DEFAULT_MAX_FRAME,
         }
     }
 }
@@ -204,6 +231,10 @@ pub struct Relay {
     actions: VecDeque<RelayAction>,
     /// The time of the latest call, in the shell's milliseconds.
     now: u64,
+    /// Open connections per address (those given one).
+    per_address: HashMap<IpAddr, usize>,
+    /// Bytes of chunks in all sessions' backlogs.
+    backlog_total: usize,
 }
 
 impl Relay {
@@ -220,10 +251,13 @@ impl Relay {
             next_nonce: 0,
             actions: VecDeque::new(),
             now: 0,
+            per_address: HashMap::new(),
+            backlog_total: 0,
         }
     }
 
-    /// A new connection, opened at `now` (the shell's milliseconds, as for every call).
+    /// A new connection, opened at `now` (the shell's milliseconds, as for every call),
+    /// from no address the relay counts (see [`connect_from`](Self::connect_from)).
     pub fn connect(&mut self, now: u64) -> ConnId {
         self.now = now;
         let id = self.next_conn;
@@ -232,6 +266,52 @@ impl Relay {
             .insert(id, Connection::new(now, self.config.flood_burst));
         self.rearm(id);
         id
+    }
+
+    /// A new connection from `addr`: beyond
+    /// [`connections_per_address`](RelayConfig::connections_per_address) open connections
+    /// from that address, it gets `Error OverBudget` at once and is closed.
+    pub fn connect_from(&mut self, now: u64, addr: IpAddr) -> ConnId {
+        let id = self.connect(now);
+        let cap = self.config.connections_per_address;
+        let open = self.per_address.entry(addr).or_insert(0);
+        *open += 1;
+        if let Some(c) = self.conns.get_mut(&id) {
+            c.addr = Some(addr);
+        }
+        if cap > 0 && *open > cap {
+            self.fail(
+                id,
+                ErrorCode::OverBudget,
+                &format!("more than {cap} connections from this address"),
+            );
+        }
+        id
+    }
+
+    /// The longest frame the shell may read (and buffer) from `conn` now: small until it
+    /// is a publisher (`handshake_frame_limit`), then `publisher_frame_limit`.
+    pub fn frame_limit(&self, conn: ConnId) -> u32 {
+        match self.conns.get(&conn).map(|c| &c.stage) {
+            // A publisher whose token held, waiting for the archive lookup, may already send
+            // its header and chunks behind the Resume it is about to get.
+            Some(Stage::Publisher { .. } | Stage::Claiming { .. }) => {
+                self.config.publisher_frame_limit
+            }
+            _ => self.config.handshake_frame_limit,
+        }
+    }
+
+    /// True once `conn` has its last message queued (an error or `End`) and is to close.
+    pub fn is_closing(&self, conn: ConnId) -> bool {
+        self.conns
+            .get(&conn)
+            .is_some_and(|c| matches!(c.stage, Stage::Closing))
+    }
+
+    /// Bytes of chunks all sessions' backlogs hold.
+    pub fn backlog_bytes(&self) -> usize {
+        self.backlog_total
     }
 
     /// What the shell must do next, if anything.
@@ -272,6 +352,14 @@ impl Relay {
         self.detach(conn);
         if let Some(c) = self.conns.remove(&conn) {
             self.disarm(conn, c.armed);
+            if let Some(addr) = c.addr {
+                if let Some(n) = self.per_address.get_mut(&addr) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.per_address.remove(&addr);
+                    }
+                }
+            }
         }
     }
 

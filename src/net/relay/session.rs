@@ -9,7 +9,7 @@ use subtle::ConstantTimeEq;
 use super::connection::Stage;
 use super::{Archived, ConnId, Relay, RelayAction};
 use crate::net::wire::{EndReason, ErrorCode, Message};
-use crate::stream::{ChunkHeader, ChunkType};
+use crate::stream::{ChunkHeader, ChunkType, StreamHeader};
 
 /// A chunk kept in a session's backlog.
 #[derive(Clone, Debug)]
@@ -28,6 +28,8 @@ pub(super) struct Session {
     pub(super) header: Option<Bytes>,
     /// The last chunks, oldest first, with consecutive sequence numbers.
     pub(super) backlog: VecDeque<Kept>,
+    /// Bytes of the chunks in `backlog`.
+    pub(super) backlog_bytes: usize,
     pub(super) next_seq: u32,
     pub(super) ended: Option<EndReason>,
     pub(super) publisher_gone_since: Option<u64>,
@@ -47,6 +49,7 @@ impl Session {
             key,
             header: None,
             backlog: VecDeque::new(),
+            backlog_bytes: 0,
             next_seq: 0,
             ended: None,
             publisher_gone_since: None,
@@ -73,7 +76,9 @@ pub(super) fn chunk_info(chunk: &[u8]) -> Option<(u32, bool)> {
 }
 
 impl Relay {
-    /// `Publish`: a new session, or its publisher resuming it.
+    /// `Publish`: a new session, or its publisher resuming it. With an archive, a name the
+    /// relay does not hold is looked up on disk first: a new session never replaces an
+    /// archived one.
     pub(super) fn publish(
         &mut self,
         conn: ConnId,
@@ -90,9 +95,39 @@ impl Relay {
                 "not allowed to publish this session",
             );
         }
+        if self.config.archive && !self.sessions.contains_key(&name) {
+            let since = self.now;
+            self.set_stage(
+                conn,
+                Stage::Claiming {
+                    session: name.clone(),
+                    key,
+                    since,
+                },
+            );
+            if self.lookups.insert(name.clone()) {
+                self.actions.push_back(RelayAction::Lookup(name));
+            }
+            return;
+        }
+        self.claim(conn, name, resume, key);
+    }
+
+    /// A publisher takes session `name` as the relay holds it: a new session, or the same
+    /// publisher resuming it.
+    fn claim(&mut self, conn: ConnId, name: String, resume: bool, key: [u8; 16]) {
+        let archived = self.config.archive;
         let next = match self.sessions.get_mut(&name) {
+            Some(s) if s.ended.is_some() && s.archived => {
+                return self.refuse(
+                    conn,
+                    name,
+                    ErrorCode::SessionExists,
+                    "a session of this name is in the archive",
+                );
+            }
             Some(s) if s.ended.is_some() => {
-                return self.fail(conn, ErrorCode::SessionBusy, "the session has ended");
+                return self.refuse(conn, name, ErrorCode::SessionBusy, "the session has ended");
             }
             // The key proves the publisher; compared in constant time, like tokens.
             Some(s) if !bool::from(s.key.ct_eq(&key)) || !resume => {
@@ -114,7 +149,7 @@ impl Relay {
                 next
             }
             None => {
-                let s = Session::new(Some(conn), key, self.config.archive);
+                let s = Session::new(Some(conn), key, archived);
                 self.sessions.insert(name.clone(), s);
                 0
             }
@@ -140,14 +175,42 @@ impl Relay {
         self.fail(conn, code, message);
     }
 
+    /// Publishers waiting for the archive's answer about session `name`, oldest first.
+    fn claiming(&self, name: &str) -> Vec<(ConnId, [u8; 16])> {
+        let mut out: Vec<(ConnId, [u8; 16])> = self
+            .conns
+            .iter()
+            .filter_map(|(&c, st)| match &st.stage {
+                Stage::Claiming { session, key, .. } if session == name => Some((c, *key)),
+                _ => None,
+            })
+            .collect();
+        out.sort_unstable_by_key(|e| e.0);
+        out
+    }
+
     /// The answer to [`RelayAction::Lookup`]: the session as found in the archive, if it is
     /// there. It comes back as an ended session whose viewers read it from the archive.
     pub fn restored(&mut self, name: &str, found: Option<Archived>, now: u64) {
         self.now = now;
         self.lookups.remove(name);
+        let claimers = self.claiming(name);
         let Some(a) = found else {
+            // Nothing on disk: the first publisher starts the session, the others find it
+            // taken (or resume it, with its key).
+            for (conn, key) in claimers {
+                self.claim(conn, name.to_string(), true, key);
+            }
             return;
         };
+        for (conn, _) in claimers {
+            self.refuse(
+                conn,
+                name.to_string(),
+                ErrorCode::SessionExists,
+                "a session of this name is in the archive",
+            );
+        }
         if self.sessions.contains_key(name) {
             return; // a publisher started it meanwhile
         }
@@ -176,6 +239,31 @@ impl Relay {
 
     /// The publisher's `StreamHeader`: kept, archived, and sent to the viewers waiting.
     pub(super) fn header(&mut self, conn: ConnId, name: &str, h: Bytes) {
+        match StreamHeader::parse_prefix_len(&h) {
+            Ok(Some((_, len))) if len == h.len() => {}
+            Ok(Some((_, len))) => {
+                let extra = h.len() - len;
+                return self.fail(
+                    conn,
+                    ErrorCode::BadStreamHeader,
+                    &format!("{extra} bytes after the stream header"),
+                );
+            }
+            Ok(None) => {
+                return self.fail(
+                    conn,
+                    ErrorCode::BadStreamHeader,
+                    "the stream header is cut short",
+                );
+            }
+            Err(e) => {
+                return self.fail(
+                    conn,
+                    ErrorCode::BadStreamHeader,
+                    &format!("not a stream header: {e}"),
+                );
+            }
+        }
         let Some(s) = self.sessions.get_mut(name) else {
             return;
         };
@@ -201,10 +289,16 @@ impl Relay {
     /// The publisher's next chunk: kept in the backlog, archived, acknowledged, and
     /// delivered to the viewers.
     pub(super) fn chunk(&mut self, conn: ConnId, name: &str, c: Bytes) {
+        // The shell's codec refuses a chunk over its type's limit from its header; checked
+        // again here, for chunks handed over by other means.
+        if let Err(e) = crate::net::wire::check_chunk_size(&c) {
+            return self.fail(conn, ErrorCode::MalformedChunk, &e.to_string());
+        }
         let Some((seq, keyframe)) = chunk_info(&c) else {
             return self.fail(conn, ErrorCode::MalformedChunk, "no chunk header");
         };
         let limit = self.config.backlog_chunks.max(1);
+        let (max_bytes, max_total) = (self.config.backlog_bytes, self.config.total_backlog_bytes);
         let Some(s) = self.sessions.get_mut(name) else {
             return;
         };
@@ -222,14 +316,34 @@ impl Relay {
         if seq != s.next_seq {
             return self.fail(conn, ErrorCode::UnexpectedMessage, "chunk sequence gap");
         }
+        // The relay's budget for all backlogs: what other sessions hold plus this chunk
+        // must fit (this session's own backlog can be dropped to make room).
+        let others = self.backlog_total - s.backlog_bytes;
+        if others + c.len() > max_total {
+            return self.fail(
+                conn,
+                ErrorCode::OverBudget,
+                "the relay's backlog budget is spent",
+            );
+        }
         s.next_seq += 1;
         s.backlog.push_back(Kept {
             seq,
             bytes: c.clone(),
             keyframe,
         });
-        while s.backlog.len() > limit {
-            s.backlog.pop_front();
+        s.backlog_bytes += c.len();
+        self.backlog_total += c.len();
+        // Oldest chunks out, past the chunk count or either byte budget (the newest stays).
+        while s.backlog.len() > 1
+            && (s.backlog.len() > limit
+                || s.backlog_bytes > max_bytes
+                || self.backlog_total > max_total)
+        {
+            if let Some(k) = s.backlog.pop_front() {
+                s.backlog_bytes -= k.bytes.len();
+                self.backlog_total -= k.bytes.len();
+            }
         }
         let viewers = s.viewers.clone();
         self.actions

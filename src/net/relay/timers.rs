@@ -75,11 +75,13 @@ impl Timers {
 fn conn_deadline(config: &RelayConfig, c: &Connection) -> Option<u64> {
     let (idle, every) = (config.idle_timeout_ms, config.ping_interval_ms);
     match &c.stage {
-        Stage::New { since } | Stage::Greeted { since, .. } => Some(
-            since
-                .saturating_add(config.handshake_timeout_ms)
-                .saturating_add(1),
-        ),
+        Stage::New { since } | Stage::Greeted { since, .. } | Stage::Claiming { since, .. } => {
+            Some(
+                since
+                    .saturating_add(config.handshake_timeout_ms)
+                    .saturating_add(1),
+            )
+        }
         Stage::Publisher { .. } => Some(c.meter.deadline(idle, every)),
         Stage::Viewer(v) => {
             let live = c.meter.deadline(idle, every);
@@ -136,7 +138,9 @@ impl Relay {
         // In this order, as each step may change what the next sees.
         for name in &sessions {
             if self.sessions.get(name).is_some_and(Session::forgettable) {
-                self.sessions.remove(name);
+                if let Some(s) = self.sessions.remove(name) {
+                    self.backlog_total -= s.backlog_bytes;
+                }
             }
         }
         for &c in &conns {
@@ -171,7 +175,7 @@ impl Relay {
             return;
         };
         match &c.stage {
-            Stage::New { since } | Stage::Greeted { since, .. }
+            Stage::New { since } | Stage::Greeted { since, .. } | Stage::Claiming { since, .. }
                 if now.saturating_sub(*since) > hs =>
             {
                 self.fail(conn, ErrorCode::Timeout, "handshake took too long");

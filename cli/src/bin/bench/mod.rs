@@ -258,6 +258,9 @@ pub struct RelayOptions {
     pub archive: Option<PathBuf>,
     /// Keep the relay's log (its stderr) in this file; by default it is dropped.
     pub log: Option<PathBuf>,
+    /// Connections allowed from one address (`serve --max-per-address`); by default the
+    /// relay's own default.
+    pub max_per_address: Option<usize>,
 }
 
 /// A relay process started for one scenario; ended (killed) on drop.
@@ -294,6 +297,9 @@ pub fn start_relay(tokens: &Path, options: &RelayOptions) -> Result<RelayProcess
     }
     if let Some(dir) = &options.archive {
         command.arg("--archive").arg(dir);
+    }
+    if let Some(n) = options.max_per_address {
+        command.args(["--max-per-address", &n.to_string()]);
     }
     match &options.log {
         Some(path) => {
