@@ -266,7 +266,9 @@ pub unsafe extern "C" fn bsrs_set_controller_offsets(
 }
 
 /// Sets the user data (copied; it allocates: not for the per-frame path). BSRS_CLOSED
-/// (nothing kept) after finish; BSRS_ERR_NULL.
+/// (nothing kept) after finish; BSRS_ERR_NULL; BSRS_ERR_INVALID over 16 MiB. The live sink
+/// sends it in the trailer, which a relay takes up to its frame limit (8 MiB by default,
+/// wire.md): past that the live sink fails at finish, and the files keep the user data.
 ///
 /// Thread safety: one thread at a time per recorder.
 ///

@@ -26,12 +26,31 @@ use std::collections::HashMap;
 
 use bsor_stream::net::relay::{ConnId, Relay, RelayAction, RelayConfig, Tokens};
 use bsor_stream::net::wire::{EndReason, ErrorCode, Message, Role, ViewMode, WireError};
-use bsor_stream::stream::{ChunkHeader, ChunkType};
+use bsor_stream::stream::{split_stream, ChunkHeader, ChunkType, Profile, Settings};
+use bsor_stream::{synth, transcode};
 use bytes::Bytes;
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 
 const SESSIONS: [&str; 3] = ["a", "duel", "c"];
+
+/// Two real stream headers (the relay refuses anything else with BadStreamHeader).
+fn headers() -> &'static [Bytes; 2] {
+    static HEADERS: std::sync::OnceLock<[Bytes; 2]> = std::sync::OnceLock::new();
+    HEADERS.get_or_init(|| {
+        let r = synth::replay(synth::Settings {
+            seed: 1,
+            seconds: 0.1,
+            fps: 60,
+        });
+        let header = |profile| {
+            let s = transcode::encode_replay(&r, Settings::live(profile));
+            let (_, len, _) = split_stream(&s).expect("a synthetic stream splits");
+            Bytes::copy_from_slice(&s[..len])
+        };
+        [header(Profile::Lossless), header(Profile::Fine)]
+    })
+}
 const TOKEN_FILE: &str = "any\nduel:only\n";
 const TOKENS: [&str; 4] = ["any", "only", "wrong", ""];
 /// Control messages that may wait beside a full queue of chunks. The relay keeps at most
@@ -321,8 +340,8 @@ impl Harness {
             }
             4 => {
                 let c = self.pick(u)?;
-                let h = *u.choose(&[&b"BSRS header one"[..], &b"BSRS header two"[..]])?;
-                self.send(c, Message::StreamHeader(Bytes::from_static(h)));
+                let h = u.choose(headers())?.clone();
+                self.send(c, Message::StreamHeader(h));
             }
             5 => {
                 let c = self.pick(u)?;

@@ -414,8 +414,11 @@ pub const CHUNK_BYTES_PER_FRAME: usize = 256;
 pub const CHUNK_BYTES_PER_RECORD: usize = 128;
 /// Bytes an index chunk may take per entry (`format.md` §4.3).
 pub const CHUNK_BYTES_PER_ENTRY: usize = 32;
-/// The limit on a trailer chunk, and on a chunk of a type this version does not know.
+/// The limit on a chunk of a type this version does not know.
 pub const CHUNK_MAX_OTHER: usize = 1 << 20;
+/// The limit on a trailer chunk: it holds the final info (strings of up to 1 MiB each) and
+/// the user data (up to 64 MiB, the classic parser's default limit), and cannot be split.
+pub const CHUNK_MAX_TRAILER: usize = 96 << 20;
 /// Room for a chunk's fixed parts (its header, an event chunk's counts, a zstd frame's
 /// header and block headers).
 const CHUNK_SLACK: usize = 128;
@@ -435,7 +438,8 @@ pub fn chunk_limit(kind: ChunkType, count: u32) -> Option<usize> {
         ChunkType::Index => {
             Some(CHUNK_SLACK.saturating_add(count.saturating_mul(CHUNK_BYTES_PER_ENTRY)))
         }
-        ChunkType::Trailer | ChunkType::Unknown(_) => Some(CHUNK_MAX_OTHER),
+        ChunkType::Trailer => Some(CHUNK_MAX_TRAILER),
+        ChunkType::Unknown(_) => Some(CHUNK_MAX_OTHER),
     }
 }
 
@@ -1213,7 +1217,9 @@ mod error_tests {
         // Events, index and trailer chunks have limits of their own.
         assert!(check_chunk(&make(ChunkType::Events, 1, CHUNK_BYTES_PER_RECORD * 2)).is_err());
         assert!(check_chunk(&make(ChunkType::Index, 2, CHUNK_BYTES_PER_ENTRY * 2)).is_ok());
-        assert!(check_chunk(&make(ChunkType::Trailer, 0, CHUNK_MAX_OTHER + 1)).is_err());
+        assert!(check_chunk(&make(ChunkType::Unknown(9), 0, CHUNK_MAX_OTHER + 1)).is_err());
+        // A trailer may be larger (user data cannot be split): the frame limit bounds it.
+        assert!(check_chunk(&make(ChunkType::Trailer, 0, 2 << 20)).is_ok());
         // The codec refuses a chunk over its limit from the first bytes of its frame: the
         // frame says 8 MB, its chunk header says more than 10 frames allow.
         let mut frame = BytesMut::new();
