@@ -158,20 +158,20 @@ impl Relay {
                 message: message.to_string(),
             },
         );
-        self.detach(conn);
         self.close(conn);
     }
 
     /// Sends `End` as `conn`'s last message and closes it.
     pub(super) fn finish(&mut self, conn: ConnId, reason: crate::net::wire::EndReason) {
         self.send(conn, Message::End(reason));
-        self.detach(conn);
         self.close(conn);
     }
 
-    /// Marks `conn` closing (nothing more is read from it) and asks the shell to close it
-    /// once what waits is sent.
+    /// Takes `conn` out of its session, marks it closing (nothing more is read from it) and
+    /// asks the shell to close it once what waits is sent. (Detached first: once closing,
+    /// a publisher's session could no longer tell that it is gone, and would never end.)
     pub(super) fn close(&mut self, conn: ConnId) {
+        self.detach(conn);
         self.set_stage(conn, Stage::Closing);
         self.actions.push_back(RelayAction::Close(conn));
     }
@@ -214,7 +214,7 @@ impl Relay {
 #[cfg(test)]
 mod tests {
     use crate::net::relay::{Relay, RelayConfig, Tokens};
-    use crate::net::wire::{Message, Role, WireError};
+    use crate::net::wire::{ErrorCode, Message, Role, WireError};
 
     #[test]
     fn disconnect_leaves_nothing_and_a_gone_connection_gets_nothing() {
@@ -238,5 +238,46 @@ mod tests {
         r.reject(c, &WireError::UnknownMessage(0x77));
         assert_eq!(r.poll_action(), None);
         assert!(r.conns.is_empty());
+    }
+
+    /// Found by the relay-session fuzz target: a publisher that says `Error` is closed, and
+    /// its session must still see it gone, end after the publisher timeout and be
+    /// forgotten, rather than wait for it forever.
+    #[test]
+    fn a_publisher_closed_on_its_own_error_leaves_its_session_to_end() {
+        let config = RelayConfig::default();
+        let mut r = Relay::new(config, Tokens::parse("t"));
+        let c = r.connect(0);
+        let hello = Message::Hello {
+            min_version: 1,
+            max_version: 1,
+            role: Role::Publisher,
+            agent: String::new(),
+        };
+        r.receive(c, hello, 1);
+        let publish = Message::Publish {
+            session: "s".into(),
+            token: "t".into(),
+            resume: false,
+            publisher_key: [7; 16],
+        };
+        r.receive(c, publish, 2);
+        assert_eq!(r.sessions(), 1);
+        let error = Message::Error {
+            code: ErrorCode::Internal,
+            message: "the game quit".into(),
+        };
+        r.receive(c, error, 3);
+        r.disconnect(c, 4);
+        let mut now = 4;
+        while let Some(t) = r.poll_timeout() {
+            now = t.max(now);
+            r.handle_timeout(now);
+            while r.poll_action().is_some() {}
+            if now > 10 * config.publisher_timeout_ms {
+                break;
+            }
+        }
+        assert_eq!(r.sessions(), 0, "the session ended and was forgotten");
     }
 }
