@@ -481,7 +481,9 @@ int32_t bsrs_push_pause(struct BsrsRecorder *r, const struct BsrsPause *p);
 int32_t bsrs_set_controller_offsets(struct BsrsRecorder *r, const struct BsrsControllerOffsets *o);
 
 // Sets the user data (copied; it allocates: not for the per-frame path). BSRS_CLOSED
-// (nothing kept) after finish; BSRS_ERR_NULL.
+// (nothing kept) after finish; BSRS_ERR_NULL; BSRS_ERR_INVALID over 16 MiB. The live sink
+// sends it in the trailer, which a relay takes up to its frame limit (8 MiB by default,
+// wire.md): past that the live sink fails at finish, and the files keep the user data.
 //
 // Thread safety: one thread at a time per recorder.
 //
@@ -524,7 +526,7 @@ int32_t bsrs_recorder_wait(struct BsrsRecorder *r, uint32_t timeout_ms, struct B
 // allowed (and clears the last error, as the free of a handle does).
 //
 // Returns within a few milliseconds whatever the network or the disk do: it waits at
-// most 3 ms for the encoder thread to write out what it holds, and never for the network.
+// most 1 ms for the encoder thread to write out what it holds, and never for the network.
 // What is left is done by the recorder's threads on their own, soon after: the encoder
 // writes out the last records (and completes the files after a finish); a live sink still
 // connecting, sending or finishing ends within its budget (`live_max_retries`,

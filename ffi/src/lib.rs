@@ -406,7 +406,7 @@ pub unsafe extern "C" fn bsrs_recorder_wait(
 /// allowed (and clears the last error, as the free of a handle does).
 ///
 /// Returns within a few milliseconds whatever the network or the disk do: it waits at
-/// most 3 ms for the encoder thread to write out what it holds, and never for the network.
+/// most 1 ms for the encoder thread to write out what it holds, and never for the network.
 /// What is left is done by the recorder's threads on their own, soon after: the encoder
 /// writes out the last records (and completes the files after a finish); a live sink still
 /// connecting, sending or finishing ends within its budget (`live_max_retries`,
@@ -431,7 +431,7 @@ pub unsafe extern "C" fn bsrs_recorder_free(r: *mut BsrsRecorder) {
 }
 
 /// How long `bsrs_recorder_free` waits for the encoder thread.
-const FREE_WAIT: Duration = Duration::from_millis(3);
+const FREE_WAIT: Duration = Duration::from_millis(1);
 
 /// Copies this thread's last error message (NUL-terminated, truncated to fit) into `buf`
 /// of `len` bytes, and returns the message's full length in bytes (without the NUL): 0
