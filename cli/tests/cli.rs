@@ -677,13 +677,29 @@ fn serve_over_websocket_with_an_archive_that_ctrl_c_finishes() {
         publisher_key: [3; 16],
     }
     .encode(&mut out);
+    s.write_all(&out).unwrap();
+    // As wire.md 3.1 says a publisher must: the stream only once `Resume` has come (the
+    // relay first looks the name up in its archive).
+    let mut buf = BytesMut::new();
+    let mut codec = WireCodec::default();
+    'resumed: loop {
+        while let Some(m) = codec.decode(&mut buf).unwrap() {
+            if let Message::Resume(next) = m {
+                assert_eq!(next, 0, "a new session");
+                break 'resumed;
+            }
+        }
+        let mut piece = [0u8; 256];
+        let n = s.read(&mut piece).unwrap();
+        assert!(n > 0, "connection closed before Resume");
+        buf.extend_from_slice(&piece[..n]);
+    }
+    let mut out = BytesMut::new();
     Message::StreamHeader(bytes::Bytes::copy_from_slice(&stream[..header_len])).encode(&mut out);
     for c in &spans[..20] {
         Message::Chunk(bytes::Bytes::copy_from_slice(c.bytes(&stream))).encode(&mut out);
     }
     s.write_all(&out).unwrap();
-    let mut buf = BytesMut::new();
-    let mut codec = WireCodec::default();
     'acked: loop {
         while let Some(m) = codec.decode(&mut buf).unwrap() {
             if m == Message::Ack(19) {
