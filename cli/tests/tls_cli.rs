@@ -60,6 +60,10 @@ fn publish_over_tls_and_watch_over_wss_rebuild_the_replay() {
             "--token-file",
         ])
         .arg(&tokens)
+        // With an archive, a watcher that connects only after the (fast) publisher ended
+        // still gets the whole stream: the test does not race the two processes.
+        .arg("--archive")
+        .arg(dir.path().join("archive"))
         .arg("--tls-cert")
         .arg(&cert)
         .arg("--tls-key")
