@@ -426,12 +426,7 @@ impl Ctx {
     }
 
     async fn replay(&self, name: &str, headers: &HeaderMap, head: bool) -> Response<Body> {
-        let live = self
-            .server
-            .session_views(usize::MAX)
-            .into_iter()
-            .any(|v| v.live && v.name == name);
-        if live {
+        if self.server.is_live(name) {
             return text(
                 StatusCode::CONFLICT,
                 "the session is live: watch it over WebSocket; its replay is served once it ends",
