@@ -202,11 +202,15 @@ pub async fn serve_with(listener: TcpListener, server: Server, options: WsOption
             let peer = addr.map_or_else(|| "an unknown address".to_string(), |a| a.to_string());
             // The opening handshake may take an HTTP request's worth; after it, the gate
             // follows the relay's frame limit for the connection.
+            let Some(slot) = server.handshake_slot(addr.map(|a| a.ip())) else {
+                return;
+            };
             let gate = ReadGate::new(HTTP_REQUEST_MAX, 0);
             let from = Peer {
                 peer: &peer,
                 ip: addr.map(|a| a.ip()),
                 gate: gate.clone(),
+                slot,
             };
             let _ = socket.set_nodelay(true);
             match acceptor {
@@ -230,6 +234,8 @@ struct Peer<'a> {
     peer: &'a str,
     ip: Option<std::net::IpAddr>,
     gate: ReadGate,
+    /// Its place among its address's handshakes, given up once upgraded.
+    slot: super::server::HandshakeSlot,
 }
 
 /// Upgrades one connection (within the handshake timeout) and runs it.
@@ -242,6 +248,7 @@ where
     let upgrading = upgrade(io, tls, options, max);
     match tokio::time::timeout(server.handshake_timeout(), upgrading).await {
         Ok(Ok(ws)) => {
+            drop(from.slot);
             let (sink, stream) = transport(ws, max);
             server
                 .drive_from(from.ip, Some(from.gate), stream, sink)
