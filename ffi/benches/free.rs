@@ -34,29 +34,8 @@ fn config() -> BsrsConfig {
 
 fn info() -> BsrsInfo {
     BsrsInfo {
-        version: std::ptr::null(),
-        game_version: std::ptr::null(),
-        timestamp: std::ptr::null(),
-        player_id: std::ptr::null(),
         player_name: c"bench".as_ptr(),
-        platform: std::ptr::null(),
-        tracking_system: std::ptr::null(),
-        hmd: std::ptr::null(),
-        controller: std::ptr::null(),
-        hash: std::ptr::null(),
-        song_name: std::ptr::null(),
-        mapper: std::ptr::null(),
-        difficulty: std::ptr::null(),
-        score: 0,
-        mode: std::ptr::null(),
-        environment: std::ptr::null(),
-        modifiers: std::ptr::null(),
-        jump_distance: 0.0,
-        left_handed: 0,
-        height: 0.0,
-        start_time: 0.0,
-        fail_time: 0.0,
-        speed: 1.0,
+        ..BsrsInfo::default()
     }
 }
 
