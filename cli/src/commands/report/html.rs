@@ -373,15 +373,18 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}svg.plot{{max-width:10
     h.push_str(svg(plots, "keyframes"));
     h.push_str(
         "<table id=\"sweep\"><tr><th>profile</th><th>setting</th><th>keyframe s</th>\
-         <th>% of BSOR</th><th>max pos (mm)</th><th>max rot (°)</th></tr>\n",
+         <th>% of BSOR</th><th>max pos (mm)</th><th>mean pos (mm)</th>\
+         <th>max rot (°)</th><th>mean rot (°)</th></tr>\n",
     );
     for p in &r.sweep {
         let _ = writeln!(
             h,
-            r#"<tr><td>{pr}</td><td>{c}</td><td class="n">{k}</td><td class="n" id="sweep-{pr}-{c}-{k}">{:.2}</td><td class="n">{:.4}</td><td class="n">{:.4}</td></tr>"#,
+            r#"<tr><td>{pr}</td><td>{c}</td><td class="n">{k}</td><td class="n" id="sweep-{pr}-{c}-{k}">{:.2}</td><td class="n">{:.4}</td><td class="n">{:.4}</td><td class="n">{:.4}</td><td class="n">{:.4}</td></tr>"#,
             pct(p.ratio),
             p.error.max_position_mm,
+            p.error.mean_position_mm,
             p.error.max_rotation_deg,
+            p.error.mean_rotation_deg,
             pr = p.profile,
             c = p.curve,
             k = p.keyframe_seconds,

@@ -15,9 +15,9 @@ const RIGHT: f64 = 190.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 56.0;
 
-const COLORS: [&str; 10] = [
+const COLORS: [&str; 12] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-    "#bcbd22", "#17becf",
+    "#bcbd22", "#17becf", "#393b79", "#e7ba52",
 ];
 
 /// Text for SVG and HTML: `&`, `<`, `>` and `"` escaped.
@@ -268,11 +268,12 @@ pub fn bars(id: &str, title: &str, y: &Axis, groups: &[String], series: &[Series
     let every = groups.len().div_ceil(12).max(1);
     for (g, name) in groups.iter().enumerate() {
         if g % every == 0 {
+            // Slanted, so that long names do not run into each other.
             let _ = write!(
                 out,
-                r#"<text x="{:.1}" y="{}" text-anchor="middle" font-size="10">{}</text>"#,
+                r#"<text transform="translate({:.1} {}) rotate(-25)" text-anchor="end" font-size="10">{}</text>"#,
                 x0 + gw * (g as f64 + 0.5),
-                y0 + 16.0,
+                y0 + 14.0,
                 esc(name)
             );
         }
