@@ -280,7 +280,12 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         report: Option<PathBuf>,
         /// With --report: the keyframe intervals (seconds) the sweep tries.
-        #[arg(long, value_delimiter = ',', default_value = "0.25,0.5,1,2,5,10,30")]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "0.25,0.5,1,2,5,10,30",
+            requires = "report"
+        )]
         sweep: Vec<f32>,
     },
 }

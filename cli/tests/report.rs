@@ -253,8 +253,22 @@ fn report_builds_from_a_synthetic_replay() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let json = build_and_check(&[file], dir.path());
+    let json = build_and_check(std::slice::from_ref(&file), dir.path());
     assert_eq!(json["files"].as_array().unwrap().len(), 1);
+    // A sweep that makes no sense is refused before anything is written.
+    let bad = dir.path().join("bad");
+    for sweep in ["0", "-1", "1,inf"] {
+        let out = bin()
+            .arg("bench")
+            .arg(&file)
+            .arg("--report")
+            .arg(&bad)
+            .arg(format!("--sweep={sweep}"))
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "--sweep {sweep}");
+        assert!(!bad.exists());
+    }
 }
 
 #[test]

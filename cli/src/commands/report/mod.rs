@@ -242,6 +242,14 @@ pub struct Options<'a> {
 
 /// `bench FILE|DIR... --report DIR [--json] [--sweep S,...]`.
 pub fn run(opts: &Options) -> Result<Outcome, Failure> {
+    if opts.sweep.is_empty()
+        || opts.sweep.len() > 32
+        || opts.sweep.iter().any(|s| !s.is_finite() || *s <= 0.0)
+    {
+        return Err(Failure(
+            "--sweep: 1 to 32 keyframe intervals, each a number of seconds above 0".into(),
+        ));
+    }
     let started = std::time::Instant::now();
     let files = super::verify::bsor_files(opts.paths)?;
     if files.is_empty() {
