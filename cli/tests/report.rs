@@ -12,9 +12,11 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
 }
 
-const PLOTS: [&str; 11] = [
+const PLOTS: [&str; 13] = [
     "rate-distortion",
     "rate-distortion-rotation",
+    "rate-distortion-mean",
+    "rate-distortion-rotation-mean",
     "sizes",
     "keyframes",
     "speed",
@@ -108,7 +110,7 @@ fn build_and_check(files: &[PathBuf], dir: &Path) -> Value {
             })
             .collect();
         let want: Vec<String> = match p {
-            "rate-distortion" | "rate-distortion-rotation" => {
+            p if p.starts_with("rate-distortion") => {
                 let mut w = vec!["rd-live".to_string(), "rd-archive".into()];
                 for m in [
                     "fine",

@@ -20,13 +20,14 @@ fn top(v: impl Iterator<Item = f64>) -> f64 {
     v.fold(1e-9, f64::max) * 1.12
 }
 
-fn rd(r: &Report, id: &str, rotation: bool) -> String {
-    let err = |e: &Entry| {
-        if rotation {
-            e.error.max_rotation_deg
-        } else {
-            e.error.max_position_mm
-        }
+/// A rate–distortion plot: size against the largest (or, with `mean`, the mean) position
+/// (or rotation) error.
+fn rd(r: &Report, id: &str, rotation: bool, mean: bool) -> String {
+    let err = |e: &Entry| match (rotation, mean) {
+        (true, false) => e.error.max_rotation_deg,
+        (true, true) => e.error.mean_rotation_deg,
+        (false, false) => e.error.max_position_mm,
+        (false, true) => e.error.mean_position_mm,
     };
     let mut series = Vec::new();
     for (curve, _, _) in SETTINGS {
@@ -68,10 +69,21 @@ fn rd(r: &Report, id: &str, rotation: bool) -> String {
             radius: 6.0,
         });
     }
+    let which = if mean { "mean" } else { "largest" };
     let (x_label, min, max, what) = if rotation {
-        ("largest rotation error (degrees)", 1e-4, 1.0, "rotation")
+        (
+            format!("{which} rotation error (degrees)"),
+            1e-4,
+            1.0,
+            "rotation",
+        )
     } else {
-        ("largest position error (mm)", 1e-3, 10.0, "position")
+        (
+            format!("{which} position error (mm)"),
+            1e-3,
+            10.0,
+            "position",
+        )
     };
     let y_max = top(r
         .entries
@@ -80,9 +92,9 @@ fn rd(r: &Report, id: &str, rotation: bool) -> String {
         .map(|e| pct(e.ratio)));
     plot::xy(
         id,
-        &format!("Size against {what} error"),
+        &format!("Size against {which} {what} error"),
         &Axis {
-            label: x_label.into(),
+            label: x_label,
             log: true,
             min,
             max,
@@ -101,16 +113,15 @@ fn rd(r: &Report, id: &str, rotation: bool) -> String {
 
 /// Every plot, by file name (without `.svg`).
 pub fn plots(r: &Report) -> Vec<(String, String)> {
-    let mut out = vec![
-        (
-            "rate-distortion".to_string(),
-            rd(r, "rate-distortion", false),
-        ),
-        (
-            "rate-distortion-rotation".to_string(),
-            rd(r, "rate-distortion-rotation", true),
-        ),
-    ];
+    let mut out: Vec<(String, String)> = [
+        ("rate-distortion", false, false),
+        ("rate-distortion-rotation", true, false),
+        ("rate-distortion-mean", false, true),
+        ("rate-distortion-rotation-mean", true, true),
+    ]
+    .iter()
+    .map(|&(id, rotation, mean)| (id.to_string(), rd(r, id, rotation, mean)))
+    .collect();
     // Sizes per replay.
     let coders: Vec<&Entry> = r.entries.iter().filter(|e| e.kind != "bsor").collect();
     let mut groups: Vec<String> = r.files.iter().map(|f| f.file.clone()).collect();
@@ -339,6 +350,8 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}svg.plot{{max-width:10
     );
     h.push_str(svg(plots, "rate-distortion"));
     h.push_str(svg(plots, "rate-distortion-rotation"));
+    h.push_str(svg(plots, "rate-distortion-mean"));
+    h.push_str(svg(plots, "rate-distortion-rotation-mean"));
     h.push_str("\n<h2>Size per replay</h2>\n");
     h.push_str(svg(plots, "sizes"));
     h.push_str("<table id=\"files\"><tr><th>replay</th><th>BSOR</th>");

@@ -339,7 +339,7 @@ pub fn measure(files: &[PathBuf], sweep: &[f32]) -> Result<Report, Failure> {
         Histogram::new("fine", "rotation", 0.02),
         Histogram::new("compact", "position", 1.0),
         Histogram::new("compact", "rotation", 0.2),
-        Histogram::new("butter", "position", 2.0),
+        Histogram::new("butter", "position", 1.0),
         Histogram::new("butter", "rotation", butter::ROTATION_BOUND_DEG),
     ];
     let mut rows = Vec::new();
