@@ -346,7 +346,6 @@ pub fn measure(files: &[PathBuf], sweep: &[f32]) -> Result<Report, Failure> {
     let mut bsor_total = 0u64;
     let bar = progress((files.len() * (entries.len() + points.len())) as u64);
     for path in files {
-        bar.set_message(path.display().to_string());
         let bytes = read_all(path)?;
         bsor_total += bytes.len() as u64;
         let mut row = FileRow {
@@ -359,6 +358,7 @@ pub fn measure(files: &[PathBuf], sweep: &[f32]) -> Result<Report, Failure> {
         };
         for entry in entries.iter_mut() {
             let name = entry.name.clone();
+            bar.set_message(format!("{} {name}", row.file));
             let (pair_a, pair_b) = hists.split_at_mut(2);
             let (pair_b, pair_c) = pair_b.split_at_mut(2);
             let one = match entry.kind {
@@ -400,6 +400,7 @@ pub fn measure(files: &[PathBuf], sweep: &[f32]) -> Result<Report, Failure> {
             row.bytes.insert(name, one.bytes);
             bar.inc(1);
         }
+        bar.set_message(format!("{} sweep", row.file));
         for p in points.iter_mut() {
             let (profile, _) = PROFILES
                 .iter()
