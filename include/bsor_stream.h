@@ -525,14 +525,14 @@ int32_t bsrs_recorder_wait(struct BsrsRecorder *r, uint32_t timeout_ms, struct B
 // trailer, which decodes as a cut-short recording) and no classic file is written. NULL is
 // allowed (and clears the last error, as the free of a handle does).
 //
-// Returns within a few milliseconds whatever the network or the disk do: it waits at
-// most 1 ms for the encoder thread to write out what it holds, and never for the network.
-// What is left is done by the recorder's threads on their own, soon after: the encoder
-// writes out the last records (and completes the files after a finish); a live sink still
+// Returns at once whatever the network or the disk do: it tells the recorder's threads to
+// stop and waits for neither. They finish on their own, soon after: the encoder writes
+// out the last records (and completes the files after a finish); a live sink still
 // connecting, sending or finishing ends within its budget (`live_max_retries`,
 // `live_retry_interval_ms`, `live_finish_timeout_ms`). The log is not called once this
-// returns. Call `bsrs_recorder_wait` (off the game thread) before it to know the files
-// are complete and the live session finished.
+// returns, so it waits for a log callback already running on one of those threads. Call
+// `bsrs_recorder_wait` (off the game thread) before it to know the files are complete and
+// the live session finished.
 //
 // Thread safety: the handle must not be in use by another thread, and not used again.
 //

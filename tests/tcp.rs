@@ -704,24 +704,11 @@ async fn a_handshake_deadline_fires_on_time_on_an_idle_relay() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_budget_connections_are_told_and_closed_while_a_viewer_goes_on() {
     tokio::time::timeout(Duration::from_secs(20), async {
-        let server = Server::new(
-            RelayConfig {
-                connections_per_address: 2,
-                ..RelayConfig::default()
-            },
-            Tokens::parse("tok"),
-            ServerConfig::default(),
-        )
-        .unwrap();
+        let server = capped_server(2);
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap().to_string();
         let task = tokio::spawn(tcp::serve(l, server));
-        let hello = Message::Hello {
-            min_version: 1,
-            max_version: 1,
-            role: Role::Viewer,
-            agent: "test".into(),
-        };
+        let hello = viewer_hello();
         let (mut tx, mut rx) = tcp::connect(&addr, DEFAULT_MAX_FRAME).await.unwrap();
         tx.send(hello.clone()).await.unwrap();
         assert!(matches!(rx.next().await, Some(Ok(Message::Hello { .. }))));
@@ -761,6 +748,28 @@ async fn over_budget_connections_are_told_and_closed_while_a_viewer_goes_on() {
     .unwrap();
 }
 
+/// A server whose relay allows `per_address` connections from one address.
+fn capped_server(per_address: usize) -> Server {
+    Server::new(
+        RelayConfig {
+            connections_per_address: per_address,
+            ..RelayConfig::default()
+        },
+        Tokens::parse("tok"),
+        ServerConfig::default(),
+    )
+    .unwrap()
+}
+
+fn viewer_hello() -> Message {
+    Message::Hello {
+        min_version: 1,
+        max_version: 1,
+        role: Role::Viewer,
+        agent: "test".into(),
+    }
+}
+
 /// The first message in `bytes`, if any.
 fn tcp_codec_decode(bytes: &[u8]) -> Option<Message> {
     let mut b = BytesMut::from(bytes);
@@ -768,4 +777,39 @@ fn tcp_codec_decode(bytes: &[u8]) -> Option<Message> {
         .decode(&mut b)
         .ok()
         .flatten()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_upgrades_from_one_address_are_held_to_the_per_address_cap() {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        let server = capped_server(2);
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let task = tokio::spawn(ws::serve(l, server));
+        // Two connections that never send their upgrade request hold both places.
+        let mut stalled = Vec::new();
+        for _ in 0..2 {
+            stalled.push(TcpStream::connect(&addr).await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // A third is closed at once, without a word: nothing can be said before its upgrade.
+        let mut third = TcpStream::connect(&addr).await.unwrap();
+        let mut got = Vec::new();
+        let n = tokio::time::timeout(Duration::from_secs(2), third.read_to_end(&mut got))
+            .await
+            .expect("closed long before the handshake timeout")
+            .unwrap_or(0);
+        assert_eq!(n, 0, "{:?}", String::from_utf8_lossy(&got));
+        // Once one of them leaves, an upgrade from that address goes through.
+        drop(stalled.pop());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (mut tx, mut rx) = ws::connect(&format!("ws://{addr}/"), DEFAULT_MAX_FRAME)
+            .await
+            .unwrap();
+        tx.send(viewer_hello()).await.unwrap();
+        assert!(matches!(rx.next().await, Some(Ok(Message::Hello { .. }))));
+        task.abort();
+    })
+    .await
+    .unwrap();
 }

@@ -278,9 +278,21 @@ enum Command {
         /// BSOR files or folders of them.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
-        /// Print JSON instead of a table.
+        /// Print JSON instead of a table (with --report: write DIR/report.json too).
         #[arg(long)]
         json: bool,
+        /// Write a report to this folder instead: index.html with plots against general
+        /// compressors and a .butter-style baseline, and the plots as SVG files.
+        #[arg(long, value_name = "DIR")]
+        report: Option<PathBuf>,
+        /// With --report: the keyframe intervals (seconds) the sweep tries.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "0.25,0.5,1,2,5,10,30",
+            requires = "report"
+        )]
+        sweep: Vec<f32>,
     },
 }
 
@@ -312,7 +324,18 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             archive,
             json,
         } => commands::verify::verify(&files, archive, json),
-        Command::Bench { paths, json } => commands::verify::bench(&paths, json),
+        Command::Bench {
+            paths,
+            json,
+            report: Some(dir),
+            sweep,
+        } => commands::report::run(&commands::report::Options {
+            paths: &paths,
+            dir: &dir,
+            json,
+            sweep: &sweep,
+        }),
+        Command::Bench { paths, json, .. } => commands::verify::bench(&paths, json),
         Command::Serve {
             tcp,
             ws,

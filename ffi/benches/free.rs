@@ -9,12 +9,13 @@
 //! (while the sink waits for acknowledgements that never come). Each recorder has the live
 //! sink and a `.bsors` file in a temporary folder, gets 2 s of frames at 90 fps, waits
 //! 50 ms (so that the sink is connecting or waiting for an answer), and is freed.
-//! Reported: p50, p99 and max of the free, in milliseconds. With `NO_FILE=1`, no `.bsors`
-//! file: the network alone. After finish, the free also waits for the files to be
-//! completed (the stream file's fsync): disk, not network.
+//! Reported: p50, p99 and max of the free, in milliseconds, and the slowest free split by
+//! the kernel's scheduler statistics into time on a CPU, time runnable but waiting for a
+//! CPU (the machine's load, not the library) and time blocked (sleeping or on a lock: the
+//! library's choice). The kernel updates those counters at scheduling events, so the split
+//! is approximate. With `NO_FILE=1`, no `.bsors` file: the network alone.
 //!
-//! The free waits for the encoder thread (a wake-up, then its last writes), never for the
-//! live thread: on a loaded machine, the tail measures how soon that thread is scheduled.
+//! The free waits for neither the encoder thread nor the live thread: it never sleeps.
 
 use std::ffi::CString;
 use std::net::TcpListener;
@@ -33,34 +34,13 @@ fn config() -> BsrsConfig {
 
 fn info() -> BsrsInfo {
     BsrsInfo {
-        version: std::ptr::null(),
-        game_version: std::ptr::null(),
-        timestamp: std::ptr::null(),
-        player_id: std::ptr::null(),
         player_name: c"bench".as_ptr(),
-        platform: std::ptr::null(),
-        tracking_system: std::ptr::null(),
-        hmd: std::ptr::null(),
-        controller: std::ptr::null(),
-        hash: std::ptr::null(),
-        song_name: std::ptr::null(),
-        mapper: std::ptr::null(),
-        difficulty: std::ptr::null(),
-        score: 0,
-        mode: std::ptr::null(),
-        environment: std::ptr::null(),
-        modifiers: std::ptr::null(),
-        jump_distance: 0.0,
-        left_handed: 0,
-        height: 0.0,
-        start_time: 0.0,
-        fail_time: 0.0,
-        speed: 1.0,
+        ..BsrsInfo::default()
     }
 }
 
 /// One recorder against `addr`, freed mid-song or after finish: how long the free took.
-fn one(addr: &CString, stream: &CString, finish: bool) -> Duration {
+fn one(addr: &CString, stream: &CString, finish: bool) -> Sample {
     let mut c = config();
     c.live_addr = addr.as_ptr();
     c.live_session = c"bench".as_ptr();
@@ -91,10 +71,43 @@ fn one(addr: &CString, stream: &CString, finish: bool) -> Duration {
         if finish {
             assert_eq!(bsrs_recorder_finish(rec, &info), BSRS_OK);
         }
+        let before = schedstat();
         let t = Instant::now();
         bsrs_recorder_free(rec);
-        t.elapsed()
+        let wall = t.elapsed();
+        let after = schedstat();
+        Sample {
+            wall,
+            on_cpu: after.0.saturating_sub(before.0),
+            runnable: after.1.saturating_sub(before.1),
+        }
     }
+}
+
+/// One free: its wall time, and how much of it the thread ran and how much it waited,
+/// runnable, for a CPU (Linux's /proc/thread-self/schedstat). The rest it was blocked:
+/// sleeping or waiting for a lock, the part the library decides.
+#[derive(Clone, Copy)]
+struct Sample {
+    wall: Duration,
+    on_cpu: Duration,
+    runnable: Duration,
+}
+
+impl Sample {
+    fn blocked(&self) -> Duration {
+        self.wall.saturating_sub(self.on_cpu + self.runnable)
+    }
+}
+
+/// This thread's time on a CPU and time runnable but waiting for one, so far (zero where
+/// the kernel does not say).
+fn schedstat() -> (Duration, Duration) {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    let mut f = s
+        .split_whitespace()
+        .map(|n| Duration::from_nanos(n.parse().unwrap_or(0)));
+    (f.next().unwrap_or_default(), f.next().unwrap_or_default())
 }
 
 fn ms(d: Duration) -> f64 {
@@ -119,24 +132,32 @@ fn main() {
     // Never accepted: connections complete in the kernel's backlog and get no answer.
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();
     let silent_addr = silent.local_addr().unwrap();
-    println!("bsrs_recorder_free, {runs} runs each (ms):");
-    println!("{:<50} {:>7} {:>7} {:>7}", "case", "p50", "p99", "max");
+    println!("bsrs_recorder_free, {runs} runs each (ms); the slowest free split into time");
+    println!("on a CPU, waiting for one (runnable) and blocked (sleeping or on a lock):");
+    println!(
+        "{:<42} {:>7} {:>7} {:>7} | {:>6} {:>8} {:>7}",
+        "case", "p50", "p99", "max", "cpu", "runnable", "blocked"
+    );
     for (name, addr) in [
         ("refused", refused),
         ("accepts, never answers", silent_addr),
     ] {
         let addr = CString::new(addr.to_string()).unwrap();
         for finish in [false, true] {
-            let mut t: Vec<Duration> = (0..runs).map(|_| one(&addr, &stream, finish)).collect();
-            t.sort();
-            let p = |q: f64| t[((t.len() - 1) as f64 * q).round() as usize];
+            let mut t: Vec<Sample> = (0..runs).map(|_| one(&addr, &stream, finish)).collect();
+            t.sort_by_key(|s| s.wall);
+            let p = |q: f64| t[((t.len() - 1) as f64 * q).round() as usize].wall;
             let when = if finish { "after finish" } else { "mid-song" };
+            let worst = t[t.len() - 1];
             println!(
-                "{:<50} {:>7.3} {:>7.3} {:>7.3}",
+                "{:<42} {:>7.3} {:>7.3} {:>7.3} | {:>6.3} {:>8.3} {:>7.3}",
                 format!("relay {name}, freed {when}"),
                 ms(p(0.5)),
                 ms(p(0.99)),
-                ms(t[t.len() - 1])
+                ms(worst.wall),
+                ms(worst.on_cpu),
+                ms(worst.runnable),
+                ms(worst.blocked())
             );
         }
     }

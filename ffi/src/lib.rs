@@ -405,14 +405,14 @@ pub unsafe extern "C" fn bsrs_recorder_wait(
 /// trailer, which decodes as a cut-short recording) and no classic file is written. NULL is
 /// allowed (and clears the last error, as the free of a handle does).
 ///
-/// Returns within a few milliseconds whatever the network or the disk do: it waits at
-/// most 1 ms for the encoder thread to write out what it holds, and never for the network.
-/// What is left is done by the recorder's threads on their own, soon after: the encoder
-/// writes out the last records (and completes the files after a finish); a live sink still
+/// Returns at once whatever the network or the disk do: it tells the recorder's threads to
+/// stop and waits for neither. They finish on their own, soon after: the encoder writes
+/// out the last records (and completes the files after a finish); a live sink still
 /// connecting, sending or finishing ends within its budget (`live_max_retries`,
 /// `live_retry_interval_ms`, `live_finish_timeout_ms`). The log is not called once this
-/// returns. Call `bsrs_recorder_wait` (off the game thread) before it to know the files
-/// are complete and the live session finished.
+/// returns, so it waits for a log callback already running on one of those threads. Call
+/// `bsrs_recorder_wait` (off the game thread) before it to know the files are complete and
+/// the live session finished.
 ///
 /// Thread safety: the handle must not be in use by another thread, and not used again.
 ///
@@ -424,14 +424,13 @@ pub unsafe extern "C" fn bsrs_recorder_free(r: *mut BsrsRecorder) {
         if !r.is_null() {
             // SAFETY: a handle made by `Box::into_raw` in `bsrs_recorder_start`, freed once.
             let r = unsafe { Box::from_raw(r) };
-            r.inner.close(FREE_WAIT);
+            // Zero: the game's thread never sleeps here (each sleep is a wake-up the
+            // scheduler may serve late on a busy headset); the encoder ends on its own.
+            r.inner.close(Duration::ZERO);
         }
         Ok(BSRS_OK)
     });
 }
-
-/// How long `bsrs_recorder_free` waits for the encoder thread.
-const FREE_WAIT: Duration = Duration::from_millis(1);
 
 /// Copies this thread's last error message (NUL-terminated, truncated to fit) into `buf`
 /// of `len` bytes, and returns the message's full length in bytes (without the NUL): 0
@@ -483,29 +482,8 @@ mod tests {
 
     fn empty_info() -> BsrsInfo {
         BsrsInfo {
-            version: std::ptr::null(),
-            game_version: std::ptr::null(),
-            timestamp: std::ptr::null(),
-            player_id: std::ptr::null(),
             player_name: c"someone".as_ptr(),
-            platform: std::ptr::null(),
-            tracking_system: std::ptr::null(),
-            hmd: std::ptr::null(),
-            controller: std::ptr::null(),
-            hash: std::ptr::null(),
-            song_name: std::ptr::null(),
-            mapper: std::ptr::null(),
-            difficulty: std::ptr::null(),
-            score: 0,
-            mode: std::ptr::null(),
-            environment: std::ptr::null(),
-            modifiers: std::ptr::null(),
-            jump_distance: 0.0,
-            left_handed: 0,
-            height: 0.0,
-            start_time: 0.0,
-            fail_time: 0.0,
-            speed: 1.0,
+            ..BsrsInfo::default()
         }
     }
 

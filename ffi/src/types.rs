@@ -266,6 +266,39 @@ pub struct BsrsInfo {
     pub speed: f32,
 }
 
+impl Default for BsrsInfo {
+    /// Every string NULL (empty), every number 0, speed 1: for Rust callers, who then set
+    /// the fields they know.
+    fn default() -> Self {
+        let none = std::ptr::null();
+        BsrsInfo {
+            version: none,
+            game_version: none,
+            timestamp: none,
+            player_id: none,
+            player_name: none,
+            platform: none,
+            tracking_system: none,
+            hmd: none,
+            controller: none,
+            hash: none,
+            song_name: none,
+            mapper: none,
+            difficulty: none,
+            score: 0,
+            mode: none,
+            environment: none,
+            modifiers: none,
+            jump_distance: 0.0,
+            left_handed: 0,
+            height: 0.0,
+            start_time: 0.0,
+            fail_time: 0.0,
+            speed: 1.0,
+        }
+    }
+}
+
 /// Receives the recorder's log messages: `level` 1 error, 2 warning, 3 info; `message` is
 /// NUL-terminated UTF-8, valid during the call only.
 ///

@@ -88,8 +88,10 @@ struct Shared {
     armed: AtomicU64,
     /// Permits for archive reads running at once.
     readers: Arc<tokio::sync::Semaphore>,
-    /// The relay's cap on connections from one address (0: none), which HTTP keeps too.
-    per_address: usize,
+    /// Connections from each address in a TLS handshake or WebSocket upgrade, and how many
+    /// one address may have ([`RelayConfig::connections_per_address`]; 0: no limit).
+    handshakes: Mutex<HashMap<std::net::IpAddr, usize>>,
+    handshakes_per_address: usize,
 }
 
 impl Drop for Shared {
@@ -122,8 +124,8 @@ impl Server {
             None => None,
         };
         relay.archive = archive.is_some();
-        let per_address = relay.connections_per_address;
         let handshake = Duration::from_millis(relay.handshake_timeout_ms);
+        let handshakes_per_address = relay.connections_per_address;
         relay.publisher_frame_limit = relay.publisher_frame_limit.min(config.max_frame);
         relay.handshake_frame_limit = relay.handshake_frame_limit.min(config.max_frame);
         let shared = Arc::new(Shared {
@@ -137,10 +139,37 @@ impl Server {
             timer: Arc::new(Notify::new()),
             armed: AtomicU64::new(u64::MAX),
             readers: Arc::new(tokio::sync::Semaphore::new(READERS)),
-            per_address,
+            handshakes: Mutex::new(HashMap::new()),
+            handshakes_per_address,
         });
         tokio::spawn(run_timer(Arc::downgrade(&shared), shared.timer.clone()));
         Ok(Server { shared })
+    }
+
+    /// A place for a connection from `ip` in its TLS handshake or WebSocket upgrade, held
+    /// until the returned guard is dropped. `None` when as many connections from that
+    /// address as the per-address cap allows are in one already: the connection is then
+    /// closed without a message, since nothing can be said to it before its handshake
+    /// (after it, the relay's own per-address cap answers `OverBudget`).
+    pub(crate) fn handshake_slot(&self, ip: Option<std::net::IpAddr>) -> Option<HandshakeSlot> {
+        let Some(ip) = ip else {
+            return Some(HandshakeSlot {
+                shared: None,
+                ip: None,
+            });
+        };
+        let cap = self.shared.handshakes_per_address;
+        let mut all = lock(&self.shared.handshakes);
+        let now = all.entry(ip).or_insert(0);
+        if cap > 0 && *now >= cap {
+            tracing::info!(peer = %ip, cap, "too many handshakes from one address; closing a new connection");
+            return None;
+        }
+        *now += 1;
+        Some(HandshakeSlot {
+            shared: Some(self.shared.clone()),
+            ip: Some(ip),
+        })
     }
 
     /// The limit on a frame's length.
@@ -176,11 +205,6 @@ impl Server {
     /// The archive's folder, if sessions are archived.
     pub fn archive_dir(&self) -> Option<&std::path::Path> {
         self.shared.config.archive.as_deref()
-    }
-
-    /// The cap on connections from one address (0: none).
-    pub fn connections_per_address(&self) -> usize {
-        self.shared.per_address
     }
 
     /// Finishes the archive: every open file is synced and closed, a valid truncated
@@ -510,6 +534,26 @@ async fn run_timer(weak: Weak<Shared>, wake: Arc<Notify>) {
         }
         let Some(s) = weak.upgrade() else { return };
         s.with_relay(|r, now| r.handle_timeout(now));
+    }
+}
+
+/// A connection's place among its address's handshakes ([`Server::handshake_slot`]).
+pub(crate) struct HandshakeSlot {
+    shared: Option<Arc<Shared>>,
+    ip: Option<std::net::IpAddr>,
+}
+
+impl Drop for HandshakeSlot {
+    fn drop(&mut self) {
+        if let (Some(shared), Some(ip)) = (&self.shared, self.ip) {
+            let mut all = lock(&shared.handshakes);
+            if let Some(n) = all.get_mut(&ip) {
+                *n -= 1;
+                if *n == 0 {
+                    all.remove(&ip);
+                }
+            }
+        }
     }
 }
 

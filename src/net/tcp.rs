@@ -140,10 +140,14 @@ pub async fn serve_tls(listener: TcpListener, server: Server, tls: Arc<rustls::S
         let acceptor = acceptor.clone();
         async move {
             let peer = socket.peer_addr().ok().map(|a| a.ip());
+            let Some(slot) = server.handshake_slot(peer) else {
+                return;
+            };
             let Some(stream) = accept_tls(&acceptor, socket, server.handshake_timeout()).await
             else {
                 return;
             };
+            drop(slot);
             let gate = ReadGate::new(0, 0);
             let (sink, stream) = relay_transport_over(stream, &gate);
             server.drive_from(peer, Some(gate), stream, sink).await;

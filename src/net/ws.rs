@@ -215,12 +215,17 @@ pub async fn serve_site(
             let addr = socket.peer_addr().ok();
             let peer = addr.map_or_else(|| "an unknown address".to_string(), |a| a.to_string());
             // A request's head may take an HTTP request's worth; after an upgrade, the
-            // gate follows the relay's frame limit for the connection.
+            // gate follows the relay's frame limit for the connection. Connections of one
+            // address before their upgrade are capped as the relay caps upgraded ones.
+            let Some(slot) = server.handshake_slot(addr.map(|a| a.ip())) else {
+                return;
+            };
             let gate = ReadGate::new(HTTP_REQUEST_MAX, 0);
             let from = Peer {
                 peer,
                 ip: addr.map(|a| a.ip()),
                 gate: gate.clone(),
+                slot,
             };
             let _ = socket.set_nodelay(true);
             match acceptor {

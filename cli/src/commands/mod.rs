@@ -2,6 +2,7 @@
 
 pub mod classic;
 pub mod live;
+pub mod report;
 pub mod serve;
 pub mod stream;
 pub mod verify;

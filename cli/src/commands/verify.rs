@@ -177,7 +177,8 @@ struct BenchRow {
     streams: std::collections::BTreeMap<String, Sizes>,
 }
 
-fn bsor_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
+/// The BSOR files of `paths`: files as given, folders' `.bsor` files sorted by name.
+pub(crate) fn bsor_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
     let mut files = Vec::new();
     for p in paths {
         if p.is_dir() {

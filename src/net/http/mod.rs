@@ -15,7 +15,7 @@
 //! previous request) and hyper's 16 KiB buffer; the head must come within the relay's
 //! handshake timeout, which also closes a connection idle between requests; a connection
 //! whose peer stops reading what it is sent is closed after [`STALL`]; connections from one
-//! address are capped as the relay caps them; files are sent in [`PIECE`] byte reads, at
+//! address are capped as the relay caps them (`Server::handshake_slot`, until upgraded); files are sent in [`PIECE`] byte reads, at
 //! most [`READS`] at once; the
 //! archive's list is built by one task at a time and reused for [`LIST_TTL`].
 
@@ -46,7 +46,7 @@ use tokio_tungstenite::WebSocketStream;
 use self::catalog::Catalog;
 use self::rules::{Conditions, Entry, Plan, Target};
 use super::gate::ReadGate;
-use super::server::Server;
+use super::server::{HandshakeSlot, Server};
 use super::ws::{self, WsOptions, SUBPROTOCOL};
 use crate::stream::StreamHeader;
 
@@ -111,7 +111,6 @@ pub(crate) struct Site {
     assets: Assets,
     catalog: Option<Arc<Catalog>>,
     listed: tokio::sync::Mutex<Option<(Instant, Arc<Vec<Entry>>)>>,
-    per_address: Mutex<HashMap<IpAddr, usize>>,
     /// Permits for file pieces read at once ([`READS`]).
     reads: Arc<tokio::sync::Semaphore>,
 }
@@ -122,26 +121,8 @@ impl Site {
             assets,
             catalog: server.archive_dir().map(|d| Arc::new(Catalog::new(d))),
             listed: tokio::sync::Mutex::new(None),
-            per_address: Mutex::new(HashMap::new()),
             reads: Arc::new(tokio::sync::Semaphore::new(READS)),
         })
-    }
-
-    /// Counts a connection from `ip`; `None` when the address is at its cap.
-    fn enter(self: &Arc<Self>, ip: Option<IpAddr>, cap: usize) -> Option<Entered> {
-        let Some(ip) = ip else {
-            return Some(Entered(None));
-        };
-        let mut m = self.per_address.lock().unwrap_or_else(|p| p.into_inner());
-        let n = m.entry(ip).or_default();
-        if cap > 0 && *n >= cap {
-            if *n == 0 {
-                m.remove(&ip);
-            }
-            return None;
-        }
-        *n += 1;
-        Some(Entered(Some((self.clone(), ip))))
     }
 
     /// The archived sessions, built at most once per [`LIST_TTL`] (and by one task).
@@ -166,23 +147,6 @@ impl Site {
     }
 }
 
-/// A connection counted against its address's cap until dropped.
-struct Entered(Option<(Arc<Site>, IpAddr)>);
-
-impl Drop for Entered {
-    fn drop(&mut self) {
-        if let Some((site, ip)) = self.0.take() {
-            let mut m = site.per_address.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(n) = m.get_mut(&ip) {
-                *n -= 1;
-                if *n == 0 {
-                    m.remove(&ip);
-                }
-            }
-        }
-    }
-}
-
 /// Where a connection comes from and how it is read.
 pub(crate) struct Peer {
     /// The address, for logs.
@@ -191,6 +155,9 @@ pub(crate) struct Peer {
     pub(crate) ip: Option<IpAddr>,
     /// The gate its reads pass.
     pub(crate) gate: ReadGate,
+    /// Its place among its address's connections before an upgrade, given up once
+    /// upgraded (the relay counts it then).
+    pub(crate) slot: HandshakeSlot,
 }
 
 /// Serves one connection: HTTP requests until it closes, or an accepted WebSocket upgrade
@@ -205,7 +172,6 @@ pub(crate) async fn serve_connection<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let entered = site.enter(from.ip, server.connections_per_address());
     let progress = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let io = Watched {
@@ -220,7 +186,6 @@ pub(crate) async fn serve_connection<S>(
         site,
         server: server.clone(),
         gate: from.gate.clone(),
-        over: entered.is_none(),
         upgrade: upgrade.clone(),
     });
     let service = hyper::service::service_fn(move |req| {
@@ -266,7 +231,7 @@ pub(crate) async fn serve_connection<S>(
         return;
     };
     // The relay counts the connection from here on (its own per-address cap).
-    drop(entered);
+    drop(from.slot);
     let max = server.max_frame();
     let ws = WebSocketStream::from_raw_socket(
         TokioIo::new(upgraded),
@@ -287,8 +252,6 @@ struct Ctx {
     site: Arc<Site>,
     server: Server,
     gate: ReadGate,
-    /// The peer's address is over its cap: every request gets 503.
-    over: bool,
     upgrade: Arc<Mutex<Option<hyper::upgrade::OnUpgrade>>>,
 }
 
@@ -296,12 +259,6 @@ impl Ctx {
     async fn answer(&self, mut req: Request<Incoming>) -> Response<Body> {
         // The next request's head may take another HEAD_MAX bytes.
         self.gate.taken(HEAD_MAX as u32);
-        if self.over {
-            return closing(text(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "too many connections from your address",
-            ));
-        }
         if req.headers().contains_key(header::UPGRADE) {
             return self.upgrade(&mut req);
         }
