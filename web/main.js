@@ -124,7 +124,10 @@ function onMessages(messages) {
         showInfo();
         break;
       case "damage":
-        note(`damaged stream: ${m.message}`);
+        // Stepped over: playing goes on, and the page says what was lost.
+        if (!(status.mode === "live" && /sequence/i.test(m.message))) {
+          fail(`damaged stream (stepped over): ${m.message}`);
+        }
         break;
       case "error":
         fail(`cannot decode: ${m.message}`);
@@ -179,6 +182,7 @@ worker.onmessage = (ev) => {
     if (m.state === "error") fail(m.detail);
     else if (m.state === "ended") { streamEnded = true; $("mode").textContent = `live · ended: ${m.detail}`; }
     else if (m.state === "reconnecting" || m.state === "skipped") note(m.detail);
+    else if (m.state === "subscribed" && nFrames === 0) $("mode").textContent = `live · waiting for ${m.detail}`;
     else if (m.state === "done") streamEnded = true;
   }
 };
@@ -399,7 +403,8 @@ function updateHud(t) {
     $("latency").textContent = streamEnded ? "stream ended"
       : `${(behind * 1000).toFixed(0)} ms behind the newest frame; last data ${since.toFixed(1)} s ago` +
         (netState === "reconnecting" ? " · reconnecting" : "");
-    if (!streamEnded) $("mode").textContent = followLive ? "live" : "live (paused or rewound)";
+    const joined = frameTime(0) > 1 ? ` · joined at ${clock(frameTime(0))}: the score counts from there` : "";
+    if (!streamEnded) $("mode").textContent = (followLive ? "live" : "live (paused or rewound)") + joined;
   } else {
     $("mode").textContent = status.mode === "file" ? "local file" : "stored replay";
     $("latency").textContent = streamEnded ? "" : "loading…";
