@@ -10,9 +10,13 @@ let wasm = null;
 const ready = (async () => {
   const res = await fetch("bsor_stream.wasm");
   if (!res.ok) throw new Error(`bsor_stream.wasm: HTTP ${res.status}`);
-  const { instance } = await WebAssembly.instantiate(await res.arrayBuffer(), {});
+  // Compiled while it downloads when served as application/wasm (the relay does).
+  const { instance } = res.headers.get("content-type") === "application/wasm"
+    ? await WebAssembly.instantiateStreaming(res, {})
+    : await WebAssembly.instantiate(await res.arrayBuffer(), {});
   wasm = instance.exports;
 })();
+ready.catch(() => {}); // reported to the page when a source comes
 
 let bytesIn = 0;
 let generation = 0; // bumps on every new source, so stale callbacks stop
@@ -95,8 +99,15 @@ async function fetchSource(url, gen) {
   net("fetching", url);
   let res;
   try {
-    res = await fetch(url);
+    // The request goes out while the decoder is still compiling.
+    const pending = fetch(url);
+    await ready;
+    res = await pending;
   } catch (e) {
+    if (!wasm) {
+      net("error", `could not load the decoder: ${e.message}`);
+      return;
+    }
     // A CSP refusal and a network failure both land here; the page says which it may be.
     net("error", `could not fetch ${url}: ${e.message} (the page's Content-Security-Policy ` +
       `allows only its own origin; a URL elsewhere is refused)`);
@@ -271,11 +282,13 @@ let live = null;
 
 onmessage = async (ev) => {
   const msg = ev.data;
-  try {
-    await ready;
-  } catch (e) {
-    net("error", `could not load the decoder: ${e.message}`);
-    return;
+  if (msg.op !== "fetch") {
+    try {
+      await ready;
+    } catch (e) {
+      net("error", `could not load the decoder: ${e.message}`);
+      return;
+    }
   }
   generation++;
   if (live) { live.stop(); live = null; }
