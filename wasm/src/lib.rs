@@ -34,7 +34,10 @@
 use std::cell::RefCell;
 
 use bsor_stream::bsor::{self, Frame, Info, NoteEvent, NoteOutcome, Pose, ScoringType};
-use bsor_stream::stream::{EventBatch, Profile, Records, StreamDecoder, StreamItem};
+use bsor_stream::stream::{
+    parse_footer, ChunkHeader, EventBatch, Profile, Records, StreamDecoder, StreamHeader,
+    StreamItem,
+};
 use bsor_stream::transcode;
 use serde_json::{json, Value};
 
@@ -69,6 +72,8 @@ thread_local! {
     static FRAMES: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     static EVENTS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     static DECODER: RefCell<Option<StreamDecoder>> = const { RefCell::new(None) };
+    /// The stored stream being read by ranges: its header and the event chunks' context.
+    static SEEK: RefCell<Option<(StreamHeader, StreamDecoder)>> = const { RefCell::new(None) };
 }
 
 /// Makes room for `len` input bytes and returns where they go (valid until the next call).
@@ -355,6 +360,160 @@ fn drain(d: &mut StreamDecoder, out: &mut Out) {
     }
 }
 
+/// Reading a stored stream by ranges (format.md 13, 14, 17), step 1: parses the input (the
+/// file's first bytes) as a stream header. Returns the header's length and outputs its
+/// message; 0 when more bytes are needed; -1 on an error.
+#[allow(unsafe_code)] // an export: see the crate docs
+#[no_mangle]
+pub extern "C" fn seek_header() -> i32 {
+    let mut out = Out::default();
+    let parsed = INPUT.with_borrow(|input| StreamHeader::parse_prefix_len(input));
+    let code = match parsed {
+        Ok(None) => 0,
+        Ok(Some((h, len))) => {
+            out.messages.push(json!({
+                "type": "header",
+                "info": info_json(&h.info),
+                "profile": profile_name(h.settings.profile),
+                "keyframeSeconds": h.settings.keyframe_seconds,
+                "flushSeconds": h.settings.flush_seconds,
+            }));
+            let events = StreamDecoder::with_header(h.clone());
+            SEEK.with_borrow_mut(|s| *s = Some((h, events)));
+            i32::try_from(len).unwrap_or(-1)
+        }
+        Err(e) => {
+            out.messages
+                .push(json!({"type": "error", "message": e.to_string()}));
+            -1
+        }
+    };
+    let failed = out.publish() < 0;
+    if failed {
+        -1
+    } else {
+        code
+    }
+}
+
+/// Step 2: the input is the file's last 16 bytes; outputs `{"type":"footer","indexOffset"}`,
+/// or returns -1 when they are not a footer (an unfinished stream).
+#[allow(unsafe_code)] // an export: see the crate docs
+#[no_mangle]
+pub extern "C" fn seek_footer() -> i32 {
+    let mut out = Out::default();
+    match INPUT.with_borrow(|input| parse_footer(input)) {
+        Some(offset) => out
+            .messages
+            .push(json!({"type": "footer", "indexOffset": offset})),
+        None => {
+            out.messages
+                .push(json!({"type": "error", "message": "no footer: the stream is not finished"}));
+            out.failed = true;
+        }
+    }
+    out.publish()
+}
+
+/// Step 3: the input is the index chunk; outputs `{"type":"index","entries":[[type byte,
+/// offset, first, count, t0, t1], ...]}`.
+#[allow(unsafe_code)] // an export: see the crate docs
+#[no_mangle]
+pub extern "C" fn seek_index() -> i32 {
+    let mut out = Out::default();
+    let Some(header) = SEEK.with_borrow(|s| s.as_ref().map(|(h, _)| h.clone())) else {
+        out.messages
+            .push(json!({"type": "error", "message": "the index before the header"}));
+        out.failed = true;
+        return out.publish();
+    };
+    let mut d = StreamDecoder::with_header(header);
+    INPUT.with_borrow(|input| d.push(input));
+    d.finish();
+    loop {
+        match d.next_item() {
+            Ok(Some(StreamItem::Index(entries))) => {
+                let rows: Vec<Value> = entries
+                    .iter()
+                    .map(|e| json!([e.kind.byte(), e.offset, e.first, e.count, e.t0, e.t1]))
+                    .collect();
+                out.messages.push(json!({"type": "index", "entries": rows}));
+            }
+            Ok(Some(StreamItem::Damage(damage))) => out.messages.push(json!({
+                "type": "damage", "message": damage.to_string(),
+            })),
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(e) => {
+                out.messages
+                    .push(json!({"type": "error", "message": e.to_string()}));
+                out.failed = true;
+                break;
+            }
+        }
+    }
+    if !out.failed && !out.messages.iter().any(|m| m["type"] == "index") {
+        out.messages
+            .push(json!({"type": "error", "message": "no index chunk at the footer's offset"}));
+        out.failed = true;
+    }
+    out.publish()
+}
+
+/// The whole length (header and payload) of the chunk whose first bytes are the input; 0
+/// when more bytes are needed to tell, -1 when they are not a chunk header.
+#[allow(unsafe_code)] // an export: see the crate docs
+#[no_mangle]
+pub extern "C" fn chunk_length() -> f64 {
+    INPUT.with_borrow(|input| match ChunkHeader::parse_at(input) {
+        Some((h, len)) => len as f64 + f64::from(h.len),
+        None if input.len() < MAX_CHUNK_HEADER => 0.0,
+        None => -1.0,
+    })
+}
+
+/// The longest chunk header (format.md 4.1): sync, type, 4 varint32s, t0 and 2 CRCs.
+const MAX_CHUNK_HEADER: usize = 2 + 4 * 5 + 4 + 4 + 4;
+
+/// Step 4: the input is one whole event chunk, in stream order; `new_group` is 1 when a
+/// keyframe chunk comes between it and the event chunk before it. Outputs its events.
+#[allow(unsafe_code)] // an export: see the crate docs
+#[no_mangle]
+pub extern "C" fn seek_events(new_group: i32) -> i32 {
+    let mut out = Out::default();
+    SEEK.with_borrow_mut(|s| match s {
+        Some((_, d)) => {
+            if new_group != 0 {
+                d.new_group();
+            }
+            match INPUT.with_borrow(|input| d.decode_events_chunk(input)) {
+                Ok(batch) => out.batch(&batch),
+                Err(e) => out.messages.push(json!({
+                    "type": "damage", "message": format!("an event chunk: {e}"),
+                })),
+            }
+        }
+        None => {
+            out.messages
+                .push(json!({"type": "error", "message": "events before the header"}));
+            out.failed = true;
+        }
+    });
+    out.publish()
+}
+
+/// Step 5: starts decoding one keyframe group (its bytes then go to `stream_push` and
+/// `stream_finish`, from its keyframe chunk on).
+#[allow(unsafe_code)] // an export: see the crate docs
+#[no_mangle]
+pub extern "C" fn group_begin() -> i32 {
+    let header = SEEK.with_borrow(|s| s.as_ref().map(|(h, _)| h.clone()));
+    let code = i32::from(header.is_some()) - 1;
+    DECODER.with_borrow_mut(|d| *d = header.map(StreamDecoder::with_header));
+    Out::default().publish();
+    code
+}
+
 /// Parses the input as a whole classic BSOR and outputs its info, frames and events.
 #[allow(unsafe_code)] // an export: see the crate docs
 #[no_mangle]
@@ -463,6 +622,82 @@ mod tests {
         assert!(kinds.contains(&"trailer"));
         let name = replay.info.player_name.to_string_lossy();
         assert_eq!(msgs[0]["info"]["playerName"], Value::String(name));
+    }
+
+    fn set(bytes: &[u8]) {
+        INPUT.with_borrow_mut(|i| *i = bytes.to_vec());
+    }
+
+    #[test]
+    fn a_stored_stream_read_by_ranges_gives_its_events_and_a_groups_frames() {
+        let replay = bsor::parse(&vector("synthetic.bsor")).unwrap();
+        let file = vector("synthetic.compact.bsors");
+        let mut all = Default::default();
+        set(&file[..10]);
+        assert_eq!(seek_header(), 0, "more bytes needed");
+        set(&file[..4096.min(file.len())]);
+        let hlen = seek_header();
+        assert!(hlen > 0);
+        set(&file[file.len() - 16..]);
+        assert_eq!(collect(seek_footer(), &mut all), 0);
+        let index_at = all.2[0]["indexOffset"].as_u64().unwrap() as usize;
+        set(&file[index_at..file.len() - 16]);
+        let mut all = Default::default();
+        assert_eq!(collect(seek_index(), &mut all), 0);
+        let entries: Vec<Vec<f64>> = all.2[0]["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                e.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_f64().unwrap())
+                    .collect()
+            })
+            .collect();
+        let mut all = Default::default();
+        let mut new_group = 0;
+        for e in &entries {
+            match e[0] as u8 {
+                1 => new_group = 1,
+                3 => {
+                    let at = e[1] as usize;
+                    set(&file[at..at + 20]);
+                    let len = chunk_length() as usize;
+                    assert!(len > 0);
+                    set(&file[at..at + len]);
+                    assert_eq!(collect(seek_events(new_group), &mut all), 0);
+                    new_group = 0;
+                }
+                _ => {}
+            }
+        }
+        let notes = all.1.chunks(EVENT_FLOATS).filter(|r| r[0] == NOTE).count();
+        assert_eq!(
+            notes,
+            replay.notes.len(),
+            "every note from the event chunks alone"
+        );
+
+        // The second keyframe group alone decodes to its frames.
+        let keyframes: Vec<&Vec<f64>> = entries.iter().filter(|e| e[0] == 1.0).collect();
+        assert!(keyframes.len() >= 2, "the vector has several groups");
+        let (from, first) = (keyframes[1][1] as usize, keyframes[1][2] as usize);
+        let to = keyframes.get(2).map_or(index_at, |e| e[1] as usize);
+        assert_eq!(group_begin(), 0);
+        let mut all = Default::default();
+        set(&file[from..to]);
+        assert_eq!(collect(stream_push(), &mut all), 0);
+        assert_eq!(collect(stream_finish(), &mut all), 0);
+        let frames: Vec<&[f32]> = all.0.chunks(FRAME_FLOATS).collect();
+        assert!(!frames.is_empty());
+        let time = replay.frames[first].time;
+        assert!(
+            (frames[0][0] - time).abs() < 1e-3,
+            "{} vs {time}",
+            frames[0][0]
+        );
     }
 
     #[test]
