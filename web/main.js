@@ -20,8 +20,11 @@ const status = {
 window.bsorStatus = status;
 
 // ---- what has been decoded ----
-let frames = new Float32Array(FRAME_FLOATS * 4096);
-let nFrames = 0;
+// Frames in segments of consecutive frames, sorted by time: one growing segment for a live
+// session or a whole file; one per keyframe group for a stored stream read by ranges.
+let segs = [];
+let totalFrames = 0;
+let groups = null; // a stored stream read by ranges: [{t0, t1, state}] from its index
 let notes = [];
 let walls = [];
 let heights = [];
@@ -31,7 +34,9 @@ let streamEnded = false;
 const score = new Score();
 
 function resetData() {
-  nFrames = 0;
+  segs = [];
+  totalFrames = 0;
+  groups = null;
   notes = [];
   walls = [];
   heights = [];
@@ -43,22 +48,40 @@ function resetData() {
   status.ended = false;
 }
 
-function addFrames(f) {
+function segment(data, n) {
+  return { data, n, group: -1 };
+}
+
+// Appends to the last segment, or (group >= 0) makes the group's own segment.
+function addFrames(f, group = -1) {
   const n = f.length / FRAME_FLOATS;
-  if (nFrames + n > MAX_FRAMES) {
+  if (totalFrames + n > MAX_FRAMES) {
     fail(`this replay has more than ${MAX_FRAMES} frames: the page shows the first ones`);
     return;
   }
-  if ((nFrames + n) * FRAME_FLOATS > frames.length) {
-    let size = frames.length;
-    while (size < (nFrames + n) * FRAME_FLOATS) size *= 2;
-    const bigger = new Float32Array(size);
-    bigger.set(frames.subarray(0, nFrames * FRAME_FLOATS));
-    frames = bigger;
-  }
-  frames.set(f, nFrames * FRAME_FLOATS);
-  nFrames += n;
+  totalFrames += n;
   status.framesDecoded += n;
+  if (group >= 0) {
+    const seg = segment(f, n);
+    seg.group = group;
+    segs.push(seg);
+    segs.sort((a, b) => a.data[0] - b.data[0]);
+    return;
+  }
+  let seg = segs[segs.length - 1];
+  if (!seg) {
+    seg = segment(new Float32Array(FRAME_FLOATS * 4096), 0);
+    segs.push(seg);
+  }
+  if ((seg.n + n) * FRAME_FLOATS > seg.data.length) {
+    let size = seg.data.length;
+    while (size < (seg.n + n) * FRAME_FLOATS) size *= 2;
+    const bigger = new Float32Array(size);
+    bigger.set(seg.data.subarray(0, seg.n * FRAME_FLOATS));
+    seg.data = bigger;
+  }
+  seg.data.set(f, seg.n * FRAME_FLOATS);
+  seg.n += n;
 }
 
 function addEvents(e) {
@@ -93,22 +116,37 @@ function addEvents(e) {
   score.setEvents(notes, walls, earliest);
 }
 
-function frameTime(i) {
-  return frames[i * FRAME_FLOATS];
-}
+const segTime = (seg, i) => seg.data[i * FRAME_FLOATS];
+const segEnd = (seg) => segTime(seg, seg.n - 1);
 
-// The last frame at or before song time t (frames come in time order).
+// The segment and frame shown at song time t: the last frame at or before t (the first
+// one before the start); null when that part of a stored stream is not loaded.
 function frameAt(t) {
-  if (nFrames === 0) return -1;
+  let k = segs.length - 1;
+  while (k > 0 && segTime(segs[k], 0) > t) k--;
+  const seg = segs[k];
+  if (!seg || seg.n === 0) return null;
+  if (groups && (t > segEnd(seg) + 0.5 || t < segTime(seg, 0) - 0.5)) return null;
   let lo = 0;
-  let hi = nFrames - 1;
-  if (t < frameTime(0)) return 0;
+  let hi = seg.n - 1;
+  if (t < segTime(seg, 0)) return { seg, i: 0 };
   while (lo < hi) {
     const mid = (lo + hi + 1) >> 1;
-    if (frameTime(mid) <= t) lo = mid;
+    if (segTime(seg, mid) <= t) lo = mid;
     else hi = mid - 1;
   }
-  return lo;
+  return { seg, i: lo };
+}
+
+function firstTime() {
+  if (groups) return groups[0].t0;
+  return segs.length && segs[0].n ? segTime(segs[0], 0) : 0;
+}
+
+function liveEdge() {
+  if (groups) return groups[groups.length - 1].t1;
+  const seg = segs[segs.length - 1];
+  return seg && seg.n ? segEnd(seg) : 0;
 }
 
 // ---- messages from the decoder ----
@@ -179,16 +217,20 @@ worker.onmessage = (ev) => {
 function handle(m) {
   status.bytesFetched = m.bytes ?? status.bytesFetched;
   if (m.type === "data") {
-    if (m.frames.length) addFrames(m.frames);
+    if (m.frames.length) addFrames(m.frames, m.group ?? -1);
+    if (m.group !== undefined && groups) groups[m.group].state = "loaded";
     if (m.events.length) addEvents(m.events);
     onMessages(m.messages);
     lastArrival = performance.now();
+  } else if (m.type === "groups") {
+    groups = m.groups.map((g) => ({ ...g, state: null }));
+    streamEnded = true; // a stored stream with its index is whole
   } else if (m.type === "net") {
     netState = m.state;
     if (m.state === "error") fail(m.detail);
     else if (m.state === "ended") { streamEnded = true; $("mode").textContent = `live · ended: ${m.detail}`; }
     else if (m.state === "reconnecting" || m.state === "skipped") note(m.detail);
-    else if (m.state === "subscribed" && nFrames === 0) $("mode").textContent = `live · waiting for ${m.detail}`;
+    else if (m.state === "subscribed" && totalFrames === 0) $("mode").textContent = `live · waiting for ${m.detail}`;
     else if (m.state === "done") streamEnded = true;
   }
 }
@@ -218,13 +260,9 @@ function seek(t) {
   playhead = t;
 }
 
-function liveEdge() {
-  return nFrames ? frameTime(nFrames - 1) : 0;
-}
-
 function step(dt) {
-  if (nFrames === 0) return;
-  const first = frameTime(0);
+  if (totalFrames === 0 && !groups) return;
+  const first = firstTime();
   const last = liveEdge();
   if (playhead === null) {
     const t0 = Number(params.get("t"));
@@ -236,10 +274,33 @@ function step(dt) {
     // already moved it to the newest keyframe group when its queue overflowed).
     if (last - playhead > 3) playhead = last - LIVE_DELAY;
     else if (playing) playhead = Math.min(playhead + dt, last);
-  } else if (playing) {
+  } else if (playing && !(groups && !frameAt(playhead))) {
+    // (A stored stream's part not loaded yet: wait for it.)
     playhead = Math.min(playhead + dt * speed, last);
   }
   if (playhead < first) playhead = first;
+}
+
+// A stored stream read by ranges: the keyframe group at t, and while playing the next one
+// shortly before it is needed.
+function groupAt(t) {
+  let k = 0;
+  while (k + 1 < groups.length && groups[k + 1].t0 <= t) k++;
+  return k;
+}
+
+function want(k) {
+  const g = groups[k];
+  if (g && g.state === null) {
+    g.state = "loading";
+    worker.postMessage({ op: "group", index: k });
+  }
+}
+
+function wantGroups(t) {
+  const k = groupAt(t);
+  want(k);
+  if (playing && groups[k].t1 - t < 1.5) want(k + 1);
 }
 
 // ---- the view ----
@@ -348,13 +409,15 @@ function tick(now) {
   const dt = Math.min(0.25, (now - lastNow) / 1000);
   lastNow = now;
   step(dt);
-  if (sceneView && nFrames > 0 && playhead !== null) {
-    const i = frameAt(playhead);
-    const f = frames.subarray(i * FRAME_FLOATS, (i + 1) * FRAME_FLOATS);
+  const at = playhead === null ? null : frameAt(playhead);
+  if (groups && playhead !== null) wantGroups(playhead);
+  if (sceneView && at) {
+    const { seg, i } = at;
+    const f = seg.data.subarray(i * FRAME_FLOATS, (i + 1) * FRAME_FLOATS);
     // The trail: the frames of the last 80 ms or so (at most 12).
     let j = i;
-    while (j > 0 && i - j < 12 && frameTime(j - 1) > frameTime(i) - 0.08) j--;
-    const history = frames.subarray(j * FRAME_FLOATS, (i + 1) * FRAME_FLOATS);
+    while (j > 0 && i - j < 12 && segTime(seg, j - 1) > segTime(seg, i) - 0.08) j--;
+    const history = seg.data.subarray(j * FRAME_FLOATS, (i + 1) * FRAME_FLOATS);
     const t = playhead;
     score.advanceTo(t);
     const v = buildView(t);
@@ -406,7 +469,7 @@ function updateHud(t) {
   $("misses").textContent = String(s.misses);
   $("bombs").textContent = String(s.bombs);
   const tl = $("timeline");
-  tl.min = String(frameTime(0));
+  tl.min = String(firstTime());
   tl.max = String(liveEdge());
   if (!dragging) tl.value = String(t);
   $("clock").textContent = clock(t);
@@ -418,7 +481,7 @@ function updateHud(t) {
     $("latency").textContent = streamEnded ? "stream ended"
       : `${(behind * 1000).toFixed(0)} ms behind the newest frame; last data ${since.toFixed(1)} s ago` +
         (netState === "reconnecting" ? " · reconnecting" : "");
-    const joined = frameTime(0) > 1 ? ` · joined at ${clock(frameTime(0))}: the score counts from there` : "";
+    const joined = firstTime() > 1 ? ` · joined at ${clock(firstTime())}: the score counts from there` : "";
     if (!streamEnded) $("mode").textContent = (followLive ? "live" : "live (paused or rewound)") + joined;
   } else {
     $("mode").textContent = status.mode === "file" ? "local file" : "stored replay";
@@ -537,7 +600,7 @@ if (params.has("session")) {
   if (!NAME.test(name) || /^\.+$/.test(name)) fail("the replay name must be 1 to 64 of A-Z a-z 0-9 . _ -");
   else start("replay", { op: "fetch", url: `replays/${encodeURIComponent(name)}.bsors` });
 } else if (params.has("src")) {
-  start("replay", { op: "fetch", url: params.get("src") });
+  start("replay", { op: "ranges", url: params.get("src") });
 } else {
   showList();
 }

@@ -130,6 +130,151 @@ async function fetchSource(url, gen) {
   net("done", url);
 }
 
+// ---- a stored stream read by HTTP ranges (format.md 13, 14, 17) ----
+// Reads the header, the footer, the index and every event chunk, then keyframe groups as
+// the page asks for them. A server that does not answer ranges gets a whole fetch instead.
+
+const MAX_CHUNK_HEADER = 34;
+// The first read, for the stream header (its info block is usually a few hundred bytes;
+// a longer one takes more reads).
+const HEAD_GUESS = 512;
+let stored = null; // {url, size, groups: [{offset, end, t0, t1}]}
+
+async function range(url, from, to) {
+  const res = await fetch(url, { headers: { Range: `bytes=${from}-${to}` } });
+  if (res.status !== 206) {
+    throw new Error(`${url}: bytes ${from}-${to}: HTTP ${res.status}`);
+  }
+  const b = new Uint8Array(await res.arrayBuffer());
+  bytesIn += b.length;
+  return b;
+}
+
+function text() {
+  return new TextDecoder().decode(new Uint8Array(wasm.memory.buffer, wasm.output_ptr(), wasm.output_len()));
+}
+
+async function rangesSource(url, gen) {
+  net("fetching", url);
+  let res;
+  try {
+    const pending = fetch(url, { headers: { Range: `bytes=0-${HEAD_GUESS - 1}` } });
+    await ready;
+    res = await pending;
+  } catch (e) {
+    if (!wasm) {
+      net("error", `could not load the decoder: ${e.message}`);
+      return;
+    }
+    net("error", `could not fetch ${url}: ${e.message} (the page's Content-Security-Policy ` +
+      `allows only its own origin; a URL elsewhere is refused)`);
+    return;
+  }
+  if (res.status === 200 || (res.ok && res.status !== 206)) {
+    // No ranges: read it whole, as it arrives.
+    const sink = new Sink();
+    const reader = res.body.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (gen !== generation) { reader.cancel(); return; }
+      if (done) break;
+      sink.push(value);
+    }
+    sink.finish();
+    net("done", url);
+    return;
+  }
+  if (res.status !== 206) {
+    const body = (await res.text()).slice(0, 200);
+    net("error", `${url}: HTTP ${res.status} ${body}`);
+    return;
+  }
+  const size = Number(/\/(\d+)$/.exec(res.headers.get("content-range") || "")?.[1]);
+  let head = new Uint8Array(await res.arrayBuffer());
+  bytesIn += head.length;
+  const isStream = head[0] === 0x42 && head[1] === 0x53 && head[2] === 0x52 && head[3] === 0x53;
+  if (!isStream || !Number.isFinite(size) || size < 16) {
+    // A classic BSOR (or no size): the rest, then the whole.
+    const sink = new Sink();
+    sink.push(head);
+    if (Number.isFinite(size) && size > head.length) sink.push(await range(url, head.length, size - 1));
+    sink.finish();
+    net("done", url);
+    return;
+  }
+  // 1. The header.
+  let hlen = 0;
+  for (;;) {
+    input(head);
+    hlen = wasm.seek_header();
+    if (hlen !== 0 || head.length >= size) break;
+    const more = await range(url, head.length, Math.min(size, head.length * 4) - 1);
+    const h = new Uint8Array(head.length + more.length);
+    h.set(head);
+    h.set(more, head.length);
+    head = h;
+  }
+  if (!collect(hlen > 0 ? 0 : -1)) return;
+  // 2. The footer; 3. the index.
+  input(await range(url, size - 16, size - 1));
+  if (wasm.seek_footer() !== 0 || gen !== generation) {
+    net("error", `${url}: the stream has no footer (it is not finished)`);
+    return;
+  }
+  const indexAt = JSON.parse(text())[0].indexOffset;
+  input(await range(url, indexAt, size - 17));
+  if (wasm.seek_index() !== 0) { collect(-1); return; }
+  const entries = JSON.parse(text())[0].entries; // [type, offset, first, count, t0, t1]
+  // 4. The event chunks: each one's header, then the rest of it.
+  const next = (k) => (k + 1 < entries.length ? entries[k + 1][1] : indexAt);
+  const events = entries.map((e, k) => [e, k]).filter(([e]) => e[0] === 3);
+  const chunks = await Promise.all(events.map(async ([e, k]) => {
+    const end = next(k);
+    const prefix = await range(url, e[1], Math.min(end, e[1] + MAX_CHUNK_HEADER) - 1);
+    input(prefix);
+    const len = wasm.chunk_length();
+    if (len <= prefix.length) return prefix.subarray(0, Math.max(0, len));
+    const rest = await range(url, e[1] + prefix.length, e[1] + len - 1);
+    const all = new Uint8Array(len);
+    all.set(prefix);
+    all.set(rest, prefix.length);
+    return all;
+  }));
+  if (gen !== generation) return;
+  let newGroup = 0;
+  let c = 0;
+  for (const e of entries) {
+    if (e[0] === 1) newGroup = 1;
+    if (e[0] !== 3) continue;
+    input(chunks[c++]);
+    collect(wasm.seek_events(newGroup));
+    newGroup = 0;
+  }
+  // 5. The keyframe groups, loaded when the page asks.
+  const keys = entries.map((e, k) => [e, k]).filter(([e]) => e[0] === 1);
+  const groups = keys.map(([e], i) => {
+    const end = i + 1 < keys.length ? keys[i + 1][0][1]
+      : (entries.find((x) => x[0] === 4)?.[1] ?? indexAt);
+    return { offset: e[1], end, t0: e[4], t1: e[5] };
+  });
+  stored = { url, size, groups, gen };
+  postMessage({ type: "groups", groups: groups.map((g) => ({ t0: g.t0, t1: g.t1 })), bytes: bytesIn });
+}
+
+async function loadGroup(i) {
+  const s = stored;
+  const g = s && s.groups[i];
+  if (!g) return;
+  const bytes = await range(s.url, g.offset, g.end - 1);
+  if (s !== stored || s.gen !== generation) return;
+  wasm.group_begin();
+  input(bytes);
+  wasm.stream_push();
+  const frames = new Float32Array(wasm.memory.buffer, wasm.frames_ptr(), wasm.frames_len()).slice();
+  postMessage({ type: "data", group: i, frames, events: new Float32Array(0), messages: [],
+    bytes: bytesIn }, [frames.buffer]);
+}
+
 // ---- live: wire.md over WebSocket, one frame per binary message ----
 
 const enc = new TextEncoder();
@@ -282,7 +427,11 @@ let live = null;
 
 onmessage = async (ev) => {
   const msg = ev.data;
-  if (msg.op !== "fetch") {
+  if (msg.op === "group") {
+    loadGroup(msg.index).catch((e) => net("error", `a keyframe group: ${e.message}`));
+    return;
+  }
+  if (msg.op !== "fetch" && msg.op !== "ranges") {
     try {
       await ready;
     } catch (e) {
@@ -300,6 +449,10 @@ onmessage = async (ev) => {
       break;
     case "fetch":
       fetchSource(msg.url, gen).catch((e) => net("error", `${msg.url}: ${e.message}`));
+      break;
+    case "ranges":
+      stored = null;
+      rangesSource(msg.url, gen).catch((e) => net("error", `${msg.url}: ${e.message}`));
       break;
     case "file": {
       const sink = new Sink();

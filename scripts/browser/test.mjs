@@ -62,16 +62,34 @@ const HOSTILE = "<img src=x onerror=alert(1)>";
   writeFileSync(join(tmp, "damaged.bsors"), b);
 }
 
+// The same replay in archive settings (a keyframe group every 10 s): two groups.
+const archived = join(tmp, "archived.bsors");
+run("encode", synth, "-o", archived, "--archive");
+
 // ---- servers ----
+// The static server answers single byte ranges as the relay does (proto-spec/http.md) and
+// keeps what it served: `served` lists [name, first, last] byte ranges.
+const served = [];
 function serveStatic() {
   const server = createServer((req, res) => {
     const url = new URL(req.url, "http://x");
     const name = url.pathname === "/" ? "index.html" : basename(url.pathname);
     const file = [join(web, name), join(tmp, name)].find((f) => existsSync(f) && name !== "README.md");
     if (!file) { res.writeHead(404); res.end("not found"); return; }
-    res.writeHead(200, { "Content-Type": TYPES[extname(file)] || "application/octet-stream",
-      "Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff" });
-    res.end(readFileSync(file));
+    const body = readFileSync(file);
+    const headers = { "Content-Type": TYPES[extname(file)] || "application/octet-stream",
+      "Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Accept-Ranges": "bytes" };
+    const r = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range || "");
+    if (r && Number(r[1]) < body.length) {
+      const [a, b] = [Number(r[1]), Math.min(Number(r[2]), body.length - 1)];
+      served.push([name, a, b]);
+      res.writeHead(206, { ...headers, "Content-Range": `bytes ${a}-${b}/${body.length}` });
+      res.end(body.subarray(a, b + 1));
+      return;
+    }
+    served.push([name, 0, body.length - 1]);
+    res.writeHead(200, headers);
+    res.end(body);
   });
   return new Promise((ok) => server.listen(0, "127.0.0.1", () => ok(server)));
 }
@@ -199,14 +217,55 @@ await test("live_session_ends_with_every_frame_and_the_final_score", async (page
   assert.ok(px.red > 20 && px.blue > 20, `both saber colours on screen: ${JSON.stringify(px)}`);
 });
 
-await test("stored_replay_plays_from_t", async (page) => {
-  const src = base === staticBase ? `?src=synthetic.bsors` : `?replay=live1`;
-  await page.goto(`${base}${src}&t=15${wsParam}`);
-  const s = await until(page, "the replay plays", (st) => st.framesDecoded === expectedFrames && st.framesRendered > 3, 20);
-  assert.ok(s.songTime >= 15, `starts at &t=15: ${s.songTime}`);
+// Where the parts of a stored stream are, from the project's own decoder (the page's wasm).
+function layout(file) {
+  const { exports: w } = new WebAssembly.Instance(new WebAssembly.Module(readFileSync(join(web, "bsor_stream.wasm"))), {});
+  const b = readFileSync(file);
+  const put = (bytes) => {
+    const at = w.input_reserve(bytes.length); // may grow (and detach) the memory
+    new Uint8Array(w.memory.buffer, at, bytes.length).set(bytes);
+  };
+  const out = () => JSON.parse(Buffer.from(new Uint8Array(w.memory.buffer, w.output_ptr(), w.output_len())).toString());
+  put(b);
+  assert.ok(w.seek_header() > 0);
+  put(b.subarray(b.length - 16));
+  assert.equal(w.seek_footer(), 0);
+  const indexAt = out()[0].indexOffset;
+  put(b.subarray(indexAt, b.length - 16));
+  assert.equal(w.seek_index(), 0);
+  const entries = out()[0].entries;
+  const events = entries.filter((e) => e[0] === 3).map((e) => {
+    put(b.subarray(e[1], e[1] + 64));
+    return [e[1], e[1] + w.chunk_length()];
+  });
+  const keys = entries.filter((e) => e[0] === 1);
+  const groups = keys.map((e, i) => ({ t0: e[4], from: e[1], to: i + 1 < keys.length ? keys[i + 1][1] : entries.find((x) => x[0] === 4)[1] }));
+  return { size: b.length, indexAt, events, groups };
+}
+
+await test("stored_replay_seeks_reading_only_what_it_needs", async (page) => {
+  const name = basename(archived);
+  const l = layout(archived);
+  assert.ok(l.groups.length >= 2, "the archived stream has two groups");
+  const g = l.groups[l.groups.length - 1];
+  const t = Math.ceil(g.t0) + 1;
+  served.length = 0;
+  await page.goto(`${staticBase}?src=${name}&t=${t}`);
+  const s = await until(page, "the replay shows the moment", (st) => st.framesRendered > 3, 20);
+  assert.ok(s.songTime >= t, `starts at &t=${t}: ${s.songTime}`);
   assert.equal(s.mode, "replay");
+  const allowed = [[0, 511], [l.size - 16, l.size - 1], [l.indexAt, l.size - 17],
+    ...l.events.map(([a, b]) => [a, b - 1]), [g.from, g.to - 1]];
+  const reads = served.filter(([n]) => n === name);
+  if (process.env.BROWSER_TEST_DEBUG) console.log(JSON.stringify({ reads, l }));
+  for (const [, a, b] of reads) {
+    assert.ok(allowed.some(([x, y]) => a >= x && b <= y),
+      `bytes ${a}-${b} are the header, footer, index, an event chunk or the group at ${t} s`);
+  }
+  assert.ok(reads.some(([, a, b]) => a === g.from && b === g.to - 1), "the group was read");
+  assert.ok(s.framesDecoded > 0 && s.framesDecoded < expectedFrames, `one group's frames: ${s.framesDecoded}`);
   const end = await until(page, "the replay ends", (st) => st.ended, 30);
-  assert.equal(end.score, expectedScore);
+  assert.equal(end.score, expectedScore, "the final score, from the event chunks");
 });
 
 await test("hostile_player_name_renders_as_text", async (page) => {
