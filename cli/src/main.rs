@@ -1,6 +1,7 @@
 //! `bsor-stream`: the command-line tool. It parses arguments, reads and writes files and
 //! prints; everything it computes is in the library.
 
+mod assets;
 mod commands;
 
 use std::path::PathBuf;

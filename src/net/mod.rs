@@ -5,13 +5,15 @@
 //! the archive's files (`archive`), the publisher's spill file (`spool`) and the publisher
 //! on a plain thread (`publisher::thread`). With the `tokio` feature, the async shells: the
 //! relay server shared by every transport (`server`), TCP (`tcp`) and WebSocket (`ws`) in
-//! front of it, and the async publisher (`publisher::publish`) and viewer (`viewer`). With
+//! front of it with the relay's HTTP on the WebSocket address (`http`), and the async publisher (`publisher::publish`) and viewer (`viewer`). With
 //! the `tls` feature, TLS from PEM files for all of them (`tls`).
 
 pub mod archive;
 pub mod client;
 #[cfg(feature = "tokio")]
 pub mod gate;
+#[cfg(feature = "tokio")]
+pub mod http;
 pub mod outbox;
 pub mod publisher;
 pub mod relay;

@@ -88,6 +88,8 @@ struct Shared {
     armed: AtomicU64,
     /// Permits for archive reads running at once.
     readers: Arc<tokio::sync::Semaphore>,
+    /// The relay's cap on connections from one address (0: none), which HTTP keeps too.
+    per_address: usize,
 }
 
 impl Drop for Shared {
@@ -120,6 +122,7 @@ impl Server {
             None => None,
         };
         relay.archive = archive.is_some();
+        let per_address = relay.connections_per_address;
         let handshake = Duration::from_millis(relay.handshake_timeout_ms);
         relay.publisher_frame_limit = relay.publisher_frame_limit.min(config.max_frame);
         relay.handshake_frame_limit = relay.handshake_frame_limit.min(config.max_frame);
@@ -134,6 +137,7 @@ impl Server {
             timer: Arc::new(Notify::new()),
             armed: AtomicU64::new(u64::MAX),
             readers: Arc::new(tokio::sync::Semaphore::new(READERS)),
+            per_address,
         });
         tokio::spawn(run_timer(Arc::downgrade(&shared), shared.timer.clone()));
         Ok(Server { shared })
@@ -157,6 +161,21 @@ impl Server {
     /// Sessions the relay holds.
     pub fn sessions(&self) -> usize {
         lock(&self.shared.relay).sessions()
+    }
+
+    /// At most `max` of the sessions the relay holds (see [`Relay::session_views`]).
+    pub fn session_views(&self, max: usize) -> Vec<super::relay::SessionView> {
+        lock(&self.shared.relay).session_views(max)
+    }
+
+    /// The archive's folder, if sessions are archived.
+    pub fn archive_dir(&self) -> Option<&std::path::Path> {
+        self.shared.config.archive.as_deref()
+    }
+
+    /// The cap on connections from one address (0: none).
+    pub fn connections_per_address(&self) -> usize {
+        self.shared.per_address
     }
 
     /// Finishes the archive: every open file is synced and closed, a valid truncated

@@ -3,37 +3,37 @@
 //! §1). Only how a WebSocket becomes messages lives here; the connection itself is run by
 //! [`Server::drive`], as for TCP.
 //!
-//! The server reads and judges the upgrade request itself ([`judge`], without I/O) rather
-//! than through tungstenite's `accept_hdr_async`: tungstenite closes the socket without a
-//! reply when a request is not an upgrade at all or has the wrong version, and a browser's
-//! developer then sees nothing. Here every refusal is an HTTP error with a short text body
-//! (400, or 403 for an Origin not allowed), and an accepted request gets the 101 reply
-//! (with the subprotocol echoed) before tungstenite takes the socket over.
+//! The server judges the upgrade request itself ([`judge`], without I/O) rather than
+//! through tungstenite's `accept_hdr_async`: tungstenite closes the socket without a reply
+//! when a request is not an upgrade at all or has the wrong version, and a browser's
+//! developer then sees nothing. The request is read by the relay's HTTP stack
+//! ([`super::http`], which serves the page and the archive on the same address): every
+//! refusal is an HTTP error with a short text body (400, or 403 for an Origin not allowed),
+//! and an accepted request gets the 101 reply (with the subprotocol echoed) before
+//! tungstenite takes the socket over.
 
 use std::sync::Arc;
 
 use bytes::BytesMut;
 use futures_util::{future, SinkExt, StreamExt};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError, ProtocolError};
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
-use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::WebSocketStream;
 
 use super::gate::ReadGate;
+use super::http::{serve_connection, Peer};
 use super::server::{MessageSink, MessageStream, Server};
 use super::wire::{self, Message, WebSocketFault, WireError};
 
 /// The WebSocket subprotocol of this protocol (`wire.md` §1): a client that asks for
 /// subprotocols must ask for this one, and gets it echoed.
 pub const SUBPROTOCOL: &str = "bsor-stream.v1";
-
-/// The largest upgrade request read (its request line and headers).
-const MAX_REQUEST: usize = 8 << 10;
 
 /// WebSocket limits matching a frame limit: a message holds one frame and its length field,
 /// and a longer one is refused from its WebSocket header, before it is buffered.
@@ -47,7 +47,7 @@ pub fn config(max_frame: u32) -> WebSocketConfig {
 /// The relay's WebSocket limits: [`config`]'s, with small buffers (tungstenite reads in
 /// 128 KiB blocks by default, which 10,000 connections would make over a gigabyte) and
 /// writes sent as they come.
-fn relay_config(max_frame: u32) -> WebSocketConfig {
+pub(crate) fn relay_config(max_frame: u32) -> WebSocketConfig {
     config(max_frame)
         .read_buffer_size(4 << 10)
         .write_buffer_size(0)
@@ -188,23 +188,37 @@ pub async fn serve(listener: TcpListener, server: Server) {
 }
 
 /// Serves `server` over WebSocket on `listener`, as `options` say, until the task is
-/// dropped. The TLS handshake and the upgrade each have the relay's handshake timeout; a
-/// failure closes that connection only.
+/// dropped, with the relay's HTTP on the same address and no page ([`serve_site`]).
 pub async fn serve_with(listener: TcpListener, server: Server, options: WsOptions) {
+    serve_site(listener, server, options, super::http::Assets::default()).await;
+}
+
+/// Serves `server` over WebSocket on `listener`, as `options` say, until the task is
+/// dropped, with the relay's HTTP on the same address (`http.md`, [`super::http`]): the
+/// page `assets`, the session list and the archive. The TLS handshake and each request's
+/// head have the relay's handshake timeout; a failure closes that connection only.
+pub async fn serve_site(
+    listener: TcpListener,
+    server: Server,
+    options: WsOptions,
+    assets: super::http::Assets,
+) {
     let acceptor = options.tls.clone().map(tokio_rustls::TlsAcceptor::from);
     let options = Arc::new(options);
+    let site = super::http::Site::new(&server, assets);
     super::server::accept_each(listener, server, move |socket, server| {
         let acceptor = acceptor.clone();
         let options = options.clone();
+        let site = site.clone();
         async move {
             let timeout = server.handshake_timeout();
             let addr = socket.peer_addr().ok();
             let peer = addr.map_or_else(|| "an unknown address".to_string(), |a| a.to_string());
-            // The opening handshake may take an HTTP request's worth; after it, the gate
-            // follows the relay's frame limit for the connection.
+            // A request's head may take an HTTP request's worth; after an upgrade, the
+            // gate follows the relay's frame limit for the connection.
             let gate = ReadGate::new(HTTP_REQUEST_MAX, 0);
             let from = Peer {
-                peer: &peer,
+                peer,
                 ip: addr.map(|a| a.ip()),
                 gate: gate.clone(),
             };
@@ -215,118 +229,17 @@ pub async fn serve_with(listener: TcpListener, server: Server, options: WsOption
                     else {
                         return;
                     };
-                    serve_one(gate.wrap(stream), true, &options, from, server).await;
+                    let io = gate.wrap(stream);
+                    serve_connection(io, true, options, site, from, server).await;
                 }
-                None => serve_one(gate.wrap(socket), false, &options, from, server).await,
+                None => {
+                    let io = gate.wrap(socket);
+                    serve_connection(io, false, options, site, from, server).await;
+                }
             }
         }
     })
     .await;
-}
-
-/// Where a connection comes from: its address (as text for logs, and as an IP for the
-/// relay's per-address budget) and the gate its reads pass.
-struct Peer<'a> {
-    peer: &'a str,
-    ip: Option<std::net::IpAddr>,
-    gate: ReadGate,
-}
-
-/// Upgrades one connection (within the handshake timeout) and runs it.
-async fn serve_one<S>(io: S, tls: bool, options: &WsOptions, from: Peer<'_>, server: Server)
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let max = server.max_frame();
-    let peer = from.peer;
-    let upgrading = upgrade(io, tls, options, max);
-    match tokio::time::timeout(server.handshake_timeout(), upgrading).await {
-        Ok(Ok(ws)) => {
-            let (sink, stream) = transport(ws, max);
-            server
-                .drive_from(from.ip, Some(from.gate), stream, sink)
-                .await;
-        }
-        Ok(Err(why)) => tracing::info!(%peer, %why, "WebSocket upgrade refused"),
-        Err(_) => tracing::info!(%peer, "no WebSocket upgrade in time; closing the connection"),
-    }
-}
-
-/// Reads the upgrade request, answers it, and on success hands the socket to tungstenite;
-/// the error says why the upgrade failed (after the HTTP error reply, when there was a
-/// request to answer).
-async fn upgrade<S>(
-    mut io: S,
-    tls: bool,
-    options: &WsOptions,
-    max_frame: u32,
-) -> Result<WebSocketStream<S>, String>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    let mut buf = Vec::with_capacity(1024);
-    let mut piece = [0u8; 1024];
-    let (verdict, used) = loop {
-        let n = io
-            .read(&mut piece)
-            .await
-            .map_err(|e| format!("reading the request: {e}"))?;
-        if n == 0 {
-            return Err("closed before a whole request".into());
-        }
-        buf.extend_from_slice(&piece[..n]);
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut req = httparse::Request::new(&mut headers);
-        match req.parse(&buf) {
-            Ok(httparse::Status::Complete(used)) => {
-                let request = Request {
-                    method: req.method.unwrap_or_default(),
-                    version: req.version.unwrap_or_default(),
-                    headers: req
-                        .headers
-                        .iter()
-                        .map(|h| (h.name, std::str::from_utf8(h.value).unwrap_or("")))
-                        .collect(),
-                };
-                break (judge(&request, tls, &options.allowed_origins), used);
-            }
-            Ok(httparse::Status::Partial) if buf.len() <= MAX_REQUEST => {}
-            Ok(httparse::Status::Partial) => {
-                break (Err(Refusal::bad("the request's head is too long")), 0)
-            }
-            Err(e) => break (Err(Refusal::bad(&format!("not an HTTP request: {e}"))), 0),
-        }
-    };
-    match verdict {
-        Ok(accept) => {
-            let mut reply = format!(
-                "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
-                 Connection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n",
-                accept.key
-            );
-            if accept.subprotocol {
-                reply.push_str(&format!("Sec-WebSocket-Protocol: {SUBPROTOCOL}\r\n"));
-            }
-            reply.push_str("\r\n");
-            io.write_all(reply.as_bytes())
-                .await
-                .map_err(|e| format!("writing the reply: {e}"))?;
-            let tail = buf.split_off(used);
-            Ok(WebSocketStream::from_partially_read(
-                io,
-                tail,
-                Role::Server,
-                Some(relay_config(max_frame)),
-            )
-            .await)
-        }
-        Err(refusal) => {
-            let _ = io.write_all(refusal.reply().as_bytes()).await;
-            let _ = io.flush().await;
-            let _ = io.shutdown().await;
-            Err(format!("{} {}", refusal.status, refusal.body))
-        }
-    }
 }
 
 /// An upgrade request, as [`judge`] sees it.

@@ -26,4 +26,6 @@ pub use error::{
 };
 pub use events::{EventBatch, Records};
 pub use header::{Profile, Settings, StreamHeader};
+#[cfg(feature = "tokio")]
+pub(crate) use trailer::decode_index;
 pub use trailer::{IndexEntry, SectionCounts, Trailer};

@@ -1131,8 +1131,16 @@ fn ws_cases(host: &str) -> Vec<(&'static str, String, u16, Option<&'static str>)
     };
     vec![
         (
-            "plain GET",
-            format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n"),
+            "plain GET (the relay's HTTP)",
+            format!("GET /sessions HTTP/1.1\r\nHost: {host}\r\n\r\n"),
+            200,
+            None,
+        ),
+        (
+            "an upgrade to another protocol",
+            format!(
+                "GET / HTTP/1.1\r\nHost: {host}\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n"
+            ),
             400,
             None,
         ),
@@ -1402,8 +1410,8 @@ mod tests {
     fn websocket_cases_cover_each_rule_once() {
         let cases = ws_cases("127.0.0.1:9");
         let statuses: Vec<u16> = cases.iter().map(|c| c.2).collect();
-        assert_eq!(statuses, [400, 400, 400, 400, 403, 101, 101, 101, 101]);
-        assert!(cases[8].1.contains("Origin: http://127.0.0.1:9\r\n"));
+        assert_eq!(statuses, [200, 400, 400, 400, 400, 403, 101, 101, 101, 101]);
+        assert!(cases[9].1.contains("Origin: http://127.0.0.1:9\r\n"));
         assert!(cases.iter().all(|c| c.1.ends_with("\r\n\r\n")));
     }
 }

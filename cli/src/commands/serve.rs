@@ -1,4 +1,5 @@
-//! `serve`: the relay over TCP and, optionally, WebSocket, with an optional archive.
+//! `serve`: the relay over TCP and, optionally, WebSocket (with the player's page, the
+//! session list and the archive over HTTP on the same address), with an optional archive.
 
 use std::path::Path;
 
@@ -112,7 +113,13 @@ pub fn serve(
                     tls: tls.clone(),
                     allowed_origins: exposure.allowed_origins,
                 };
-                tasks.push(tokio::spawn(ws::serve_with(l, server.clone(), options)));
+                let page = crate::assets::web();
+                tasks.push(tokio::spawn(ws::serve_site(
+                    l,
+                    server.clone(),
+                    options,
+                    page,
+                )));
                 println!("listening tcp={tcp_bound} ws={ws_bound}");
             }
             None => println!("listening tcp={tcp_bound}"),

@@ -214,6 +214,23 @@ pub struct Archived {
     pub finished: bool,
 }
 
+/// A session the relay holds, as `GET /sessions` shows it.
+#[derive(Clone, Debug)]
+pub struct SessionView {
+    /// The session's name.
+    pub name: String,
+    /// Its stream header, once the publisher sent it.
+    pub header: Option<Bytes>,
+    /// Not ended (its publisher is connected, or may still resume).
+    pub live: bool,
+    /// Viewers attached.
+    pub viewers: usize,
+    /// Bytes of the stream received so far (0 for a session restored from the archive).
+    pub bytes: u64,
+    /// The latest song time of the frames received, in seconds.
+    pub song_time: f32,
+}
+
 /// The relay's state: every connection and session.
 #[derive(Debug)]
 pub struct Relay {
@@ -339,6 +356,23 @@ impl Relay {
     /// Sessions alive (with or without a publisher).
     pub fn sessions(&self) -> usize {
         self.sessions.len()
+    }
+
+    /// At most `max` of the sessions the relay holds, as `GET /sessions` lists them (in no
+    /// particular order).
+    pub fn session_views(&self, max: usize) -> Vec<SessionView> {
+        self.sessions
+            .iter()
+            .take(max)
+            .map(|(name, s)| SessionView {
+                name: name.clone(),
+                header: s.header.clone(),
+                live: s.ended.is_none(),
+                viewers: s.viewers.len(),
+                bytes: s.bytes,
+                song_time: s.song_time,
+            })
+            .collect()
     }
 
     /// A decode error on `conn`'s bytes: its error code, and the connection closed.

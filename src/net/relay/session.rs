@@ -39,6 +39,10 @@ pub(super) struct Session {
     pub(super) archived: bool,
     /// The deadline armed for it in the relay's timers, if any.
     pub(super) armed: Option<u64>,
+    /// Bytes of the stream received (header and chunks), for `GET /sessions`.
+    pub(super) bytes: u64,
+    /// The latest song time of a frame chunk received (its `t0`), in seconds.
+    pub(super) song_time: f32,
 }
 
 impl Session {
@@ -56,6 +60,8 @@ impl Session {
             viewers: Vec::new(),
             archived,
             armed: None,
+            bytes: 0,
+            song_time: 0.0,
         }
     }
 
@@ -278,6 +284,7 @@ impl Relay {
             );
         }
         s.header = Some(h.clone());
+        s.bytes = h.len() as u64;
         let viewers = s.viewers.clone();
         self.actions
             .push_back(RelayAction::ArchiveHeader(name.to_string(), h));
@@ -327,6 +334,13 @@ impl Relay {
             );
         }
         s.next_seq += 1;
+        s.bytes += c.len() as u64;
+        if let Some((h, _)) = ChunkHeader::parse_at(&c) {
+            let frames = matches!(h.kind, ChunkType::Keyframes | ChunkType::Frames);
+            if frames && h.t0.is_finite() && h.t0 > s.song_time {
+                s.song_time = h.t0;
+            }
+        }
         s.backlog.push_back(Kept {
             seq,
             bytes: c.clone(),

@@ -1,0 +1,339 @@
+//! `serve`'s HTTP on its WebSocket address (`proto-spec/http.md`), run as a user would,
+//! on 127.0.0.1: the embedded page (every file of `web/` but its README, with its bytes),
+//! `/sessions` with a live and an archived session, archived replays by byte ranges and
+//! entity tags, 409 for a live one, 400 for bad names and traversal, and the WebSocket on
+//! the same port.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
+}
+
+/// A reply: status, headers (names lowercase), body.
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One request on its own connection (`Connection: close`), the target sent as it is.
+fn get(addr: &str, method: &str, target: &str, extra: &[(&str, &str)]) -> Reply {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (n, v) in extra {
+        req.push_str(&format!("{n}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).unwrap();
+    let end = all
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a whole head")
+        + 4;
+    let head = String::from_utf8_lossy(&all[..end]).into_owned();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Reply {
+        status,
+        headers,
+        body: all[end..].to_vec(),
+    }
+}
+
+struct Relay {
+    child: Child,
+    tcp: String,
+    ws: String,
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(dir: &Path) -> Relay {
+    let tokens = dir.join("tokens.txt");
+    std::fs::write(&tokens, "tok\n").unwrap();
+    let log = std::fs::File::create(dir.join("relay.log")).unwrap();
+    let mut child = bin()
+        .args(["serve", "--tcp", "127.0.0.1:0", "--ws", "127.0.0.1:0"])
+        .arg("--token-file")
+        .arg(&tokens)
+        .arg("--archive")
+        .arg(dir.join("archive"))
+        .env("RUST_LOG", "info,bsor_stream::net::http=debug")
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let (tcp, ws) = line
+        .trim()
+        .strip_prefix("listening tcp=")
+        .and_then(|r| r.split_once(" ws="))
+        .expect(&line);
+    Relay {
+        tcp: tcp.to_string(),
+        ws: ws.to_string(),
+        child,
+    }
+}
+
+fn synth(dir: &Path, name: &str, seconds: &str) -> std::path::PathBuf {
+    let replay = dir.join(name);
+    let out = bin()
+        .args(["synth", "--seconds", seconds, "-o"])
+        .arg(&replay)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    replay
+}
+
+fn sessions(addr: &str) -> serde_json::Value {
+    let r = get(addr, "GET", "/sessions", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    serde_json::from_slice(&r.body).unwrap()
+}
+
+fn entry<'a>(list: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+    list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == name)
+}
+
+#[test]
+fn every_file_of_web_is_served_with_its_bytes_and_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let relay = serve(dir.path());
+    let web = Path::new(env!("CARGO_MANIFEST_DIR")).join("../web");
+    let mut served = 0;
+    for e in std::fs::read_dir(&web).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().into_string().unwrap();
+        if name == "README.md" || name.starts_with('.') || !e.file_type().unwrap().is_file() {
+            continue;
+        }
+        let bytes = std::fs::read(e.path()).unwrap();
+        let r = get(&relay.ws, "GET", &format!("/{name}"), &[]);
+        assert_eq!(r.status, 200, "{name}");
+        assert!(r.body == bytes, "{name}: other bytes served");
+        assert!(
+            r.header("content-security-policy")
+                .is_some_and(|c| c.contains("script-src 'self' 'wasm-unsafe-eval'")),
+            "{name}: {:?}",
+            r.headers
+        );
+        assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+        if name == "index.html" {
+            let root = get(&relay.ws, "GET", "/", &[]);
+            assert!(root.body == bytes);
+            assert_eq!(
+                root.header("content-type"),
+                Some("text/html; charset=utf-8")
+            );
+        }
+        served += 1;
+    }
+    // README.md is not served; nor is anything outside web/.
+    assert_eq!(get(&relay.ws, "GET", "/README.md", &[]).status, 404);
+    // What web/ holds on this branch decides how many (none but the README is fine).
+    let _ = served;
+}
+
+#[test]
+fn sessions_replays_ranges_and_the_websocket_share_one_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let relay = serve(dir.path());
+    let short = synth(dir.path(), "short.bsor", "4");
+    let long = synth(dir.path(), "long.bsor", "60");
+    // An archived session: published whole, ended.
+    let published = bin()
+        .arg("publish")
+        .arg(&short)
+        .args(["--to", &relay.tcp, "--session", "done", "--token", "tok"])
+        .args(["--speed", "0"])
+        .output()
+        .unwrap();
+    assert!(published.status.success());
+    // A live session, played in real time while the test runs.
+    let mut live = bin()
+        .arg("publish")
+        .arg(&long)
+        .args(["--to", &relay.tcp, "--session", "playing", "--token", "tok"])
+        .args(["--speed", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let list = loop {
+        let list = sessions(&relay.ws);
+        let ready = entry(&list, "playing").is_some_and(|e| e["duration"].as_f64() > Some(0.0))
+            && entry(&list, "done").is_some();
+        if ready || Instant::now() > deadline {
+            break list;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let playing = entry(&list, "playing").expect("the live session is listed");
+    let done = entry(&list, "done").expect("the archived session is listed");
+    assert_eq!(list["sessions"][0]["name"], "playing", "live first: {list}");
+    assert_eq!(playing["live"], true);
+    assert!(playing["duration"].as_f64().unwrap() > 0.0, "{playing}");
+    assert!(playing["bytes"].as_u64().unwrap() > 0, "{playing}");
+    assert_eq!(done["live"], false);
+    let archived = std::fs::read(dir.path().join("archive/done.bsors")).unwrap();
+    let len = archived.len() as u64;
+    assert_eq!(done["bytes"].as_u64(), Some(len));
+    let duration = done["duration"].as_f64().unwrap();
+    assert!((3.0..4.5).contains(&duration), "{done}");
+    for e in [playing, done] {
+        assert!(!e["player"].as_str().unwrap().is_empty(), "{e}");
+        assert!(e["started"].as_u64().is_some() && e["viewers"].as_u64().is_some());
+        for k in ["playerId", "song", "songHash", "difficulty", "mode"] {
+            assert!(e[k].is_string(), "{k}: {e}");
+        }
+    }
+
+    // The whole file, then ranges of it.
+    let whole = get(&relay.ws, "GET", "/replays/done.bsors", &[]);
+    assert_eq!(whole.status, 200);
+    assert!(whole.body == archived);
+    assert_eq!(whole.header("accept-ranges"), Some("bytes"));
+    let tag = whole.header("etag").unwrap().to_string();
+    assert!(tag.starts_with('"'), "a strong ETag: {tag}");
+    let range = |spec: &str, extra: &[(&str, &str)]| {
+        let mut h = vec![("Range", spec)];
+        h.extend_from_slice(extra);
+        get(&relay.ws, "GET", "/replays/done.bsors", &h)
+    };
+    let mid = len / 2;
+    for (spec, first, last) in [
+        ("bytes=0-99".to_string(), 0, 99),
+        (format!("bytes={mid}-{}", mid + 9), mid, mid + 9),
+        ("bytes=-16".to_string(), len - 16, len - 1),
+        (format!("bytes={}-", len - 100), len - 100, len - 1),
+    ] {
+        let r = range(&spec, &[]);
+        assert_eq!(r.status, 206, "{spec}");
+        assert_eq!(
+            r.header("content-range"),
+            Some(format!("bytes {first}-{last}/{len}").as_str())
+        );
+        assert!(r.body == archived[first as usize..=last as usize], "{spec}");
+    }
+    let r = range(&format!("bytes={len}-"), &[]);
+    assert_eq!(r.status, 416);
+    assert_eq!(
+        r.header("content-range"),
+        Some(format!("bytes */{len}").as_str())
+    );
+    // A stale If-Range: the whole file; the current one: the range.
+    let r = range("bytes=0-9", &[("If-Range", "\"stale\"")]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len() as u64, len);
+    assert_eq!(range("bytes=0-9", &[("If-Range", &tag)]).status, 206);
+    let r = get(
+        &relay.ws,
+        "GET",
+        "/replays/done.bsors",
+        &[("If-None-Match", &tag)],
+    );
+    assert_eq!(r.status, 304);
+    assert!(r.body.is_empty());
+    let r = get(&relay.ws, "HEAD", "/replays/done.bsors", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-length"), Some(len.to_string().as_str()));
+    assert!(r.body.is_empty());
+
+    // A live session's replay, unknown ones, bad names, traversal.
+    assert_eq!(
+        get(&relay.ws, "GET", "/replays/playing.bsors", &[]).status,
+        409
+    );
+    assert_eq!(
+        get(&relay.ws, "GET", "/replays/nobody.bsors", &[]).status,
+        404
+    );
+    for bad in [
+        "/replays/..bsors",
+        "/replays/a%20b.bsors",
+        "/replays/../archive/done.bsors",
+        "/replays/..%2farchive%2fdone.bsors",
+        "/..%2ftokens.txt",
+        "/../tokens.txt",
+        "/replays/done.bsors/..",
+    ] {
+        let r = get(&relay.ws, "GET", bad, &[]);
+        assert!(r.status == 400 || r.status == 404, "{bad}: {}", r.status);
+        assert!(!r.body.windows(3).any(|w| w == b"tok"), "{bad}");
+    }
+
+    // The WebSocket on the same port: the archived session watched whole.
+    let watched = dir.path().join("watched.bsors");
+    let w = bin()
+        .args([
+            "watch",
+            &relay.ws,
+            "--ws",
+            "--session",
+            "done",
+            "--wait",
+            "10",
+            "-o",
+        ])
+        .arg(&watched)
+        .output()
+        .unwrap();
+    assert!(w.status.success(), "{}", String::from_utf8_lossy(&w.stderr));
+    assert!(std::fs::read(&watched).unwrap() == archived);
+
+    let _ = live.kill();
+    let _ = live.wait();
+    drop(relay);
+    // The log says which ranges were served.
+    let log = std::fs::read_to_string(dir.path().join("relay.log")).unwrap();
+    assert!(log.contains("served done bytes 0-99"), "{log}");
+    assert!(
+        log.contains(&format!("served done bytes {}-{}", len - 16, len - 1)),
+        "{log}"
+    );
+}

@@ -1,0 +1,648 @@
+//! The relay's HTTP on its WebSocket address (`proto-spec/http.md`): the player's page
+//! (embedded assets the caller supplies), `GET /sessions`, the archived streams by byte
+//! ranges (`GET|HEAD /replays/NAME.bsors`), and the WebSocket upgrade, which hands the
+//! connection to the relay as before (`ws.rs`).
+//!
+//! hyper's HTTP/1.1 server (not axum): the relay already judges an upgrade itself
+//! ([`ws::judge`]: its 400/403 replies, Origin rules, subprotocol echo) and runs the
+//! upgraded socket through its own read gate and budgets, so a router and tower's layers
+//! would add a second way to do each of those without taking one away. hyper does the
+//! protocol (parsing, keep-alive, pipelining, the header-read timeout, 400 for what does
+//! not parse); what each request gets is decided by the plain functions of [`rules`], and
+//! the archive's list by [`catalog`]. This module only wires them to sockets and files.
+//!
+//! Bounds: a request's head is read through the connection's [`ReadGate`] (16 KiB past the
+//! previous request) and hyper's 16 KiB buffer; the head must come within the relay's
+//! handshake timeout, which also closes a connection idle between requests; a connection
+//! whose peer stops reading what it is sent is closed after [`STALL`]; connections from one
+//! address are capped as the relay caps them; files are sent in [`PIECE`] byte reads; the
+//! archive's list is built by one task at a time and reused for [`LIST_TTL`].
+
+pub mod catalog;
+pub mod rules;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::io;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt, Empty, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWrite, ReadBuf};
+use tokio_tungstenite::tungstenite::protocol::Role;
+use tokio_tungstenite::WebSocketStream;
+
+use self::catalog::Catalog;
+use self::rules::{Conditions, Entry, Plan, Target};
+use super::gate::ReadGate;
+use super::server::Server;
+use super::ws::{self, WsOptions, SUBPROTOCOL};
+use crate::stream::StreamHeader;
+
+/// Bytes of a file read and sent at a time.
+pub const PIECE: usize = 64 << 10;
+/// How long the archive's list is reused before the folder is read again.
+pub const LIST_TTL: Duration = Duration::from_secs(1);
+/// How long a connection may make no progress (nothing read, nothing written) while a
+/// reply waits to be sent before it is closed.
+pub const STALL: Duration = Duration::from_secs(30);
+/// The most bytes of a request's head (and what hyper buffers).
+const HEAD_MAX: usize = 16 << 10;
+
+type Body = BoxBody<Bytes, io::Error>;
+
+/// The page's files, served from memory: name (flat, as `/NAME` asks for it) to bytes.
+#[derive(Clone, Default)]
+pub struct Assets {
+    files: HashMap<String, (Bytes, String)>,
+}
+
+impl std::fmt::Debug for Assets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<&String> = self.files.keys().collect();
+        names.sort();
+        f.debug_struct("Assets").field("files", &names).finish()
+    }
+}
+
+impl Assets {
+    /// Assets from (name, bytes) pairs; `index.html` is the page at `/`.
+    pub fn new<N: Into<String>>(files: impl IntoIterator<Item = (N, Bytes)>) -> Self {
+        let files = files
+            .into_iter()
+            .map(|(n, b)| {
+                let tag = rules::asset_etag(&b);
+                (n.into(), (b, tag))
+            })
+            .collect();
+        Assets { files }
+    }
+
+    /// The asset `name`, with its entity tag.
+    pub fn get(&self, name: &str) -> Option<&(Bytes, String)> {
+        self.files.get(name)
+    }
+
+    /// The names of the assets, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.files.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        names
+    }
+}
+
+/// What one listener's connections share: the archive's catalog, the list last built,
+/// and the connections open per address.
+pub(crate) struct Site {
+    assets: Assets,
+    catalog: Option<Arc<Catalog>>,
+    listed: tokio::sync::Mutex<Option<(Instant, Arc<Vec<Entry>>)>>,
+    per_address: Mutex<HashMap<IpAddr, usize>>,
+}
+
+impl Site {
+    pub(crate) fn new(server: &Server, assets: Assets) -> Arc<Site> {
+        Arc::new(Site {
+            assets,
+            catalog: server.archive_dir().map(|d| Arc::new(Catalog::new(d))),
+            listed: tokio::sync::Mutex::new(None),
+            per_address: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Counts a connection from `ip`; `None` when the address is at its cap.
+    fn enter(self: &Arc<Self>, ip: Option<IpAddr>, cap: usize) -> Option<Entered> {
+        let Some(ip) = ip else {
+            return Some(Entered(None));
+        };
+        let mut m = self.per_address.lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(ip).or_default();
+        if cap > 0 && *n >= cap {
+            if *n == 0 {
+                m.remove(&ip);
+            }
+            return None;
+        }
+        *n += 1;
+        Some(Entered(Some((self.clone(), ip))))
+    }
+
+    /// The archived sessions, built at most once per [`LIST_TTL`] (and by one task).
+    async fn archived(&self) -> Arc<Vec<Entry>> {
+        let Some(catalog) = &self.catalog else {
+            return Arc::new(Vec::new());
+        };
+        let mut listed = self.listed.lock().await;
+        if let Some((at, list)) = &*listed {
+            if at.elapsed() < LIST_TTL {
+                return list.clone();
+            }
+        }
+        let c = catalog.clone();
+        let list = Arc::new(
+            tokio::task::spawn_blocking(move || c.list())
+                .await
+                .unwrap_or_default(),
+        );
+        *listed = Some((Instant::now(), list.clone()));
+        list
+    }
+}
+
+/// A connection counted against its address's cap until dropped.
+struct Entered(Option<(Arc<Site>, IpAddr)>);
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        if let Some((site, ip)) = self.0.take() {
+            let mut m = site.per_address.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(n) = m.get_mut(&ip) {
+                *n -= 1;
+                if *n == 0 {
+                    m.remove(&ip);
+                }
+            }
+        }
+    }
+}
+
+/// Where a connection comes from and how it is read.
+pub(crate) struct Peer {
+    /// The address, for logs.
+    pub(crate) peer: String,
+    /// The address, for the per-address caps.
+    pub(crate) ip: Option<IpAddr>,
+    /// The gate its reads pass.
+    pub(crate) gate: ReadGate,
+}
+
+/// Serves one connection: HTTP requests until it closes, or an accepted WebSocket upgrade
+/// after which it is the relay's.
+pub(crate) async fn serve_connection<S>(
+    io: S,
+    tls: bool,
+    options: Arc<WsOptions>,
+    site: Arc<Site>,
+    from: Peer,
+    server: Server,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let entered = site.enter(from.ip, server.connections_per_address());
+    let progress = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let io = Watched {
+        io,
+        progress: progress.clone(),
+        start,
+    };
+    let upgrade: Arc<Mutex<Option<hyper::upgrade::OnUpgrade>>> = Arc::default();
+    let ctx = Arc::new(Ctx {
+        tls,
+        options,
+        site,
+        server: server.clone(),
+        gate: from.gate.clone(),
+        over: entered.is_none(),
+        upgrade: upgrade.clone(),
+    });
+    let service = hyper::service::service_fn(move |req| {
+        let ctx = ctx.clone();
+        async move { Ok::<_, Infallible>(ctx.answer(req).await) }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(server.handshake_timeout())
+        .max_buf_size(HEAD_MAX)
+        .max_headers(64);
+    let conn = builder
+        .serve_connection(TokioIo::new(io), service)
+        .with_upgrades();
+    // hyper's timeout covers a request's head; this covers a reply the peer does not read.
+    let stalled = async {
+        loop {
+            tokio::time::sleep(STALL / 4).await;
+            let last = Duration::from_millis(progress.load(Ordering::Acquire));
+            if start.elapsed().saturating_sub(last) > STALL {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        r = conn => {
+            if let Err(e) = r {
+                tracing::debug!(peer = %from.peer, err = %e, "HTTP connection ended");
+            }
+        }
+        () = stalled => {
+            tracing::info!(peer = %from.peer, "HTTP peer made no progress; closing the connection");
+            return;
+        }
+    }
+    let pending = upgrade.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let Some(pending) = pending else {
+        return;
+    };
+    let Ok(upgraded) = pending.await else {
+        tracing::info!(peer = %from.peer, "WebSocket upgrade not completed");
+        return;
+    };
+    // The relay counts the connection from here on (its own per-address cap).
+    drop(entered);
+    let max = server.max_frame();
+    let ws = WebSocketStream::from_raw_socket(
+        TokioIo::new(upgraded),
+        Role::Server,
+        Some(ws::relay_config(max)),
+    )
+    .await;
+    let (sink, stream) = ws::transport(ws, max);
+    server
+        .drive_from(from.ip, Some(from.gate), stream, sink)
+        .await;
+}
+
+/// What a connection's requests are answered with.
+struct Ctx {
+    tls: bool,
+    options: Arc<WsOptions>,
+    site: Arc<Site>,
+    server: Server,
+    gate: ReadGate,
+    /// The peer's address is over its cap: every request gets 503.
+    over: bool,
+    upgrade: Arc<Mutex<Option<hyper::upgrade::OnUpgrade>>>,
+}
+
+impl Ctx {
+    async fn answer(&self, mut req: Request<Incoming>) -> Response<Body> {
+        // The next request's head may take another HEAD_MAX bytes.
+        self.gate.taken(HEAD_MAX as u32);
+        if self.over {
+            return closing(text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many connections from your address",
+            ));
+        }
+        if req.headers().contains_key(header::UPGRADE) {
+            return self.upgrade(&mut req);
+        }
+        let method = req.method().clone();
+        if method != Method::GET && method != Method::HEAD {
+            let mut r = closing(text(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "only GET and HEAD here",
+            ));
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return r;
+        }
+        let head = method == Method::HEAD;
+        let path = req.uri().path().to_string();
+        let mut r = match rules::route(&path) {
+            Target::Asset(name) => self.asset(name, req.headers()),
+            Target::Sessions => self.sessions().await,
+            Target::Replay(name) => self.replay(name, req.headers(), head).await,
+            Target::BadName => text(StatusCode::BAD_REQUEST, "not a file or session name"),
+        };
+        if head {
+            // hyper sends no body for HEAD; the length stays what a GET would get.
+            *r.body_mut() = empty();
+        }
+        set_common(&mut r);
+        r
+    }
+
+    /// A WebSocket upgrade: judged as before (`ws::judge`), 101 and the socket handed to
+    /// the relay, or the refusal's status and text, and the connection closed.
+    fn upgrade(&self, req: &mut Request<Incoming>) -> Response<Body> {
+        let version = match req.version() {
+            hyper::Version::HTTP_10 | hyper::Version::HTTP_09 => 0,
+            _ => 1,
+        };
+        let verdict = {
+            let request = ws::Request {
+                method: req.method().as_str(),
+                version,
+                headers: req
+                    .headers()
+                    .iter()
+                    .map(|(n, v)| (n.as_str(), v.to_str().unwrap_or("")))
+                    .collect(),
+            };
+            ws::judge(&request, self.tls, &self.options.allowed_origins)
+        };
+        match verdict {
+            Ok(accept) => {
+                *self.upgrade.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some(hyper::upgrade::on(req));
+                let mut r = Response::new(empty());
+                *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+                let h = r.headers_mut();
+                h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+                h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+                if let Ok(v) = HeaderValue::from_str(&accept.key) {
+                    h.insert(header::SEC_WEBSOCKET_ACCEPT, v);
+                }
+                if accept.subprotocol {
+                    h.insert(
+                        header::SEC_WEBSOCKET_PROTOCOL,
+                        HeaderValue::from_static(SUBPROTOCOL),
+                    );
+                }
+                r
+            }
+            Err(refusal) => {
+                tracing::info!(status = refusal.status, why = %refusal.body, "WebSocket upgrade refused");
+                let status =
+                    StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::BAD_REQUEST);
+                let mut r = closing(text(status, &refusal.body));
+                r.headers_mut().insert(
+                    header::SEC_WEBSOCKET_VERSION,
+                    HeaderValue::from_static("13"),
+                );
+                r
+            }
+        }
+    }
+
+    fn asset(&self, name: &str, headers: &HeaderMap) -> Response<Body> {
+        let Some((bytes, tag)) = self.site.assets.get(name) else {
+            return text(StatusCode::NOT_FOUND, "no such file");
+        };
+        let not_modified =
+            value(headers, header::IF_NONE_MATCH).is_some_and(|h| rules::none_match(h, tag));
+        let mut r = if not_modified {
+            status_only(StatusCode::NOT_MODIFIED)
+        } else {
+            let mut r = Response::new(full(bytes.clone()));
+            set(&mut r, header::CONTENT_TYPE, rules::content_type(name));
+            set(&mut r, header::CONTENT_LENGTH, &bytes.len().to_string());
+            r
+        };
+        set(&mut r, header::CONTENT_SECURITY_POLICY, rules::CSP);
+        set(&mut r, header::ETAG, tag);
+        set(&mut r, header::CACHE_CONTROL, "no-cache");
+        r
+    }
+
+    async fn sessions(&self) -> Response<Body> {
+        let live: Vec<Entry> = self
+            .server
+            .session_views(rules::MAX_SESSIONS * 2)
+            .into_iter()
+            .filter(|v| v.live)
+            .map(|v| {
+                let header = v
+                    .header
+                    .as_deref()
+                    .and_then(|h| StreamHeader::parse_prefix(h).ok().flatten());
+                Entry {
+                    live: true,
+                    duration: rules::seconds(v.song_time),
+                    viewers: v.viewers as u64,
+                    bytes: v.bytes,
+                    ..Entry::new(&v.name, header.as_ref())
+                }
+            })
+            .collect();
+        let archived = self.site.archived().await;
+        let body = rules::session_list(live, archived.as_ref().clone());
+        let mut r = Response::new(full(Bytes::from(body)));
+        set(&mut r, header::CONTENT_TYPE, "application/json");
+        set(&mut r, header::CACHE_CONTROL, "no-store");
+        r
+    }
+
+    async fn replay(&self, name: &str, headers: &HeaderMap, head: bool) -> Response<Body> {
+        let live = self
+            .server
+            .session_views(usize::MAX)
+            .into_iter()
+            .any(|v| v.live && v.name == name);
+        if live {
+            return text(
+                StatusCode::CONFLICT,
+                "the session is live: watch it over WebSocket; its replay is served once it ends",
+            );
+        }
+        let Some(dir) = self.site.catalog.as_ref().map(|c| c.dir().to_path_buf()) else {
+            return text(
+                StatusCode::NOT_FOUND,
+                "no such replay (the relay keeps no archive)",
+            );
+        };
+        let path: PathBuf = super::archive::path(&dir, name);
+        let mut file = match tokio::fs::File::open(&path).await {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return text(StatusCode::NOT_FOUND, "no such replay")
+            }
+            Err(e) => {
+                tracing::warn!(file = %path.display(), err = %e, "opening an archived replay");
+                return text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the replay cannot be read",
+                );
+            }
+        };
+        let meta = match file.metadata().await {
+            Ok(m) if m.is_file() => m,
+            _ => return text(StatusCode::NOT_FOUND, "no such replay"),
+        };
+        let len = meta.len();
+        let mtime = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        let tag = rules::etag(len, mtime);
+        let conditions = Conditions {
+            range: value(headers, header::RANGE),
+            if_range: value(headers, header::IF_RANGE),
+            if_none_match: value(headers, header::IF_NONE_MATCH),
+        };
+        let (status, first, count) = match rules::plan(&conditions, len, &tag) {
+            Plan::Whole => (StatusCode::OK, 0, len),
+            Plan::Part { first, last } => (StatusCode::PARTIAL_CONTENT, first, last - first + 1),
+            Plan::NotModified => {
+                let mut r = status_only(StatusCode::NOT_MODIFIED);
+                set(&mut r, header::ETAG, &tag);
+                set(&mut r, header::ACCEPT_RANGES, "bytes");
+                return r;
+            }
+            Plan::Unsatisfiable => {
+                let mut r = text(StatusCode::RANGE_NOT_SATISFIABLE, "range not satisfiable");
+                set(&mut r, header::CONTENT_RANGE, &format!("bytes */{len}"));
+                set(&mut r, header::ETAG, &tag);
+                set(&mut r, header::ACCEPT_RANGES, "bytes");
+                return r;
+            }
+        };
+        let body = if head || count == 0 {
+            empty()
+        } else {
+            if let Err(e) = file.seek(io::SeekFrom::Start(first)).await {
+                tracing::warn!(file = %path.display(), err = %e, "seeking an archived replay");
+                return text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the replay cannot be read",
+                );
+            }
+            if count > 0 {
+                tracing::debug!("served {name} bytes {first}-{}", first + count - 1);
+            }
+            file_body(file, count)
+        };
+        let mut r = Response::new(body);
+        *r.status_mut() = status;
+        set(&mut r, header::CONTENT_TYPE, "application/octet-stream");
+        set(&mut r, header::CONTENT_LENGTH, &count.to_string());
+        set(&mut r, header::ACCEPT_RANGES, "bytes");
+        set(&mut r, header::ETAG, &tag);
+        set(&mut r, header::CACHE_CONTROL, "no-cache");
+        if status == StatusCode::PARTIAL_CONTENT {
+            let last = first + count - 1;
+            set(
+                &mut r,
+                header::CONTENT_RANGE,
+                &format!("bytes {first}-{last}/{len}"),
+            );
+        }
+        r
+    }
+}
+
+/// A header's value as text, if it is there and is text.
+fn value(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Sets a header (values here are ASCII; one that is not is left out).
+fn set(r: &mut Response<Body>, name: header::HeaderName, v: &str) {
+    if let Ok(v) = HeaderValue::from_str(v) {
+        r.headers_mut().insert(name, v);
+    }
+}
+
+fn full(b: Bytes) -> Body {
+    Full::new(b).map_err(|never| match never {}).boxed()
+}
+
+fn empty() -> Body {
+    Empty::new().map_err(|never| match never {}).boxed()
+}
+
+fn status_only(status: StatusCode) -> Response<Body> {
+    let mut r = Response::new(empty());
+    *r.status_mut() = status;
+    set_common(&mut r);
+    r
+}
+
+/// A short text reply.
+fn text(status: StatusCode, why: &str) -> Response<Body> {
+    let body = format!("{why}\n");
+    let mut r = Response::new(full(Bytes::from(body.clone())));
+    *r.status_mut() = status;
+    set(&mut r, header::CONTENT_TYPE, "text/plain; charset=utf-8");
+    set(&mut r, header::CONTENT_LENGTH, &body.len().to_string());
+    set_common(&mut r);
+    r
+}
+
+/// The connection closes after this reply.
+fn closing(mut r: Response<Body>) -> Response<Body> {
+    set(&mut r, header::CONNECTION, "close");
+    r
+}
+
+fn set_common(r: &mut Response<Body>) {
+    set(r, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
+}
+
+/// `count` bytes of `file` from where it is, read [`PIECE`] bytes at a time as the peer
+/// takes them.
+fn file_body(file: tokio::fs::File, count: u64) -> Body {
+    let pieces = futures_util::stream::unfold((file, count), |(mut f, left)| async move {
+        if left == 0 {
+            return None;
+        }
+        let mut buf = vec![0u8; left.min(PIECE as u64) as usize];
+        match f.read(&mut buf).await {
+            Ok(0) => {
+                let e = io::Error::new(io::ErrorKind::UnexpectedEof, "the replay got shorter");
+                Some((Err(e), (f, 0)))
+            }
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(Frame::data(Bytes::from(buf))), (f, left - n as u64)))
+            }
+            Err(e) => Some((Err(e), (f, 0))),
+        }
+    });
+    BodyExt::boxed(StreamBody::new(pieces))
+}
+
+/// A socket that notes when it last made progress (read or wrote a byte), in milliseconds
+/// since `start`.
+struct Watched<S> {
+    io: S,
+    progress: Arc<AtomicU64>,
+    start: Instant,
+}
+
+impl<S> Watched<S> {
+    fn moved(&self) {
+        self.progress
+            .store(self.start.elapsed().as_millis() as u64, Ordering::Release);
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.io).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.moved();
+        }
+        r
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write(cx, data);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.moved();
+        }
+        r
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
