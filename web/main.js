@@ -598,7 +598,7 @@ if (params.has("session")) {
 } else if (params.has("replay")) {
   const name = params.get("replay");
   if (!NAME.test(name) || /^\.+$/.test(name)) fail("the replay name must be 1 to 64 of A-Z a-z 0-9 . _ -");
-  else start("replay", { op: "fetch", url: `replays/${encodeURIComponent(name)}.bsors` });
+  else start("replay", { op: "ranges", url: `replays/${encodeURIComponent(name)}.bsors` });
 } else if (params.has("src")) {
   start("replay", { op: "ranges", url: params.get("src") });
 } else {

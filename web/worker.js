@@ -1,10 +1,11 @@
 // The decoder's Web Worker: runs the project's decoder (bsor_stream.wasm, the Rust crate
-// bsor-stream-wasm) on bytes from a WebSocket (live), a fetch (stored replay or ?src=) or
-// a dropped file, and posts what it decodes to the page with transferable buffers:
+// bsor-stream-wasm) on bytes from a WebSocket (live), HTTP ranges (stored replay or ?src=)
+// or a dropped file, and posts what it decodes to the page with transferable buffers:
 //   {type:"data", frames:Float32Array (records of 22), events:Float32Array (records of 12),
 //    messages:[...], bytes:INT}
 //   {type:"net", state:STRING, detail:STRING}   connection state for the page to show
-// The page sends {op:"live", url, session} | {op:"fetch", url} | {op:"file", bytes} | {op:"stop"}.
+// The page sends {op:"live", url, session} | {op:"ranges", url} | {op:"file", bytes}, and
+// {op:"group", index} for a keyframe group of the stored stream being read by ranges.
 
 let wasm = null;
 const ready = (async () => {
@@ -93,41 +94,6 @@ class Sink {
       collect(wasm.bsor_load());
     }
   }
-}
-
-async function fetchSource(url, gen) {
-  net("fetching", url);
-  let res;
-  try {
-    // The request goes out while the decoder is still compiling.
-    const pending = fetch(url);
-    await ready;
-    res = await pending;
-  } catch (e) {
-    if (!wasm) {
-      net("error", `could not load the decoder: ${e.message}`);
-      return;
-    }
-    // A CSP refusal and a network failure both land here; the page says which it may be.
-    net("error", `could not fetch ${url}: ${e.message} (the page's Content-Security-Policy ` +
-      `allows only its own origin; a URL elsewhere is refused)`);
-    return;
-  }
-  if (!res.ok) {
-    const body = (await res.text()).slice(0, 200);
-    net("error", `${url}: HTTP ${res.status} ${body}`);
-    return;
-  }
-  const sink = new Sink();
-  const reader = res.body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (gen !== generation) { reader.cancel(); return; }
-    if (done) break;
-    sink.push(value);
-  }
-  sink.finish();
-  net("done", url);
 }
 
 // ---- a stored stream read by HTTP ranges (format.md 13, 14, 17) ----
@@ -431,7 +397,7 @@ onmessage = async (ev) => {
     loadGroup(msg.index).catch((e) => net("error", `a keyframe group: ${e.message}`));
     return;
   }
-  if (msg.op !== "fetch" && msg.op !== "ranges") {
+  if (msg.op !== "ranges") {
     try {
       await ready;
     } catch (e) {
@@ -446,9 +412,6 @@ onmessage = async (ev) => {
   switch (msg.op) {
     case "live":
       live = new Live(msg.url, msg.session, gen);
-      break;
-    case "fetch":
-      fetchSource(msg.url, gen).catch((e) => net("error", `${msg.url}: ${e.message}`));
       break;
     case "ranges":
       stored = null;

@@ -70,6 +70,7 @@ run("encode", synth, "-o", archived, "--archive");
 // The static server answers single byte ranges as the relay does (proto-spec/http.md) and
 // keeps what it served: `served` lists [name, first, last] byte ranges.
 const served = [];
+const relayServed = [];
 function serveStatic() {
   const server = createServer((req, res) => {
     const url = new URL(req.url, "http://x");
@@ -97,10 +98,21 @@ function serveStatic() {
 function startRelay(origin) {
   writeFileSync(join(tmp, "token"), "secret\n");
   const child = spawn(bin, ["serve", "--tcp", "127.0.0.1:0", "--ws", "127.0.0.1:0",
-    "--token-file", join(tmp, "token"), "--archive", join(tmp, "archive"), "--allow-origin", origin],
-  { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RUST_LOG: "warn" } });
+    "--token-file", join(tmp, "token"), "--archive", join(tmp, "archive"),
+    ...(origin ? ["--allow-origin", origin] : [])],
+  { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RUST_LOG: "warn,bsor_stream=debug" } });
   children.push(child);
-  child.stderr.resume();
+  // The relay logs each range it serves (proto-spec/http.md): `served NAME bytes A-B`.
+  let err = "";
+  child.stderr.on("data", (d) => {
+    err += d;
+    const lines = err.split("\n");
+    err = lines.pop();
+    for (const line of lines) {
+      const m = /served (\S+) bytes (\d+)-(\d+)/.exec(line);
+      if (m) relayServed.push([m[1].replace(/\.bsors$/, ""), Number(m[2]), Number(m[3])]);
+    }
+  });
   return new Promise((ok, fail) => {
     let out = "";
     child.stdout.on("data", (d) => {
@@ -190,14 +202,17 @@ async function test(name, body) {
 
 const statics = await serveStatic();
 const staticBase = `http://127.0.0.1:${statics.address().port}/`;
-const relay = await startRelay(staticBase.slice(0, -1));
-// The page from the relay when it serves it, else from the static server.
+// The page from the relay when it serves it (same origin: its default Origin rule), else
+// from the static server (a relay that allows that origin).
+let relay = await startRelay(null);
 let base = `http://${relay.ws}/`;
 let wsParam = "";
 try {
   const res = await fetch(base);
   if (!res.ok || !(res.headers.get("content-type") || "").startsWith("text/html")) throw new Error();
 } catch {
+  children.pop().kill("SIGTERM");
+  relay = await startRelay(staticBase.slice(0, -1));
   base = staticBase;
   wsParam = `&ws=${encodeURIComponent(`ws://${relay.ws}/`)}`;
 }
@@ -266,6 +281,43 @@ await test("stored_replay_seeks_reading_only_what_it_needs", async (page) => {
   assert.ok(s.framesDecoded > 0 && s.framesDecoded < expectedFrames, `one group's frames: ${s.framesDecoded}`);
   const end = await until(page, "the replay ends", (st) => st.ended, 30);
   assert.equal(end.score, expectedScore, "the final score, from the event chunks");
+});
+
+await test("archived_session_from_the_relay_seeks_by_ranges", async (page) => {
+  if (base === staticBase) {
+    console.log("NOTICE: the relay does not serve the page: its archived replay is not tested");
+    return;
+  }
+  const l = layout(join(tmp, "archive", "live1.bsors"));
+  // The header read, the footer, the index, and each event chunk: its header probe (34
+  // bytes, which may run past a chunk shorter than that) and the rest of it.
+  const known = [[0, 511], [l.size - 16, l.size - 1], [l.indexAt, l.size - 17],
+    ...l.events.map(([a, b]) => [a, Math.max(b - 1, a + 33)])];
+  const groupOf = ([, a, b]) => l.groups.findIndex((x) => a >= x.from && b < x.to);
+  relayServed.length = 0;
+  await page.goto(`${base}?replay=live1`);
+  await until(page, "the replay starts", (st) => st.framesRendered > 0, 20);
+  await page.keyboard.press("Space"); // pause: no group is read ahead
+  await page.waitForTimeout(300);
+  const before = relayServed.filter(([n]) => n === "live1");
+  for (const r of before) {
+    assert.ok(known.some(([x, y]) => r[1] >= x && r[2] <= y) || groupOf(r) >= 0,
+      `bytes ${r[1]}-${r[2]} are the header, footer, index, an event chunk or a group`);
+  }
+  // Seek, paused, to the middle: exactly one keyframe group is read, nothing else.
+  const g = l.groups[Math.floor(l.groups.length / 2)];
+  const t = g.t0 + 0.2;
+  relayServed.length = 0;
+  await page.$eval("#timeline", (el, v) => { el.value = String(v); el.dispatchEvent(new Event("input")); }, t);
+  const s = await until(page, "the seek shows the moment", (st) => Math.abs(st.songTime - t) < 0.05 && st.framesDecoded > 0, 10);
+  await page.waitForTimeout(300);
+  const after = relayServed.filter(([n]) => n === "live1");
+  // (The relay may log one response as several stretches.)
+  assert.ok(after.length > 0 && after.every(([, a, b]) => a >= g.from && b <= g.to - 1),
+    `one keyframe group (bytes ${g.from}-${g.to - 1}), and only it: ${JSON.stringify(after)}`);
+  assert.equal(Math.min(...after.map((r) => r[1])), g.from);
+  assert.equal(Math.max(...after.map((r) => r[2])), g.to - 1);
+  assert.equal(s.lastError, null);
 });
 
 await test("hostile_player_name_renders_as_text", async (page) => {
