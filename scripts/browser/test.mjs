@@ -320,6 +320,41 @@ await test("archived_session_from_the_relay_seeks_by_ranges", async (page) => {
   assert.equal(s.lastError, null);
 });
 
+await test("late_joiner_starts_at_the_newest_keyframe_group_and_lists_show_text", async (page) => {
+  if (base === staticBase) {
+    console.log("NOTICE: the relay does not serve the page: the late joiner is not tested");
+    return;
+  }
+  const published = publish(relay.tcp, "late", join(tmp, "hostile.bsor"), 2);
+  // Join once the relay has 6 s of song (its own account, /sessions), not by a clock.
+  let joinedAt = 0;
+  for (let i = 0; i < 100 && joinedAt < 6; i++) {
+    await page.waitForTimeout(100);
+    const list = await (await fetch(`${base}sessions`)).json();
+    joinedAt = list.sessions.find((x) => x.name === "late")?.duration ?? 0;
+  }
+  assert.ok(joinedAt >= 6, "the session got going");
+  await page.goto(`${base}?session=late`);
+  await until(page, "the first frame", (st) => st.framesRendered > 0, 20);
+  const first = Number(await page.getAttribute("#timeline", "min"));
+  assert.equal(await page.textContent("#player"), HOSTILE);
+  await until(page, "the end", (st) => st.ended, 40);
+  assert.equal(await published, 0);
+  const l = layout(join(tmp, "archive", "late.bsors"));
+  const starts = l.groups.map((g) => g.t0);
+  assert.ok(starts.some((t0) => Math.abs(t0 - first) < 1e-4), `first frame ${first} starts a keyframe group`);
+  const newest = Math.max(...starts.filter((t0) => t0 <= joinedAt));
+  assert.ok(first >= newest, `first frame ${first} is from the newest group when joining (${newest}) or later`);
+
+  // The session list shows the hostile name as text, in a link-free cell.
+  await page.goto(base);
+  await page.waitForSelector("#sessions tr");
+  const cells = await page.$$eval("#sessions td", (tds) => tds.map((td) => td.textContent));
+  assert.ok(cells.includes(HOSTILE), "the player's name, as text");
+  assert.equal(await page.locator("#sessions img").count(), 0);
+  assert.equal(page.dialogs, 0);
+});
+
 await test("hostile_player_name_renders_as_text", async (page) => {
   await page.goto(`${base}${wsParam ? `?${wsParam.slice(1)}` : ""}`);
   await until(page, "the list", (s) => s.ready, 10);
