@@ -26,7 +26,9 @@ export CARGO_PROFILE_RELEASE_STRIP=true
 export RUSTFLAGS="--remap-path-prefix=$(pwd)=. --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=cargo"
 cargo build --release --locked -p bsor-stream-wasm --target wasm32-unknown-unknown \
     --target-dir target/wasm
-cp target/wasm/wasm32-unknown-unknown/release/bsor_stream_wasm.wasm web/bsor_stream.wasm
+built=target/wasm/wasm32-unknown-unknown/release/bsor_stream_wasm.wasm
+# Copied only when it changed: the CLI's build script embeds web/ and rebuilds on any touch.
+cmp -s "$built" web/bsor_stream.wasm || cp "$built" web/bsor_stream.wasm
 
 wasm_gz=$(gzip -9n <web/bsor_stream.wasm | wc -c)
 page_gz=0
