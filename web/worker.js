@@ -123,6 +123,9 @@ function text() {
 async function rangesSource(url, gen) {
   net("fetching", url);
   let res;
+  // The header's and the footer's reads go out at once, while the decoder compiles.
+  const tail = fetch(url, { headers: { Range: "bytes=-16" } });
+  tail.catch(() => {});
   try {
     const pending = fetch(url, { headers: { Range: `bytes=0-${HEAD_GUESS - 1}` } });
     await ready;
@@ -182,7 +185,14 @@ async function rangesSource(url, gen) {
   }
   if (!collect(hlen > 0 ? 0 : -1)) return;
   // 2. The footer; 3. the index.
-  input(await range(url, size - 16, size - 1));
+  const foot = await tail;
+  if (foot.status !== 206) {
+    net("error", `${url}: the last 16 bytes: HTTP ${foot.status}`);
+    return;
+  }
+  const footBytes = new Uint8Array(await foot.arrayBuffer());
+  bytesIn += footBytes.length;
+  input(footBytes);
   if (wasm.seek_footer() !== 0 || gen !== generation) {
     net("error", `${url}: the stream has no footer (it is not finished)`);
     return;
@@ -191,6 +201,17 @@ async function rangesSource(url, gen) {
   input(await range(url, indexAt, size - 17));
   if (wasm.seek_index() !== 0) { collect(-1); return; }
   const entries = JSON.parse(text())[0].entries; // [type, offset, first, count, t0, t1]
+  // 5. The keyframe groups, loaded when the page asks.
+  const keys = entries.map((e, k) => [e, k]).filter(([e]) => e[0] === 1);
+  const groups = keys.map(([e], i) => {
+    const end = i + 1 < keys.length ? keys[i + 1][0][1]
+      : (entries.find((x) => x[0] === 4)?.[1] ?? indexAt);
+    return { offset: e[1], end, t0: e[4], t1: e[5] };
+  });
+  stored = { url, size, groups, gen };
+  // The page asks for the group it shows while the event chunks load.
+  postMessage({ type: "groups", groups: groups.map((g) => ({ t0: g.t0, t1: g.t1 })), bytes: bytesIn });
+
   // 4. The event chunks: each one's header, then the rest of it.
   const next = (k) => (k + 1 < entries.length ? entries[k + 1][1] : indexAt);
   const events = entries.map((e, k) => [e, k]).filter(([e]) => e[0] === 3);
@@ -216,15 +237,6 @@ async function rangesSource(url, gen) {
     collect(wasm.seek_events(newGroup));
     newGroup = 0;
   }
-  // 5. The keyframe groups, loaded when the page asks.
-  const keys = entries.map((e, k) => [e, k]).filter(([e]) => e[0] === 1);
-  const groups = keys.map(([e], i) => {
-    const end = i + 1 < keys.length ? keys[i + 1][0][1]
-      : (entries.find((x) => x[0] === 4)?.[1] ?? indexAt);
-    return { offset: e[1], end, t0: e[4], t1: e[5] };
-  });
-  stored = { url, size, groups, gen };
-  postMessage({ type: "groups", groups: groups.map((g) => ({ t0: g.t0, t1: g.t1 })), bytes: bytesIn });
 }
 
 async function loadGroup(i) {
