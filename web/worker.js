@@ -50,6 +50,9 @@ function net(state, detail = "") {
   postMessage({ type: "net", state, detail: String(detail), bytes: bytesIn });
 }
 
+// The most a classic BSOR may be here (the longest real ones are a few MB).
+const MAX_BSOR = 256 << 20;
+
 // A stored stream or classic BSOR, by magic: a stream is decoded as it arrives, a classic
 // BSOR (its sections are in file order, frames before notes) once it is whole.
 class Sink {
@@ -63,6 +66,11 @@ class Sink {
   push(bytes) {
     if (!this.ok) return;
     bytesIn += bytes.length;
+    if (this.size + bytes.length > MAX_BSOR) {
+      this.ok = false;
+      net("error", `the file is over ${MAX_BSOR >> 20} MiB: not a replay this page plays`);
+      return;
+    }
     if (this.kind === null) {
       const h = new Uint8Array(this.head.length + bytes.length);
       h.set(this.head);
@@ -166,6 +174,10 @@ async function rangesSource(url, gen) {
     // A classic BSOR (or no size): the rest, then the whole.
     const sink = new Sink();
     sink.push(head);
+    if (Number.isFinite(size) && size > MAX_BSOR) {
+      net("error", `${url}: over ${MAX_BSOR >> 20} MiB: not a replay this page plays`);
+      return;
+    }
     if (Number.isFinite(size) && size > head.length) sink.push(await range(url, head.length, size - 1));
     sink.finish();
     net("done", url);
