@@ -150,7 +150,12 @@ async fn the_page_is_served_from_memory_with_its_policy_on_one_connection() {
                 .status,
             400
         );
-        assert_eq!(request(&mut sock, "GET", "/sessions", "").await.status, 200);
+        let list = request(&mut sock, "GET", "/sessions", "").await;
+        assert_eq!(list.status, 200);
+        assert_eq!(list.body, b"{\"sessions\":[]}");
+        let head = request(&mut sock, "HEAD", "/sessions", "").await;
+        let len = list.body.len().to_string();
+        assert_eq!(head.header("content-length"), Some(len.as_str()));
         // No archive: no replay.
         assert_eq!(
             request(&mut sock, "GET", "/replays/x.bsors", "")

@@ -260,13 +260,18 @@ enum Command {
         output: Option<PathBuf>,
     },
     /// A relay, a publisher and three viewers on 127.0.0.1 in one process (a synthetic
-    /// 20-second replay when no file is given): what a viewer sees, and the sizes.
+    /// 20-second replay when no file is given): what a viewer sees, and the sizes; prints
+    /// the URL of the browser player showing the session.
     Demo {
         /// A `.bsor` or `.bsors` file.
         file: Option<PathBuf>,
         /// Times the song's speed.
         #[arg(long, default_value_t = 2.0)]
         speed: f32,
+        /// Exit when the song ends (by default, run from a terminal, the page keeps
+        /// serving the replay until Ctrl-C; `BSOR_DEMO_EXIT=1` does the same as this).
+        #[arg(long)]
+        exit: bool,
     },
     /// Sizes and speeds of every profile under both settings, against BSOR and zstd -19.
     Bench {
@@ -331,7 +336,7 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
                 &budgets,
             )
         }
-        Command::Demo { file, speed } => commands::live::demo(file.as_deref(), speed),
+        Command::Demo { file, speed, exit } => commands::live::demo(file.as_deref(), speed, exit),
         Command::Publish {
             file,
             to,

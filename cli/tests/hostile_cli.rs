@@ -91,6 +91,13 @@ fn websocket_upgrades_are_answered_as_browsers_need() {
 }
 
 #[test]
+fn http_holds_against_slow_heads_range_and_list_floods_and_forged_headers() {
+    assert_pass(&run(
+        "http-slowloris,http-ranges,http-sessions,http-headers",
+    ));
+}
+
+#[test]
 fn sighup_reloads_the_tokens_and_keeps_the_relay() {
     assert_pass(&run("sighup"));
 }

@@ -337,3 +337,46 @@ fn sessions_replays_ranges_and_the_websocket_share_one_port() {
         "{log}"
     );
 }
+
+#[test]
+fn demo_prints_the_url_of_its_session_and_serves_it_there() {
+    let mut demo = bin()
+        .args(["demo", "--speed", "4", "--exit"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(demo.stdout.take().unwrap()).lines();
+    let url = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| l.strip_prefix("open ").map(str::to_string))
+        .expect("an `open URL` line");
+    let addr = url
+        .strip_prefix("http://")
+        .and_then(|r| r.strip_suffix("/?session=demo"))
+        .expect(&url)
+        .to_string();
+    assert!(addr.starts_with("127.0.0.1:"), "{url}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let live = loop {
+        let list = sessions(&addr);
+        let live = entry(&list, "demo").is_some_and(|e| e["live"] == true);
+        if live || Instant::now() > deadline {
+            break live;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(live, "the demo session is listed live at {addr}");
+    let page = get(&addr, "GET", "/?session=demo", &[]);
+    let has_page = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../web/index.html")
+        .exists();
+    assert_eq!(page.status, if has_page { 200 } else { 404 });
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(demo.wait().unwrap().success());
+    assert!(
+        rest.iter().any(|l| l.starts_with("sizes: BSOR")),
+        "{rest:?}"
+    );
+}

@@ -168,6 +168,11 @@ impl Server {
         lock(&self.shared.relay).session_views(max)
     }
 
+    /// Whether session `name` is held and has not ended (see [`Relay::is_live`]).
+    pub fn is_live(&self, name: &str) -> bool {
+        lock(&self.shared.relay).is_live(name)
+    }
+
     /// The archive's folder, if sessions are archived.
     pub fn archive_dir(&self) -> Option<&std::path::Path> {
         self.shared.config.archive.as_deref()

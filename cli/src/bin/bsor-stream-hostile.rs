@@ -101,9 +101,13 @@ enum Scenario {
     WebSocket,
     Sighup,
     Disconnects,
+    HttpSlowloris,
+    HttpRanges,
+    HttpSessions,
+    HttpHeaders,
 }
 
-const SCENARIOS: [Scenario; 14] = [
+const SCENARIOS: [Scenario; 18] = [
     Scenario::NeverRead,
     Scenario::HugeChunks,
     Scenario::BadHeader,
@@ -118,6 +122,10 @@ const SCENARIOS: [Scenario; 14] = [
     Scenario::WebSocket,
     Scenario::Sighup,
     Scenario::Disconnects,
+    Scenario::HttpSlowloris,
+    Scenario::HttpRanges,
+    Scenario::HttpSessions,
+    Scenario::HttpHeaders,
 ];
 
 impl Scenario {
@@ -137,6 +145,10 @@ impl Scenario {
             Scenario::WebSocket => "websocket",
             Scenario::Sighup => "sighup",
             Scenario::Disconnects => "disconnects",
+            Scenario::HttpSlowloris => "http-slowloris",
+            Scenario::HttpRanges => "http-ranges",
+            Scenario::HttpSessions => "http-sessions",
+            Scenario::HttpHeaders => "http-headers",
         }
     }
 
@@ -190,7 +202,8 @@ impl Scenario {
                  with `/`: each gets 7 BadSessionName"
             }
             Scenario::WebSocket => {
-                "N WebSocket upgrades: a plain GET, not HTTP, a bad version, a subprotocol \
+                "N WebSocket upgrades: a plain GET of /sessions gets 200 (the relay's \
+                 HTTP); an upgrade to h2c, not HTTP, a bad version, a subprotocol \
                  list without bsor-stream.v1 get HTTP 400; a foreign Origin 403; a request \
                  for bsor-stream.v1 (alone or in a list) 101 with it echoed; no subprotocol, \
                  or the same-host Origin, 101 without one"
@@ -202,6 +215,25 @@ impl Scenario {
             Scenario::Disconnects => {
                 "N clients say Hello and hang up (half with a reset): the relay's log does \
                  not call an ordinary disconnect a bad frame"
+            }
+            Scenario::HttpSlowloris => {
+                "N HTTP requests whose head grows by a line every 200 ms and never ends: \
+                 none is answered, each is closed at the handshake timeout if the run lasts \
+                 that long"
+            }
+            Scenario::HttpRanges => {
+                "N keep-alive clients read random ranges of an archived ~2.4 MB stream until \
+                 the end, each with the right bytes; every fourth sends 200 range requests \
+                 at once and reads nothing: the relay's memory stays bounded"
+            }
+            Scenario::HttpSessions => {
+                "N keep-alive clients ask for /sessions until the end (thousands of lists): \
+                 each is JSON naming the honest session live"
+            }
+            Scenario::HttpHeaders => {
+                "N requests with huge or forged header fields, Range values and traversal \
+                 paths: each gets its status (431/400, 200 for an ignored Range, 416, 400 \
+                 for a path) or is closed; none reaches a file outside the archive"
             }
         }
     }
@@ -446,6 +478,13 @@ fn scenario(
             std::fs::write(&files.tokens, format!("{}\n{OLD_TOKEN}\n", args.token))
                 .map_err(|e| (files.tokens.as_path(), e))?;
             std::fs::create_dir_all(&files.archive).map_err(|e| (files.archive.as_path(), e))?;
+            if matches!(which, Scenario::HttpRanges | Scenario::HttpHeaders) {
+                // A finished session for the range requests to read.
+                let path = files
+                    .archive
+                    .join(format!("{}.bsors", hostile::http::ARCHIVED));
+                std::fs::write(&path, &big.file).map_err(|e| (path.as_path(), e))?;
+            }
             if which == Scenario::ArchiveName {
                 // A finished session on disk from an earlier run of the relay.
                 let path = files.archive.join("big.bsors");
@@ -769,6 +808,10 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
     let addr = ctx.relay.addr;
     let n = ctx.n;
     match which {
+        Scenario::HttpSlowloris => hostile::http::slowloris(ctx).await,
+        Scenario::HttpRanges => hostile::http::ranges(ctx).await,
+        Scenario::HttpSessions => hostile::http::sessions(ctx, which).await,
+        Scenario::HttpHeaders => hostile::http::headers(ctx).await,
         Scenario::NeverRead => {
             let every = Duration::from_secs_f64((ctx.seconds / 4.0).min(20.0));
             let until = ctx.until;

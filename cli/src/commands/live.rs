@@ -11,7 +11,7 @@ use std::ops::ControlFlow;
 
 use bsor_stream::net::client::{ClientConfig, ClientEvent, Subscription};
 use bsor_stream::net::wire::{EndReason, ViewMode};
-use bsor_stream::net::{publisher, tcp, tls, viewer};
+use bsor_stream::net::{publisher, tcp, tls, viewer, ws};
 use bsor_stream::stream::{Settings, StreamDecoder, StreamItem};
 use bsor_stream::transcode;
 use bytes::Bytes;
@@ -481,8 +481,11 @@ pub fn watch(
 }
 
 /// `demo [FILE]`: a relay, a publisher and three viewers on 127.0.0.1 in one process, with a
-/// synthetic replay when no file is given; prints what a viewer sees and the final sizes.
-pub fn demo(file: Option<&Path>, speed: f32) -> Result<Outcome, Failure> {
+/// synthetic replay when no file is given; prints the page's URL
+/// (`open http://127.0.0.1:PORT/?session=demo`), what a viewer sees and the final sizes.
+/// Run from a terminal, it then serves the page and the replay until Ctrl-C (see
+/// [`linger`]); `exit` ends it with the song.
+pub fn demo(file: Option<&Path>, speed: f32, exit: bool) -> Result<Outcome, Failure> {
     use bsor_stream::net::relay::{RelayConfig, Tokens};
     use bsor_stream::net::server::{Server, ServerConfig};
     use bsor_stream::stream::Profile;
@@ -518,17 +521,31 @@ pub fn demo(file: Option<&Path>, speed: f32) -> Result<Outcome, Failure> {
             .local_addr()
             .map_err(|e| Failure(e.to_string()))?
             .to_string();
+        let web = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| Failure(format!("127.0.0.1:0: {e}")))?;
+        let web_addr = web.local_addr().map_err(|e| Failure(e.to_string()))?;
         println!(
             "relay listening on {addr}; publishing {} at {speed}x to 3 viewers",
             path.display()
         );
-        let relay = Server::new(
-            RelayConfig::default(),
-            Tokens::parse("demo-token"),
-            ServerConfig::default(),
-        )
-        .map_err(|e| Failure(e.to_string()))?;
-        let server = tokio::spawn(tcp::serve(listener, relay));
+        println!("open http://{web_addr}/?session=demo");
+        // The demo's archive, so that the page can replay the song after it ends; removed
+        // when the demo exits.
+        let archive = DemoArchive::new()?;
+        let config = ServerConfig {
+            archive: Some(archive.0.clone()),
+            ..ServerConfig::default()
+        };
+        let relay = Server::new(RelayConfig::default(), Tokens::parse("demo-token"), config)
+            .map_err(|e| Failure(e.to_string()))?;
+        let server = tokio::spawn(tcp::serve(listener, relay.clone()));
+        let page = tokio::spawn(ws::serve_site(
+            web,
+            relay.clone(),
+            ws::WsOptions::default(),
+            crate::assets::web(),
+        ));
         // The viewers connect first; the song starts a moment later.
         let start = Instant::now() + Duration::from_millis(200);
         let mut viewers = Vec::new();
@@ -546,13 +563,48 @@ pub fn demo(file: Option<&Path>, speed: f32) -> Result<Outcome, Failure> {
                 i + 1
             );
         }
-        server.abort();
         println!(
             "sizes: BSOR {bsor_bytes} bytes, stream {stream_bytes} bytes ({:.1}%)",
             100.0 * stream_bytes as f64 / bsor_bytes.max(1) as f64
         );
+        if !exit && linger() {
+            println!(
+                "the song ended; open http://{web_addr}/?replay=demo to replay it; Ctrl-C stops"
+            );
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        server.abort();
+        page.abort();
+        let _ = relay.shutdown();
+        drop(archive);
         Ok(Outcome::Done)
     })
+}
+
+/// Whether `demo` keeps serving after the song: when a person runs it (standard input is
+/// a terminal) and `BSOR_DEMO_EXIT` is not set, so that there is time to open the page.
+fn linger() -> bool {
+    use std::io::IsTerminal;
+    std::env::var_os("BSOR_DEMO_EXIT").is_none() && std::io::stdin().is_terminal()
+}
+
+/// The demo's archive folder in the system's temporary folder, removed when dropped.
+struct DemoArchive(std::path::PathBuf);
+
+impl DemoArchive {
+    fn new() -> Result<Self, Failure> {
+        let dir = std::env::temp_dir().join(format!("bsor-stream-demo-{}", std::process::id()));
+        // A folder left by a killed demo of the same process id holds nothing of use.
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
+        Ok(DemoArchive(dir))
+    }
+}
+
+impl Drop for DemoArchive {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// One of the demo's viewers: frames, bytes and the worst latency against when the publisher

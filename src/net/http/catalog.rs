@@ -131,15 +131,18 @@ fn read_described(f: &mut File, len: u64) -> io::Result<(Option<StreamHeader>, f
     let Ok(Some((header, header_len))) = StreamHeader::parse_prefix_len(&head) else {
         return Ok((None, 0.0));
     };
+    // A finished file: the last keyframe group's chunks, from the index; a truncated one:
+    // every chunk header.
     let duration = match index_duration(f, len)? {
-        Some(d) => d,
+        Some((t1, from)) => t1.max(walk_duration(f, from, len)?),
         None => walk_duration(f, header_len as u64, len)?,
     };
     Ok((Some(header), duration))
 }
 
-/// The latest frame time the index gives, when the file ends with a footer.
-fn index_duration(f: &mut File, len: u64) -> io::Result<Option<f32>> {
+/// When the file ends with a footer: the latest frame time the index gives (the end of a
+/// keyframe chunk) and where the last keyframe chunk starts (frame chunks may follow it).
+fn index_duration(f: &mut File, len: u64) -> io::Result<Option<(f32, u64)>> {
     if len < FOOTER_SIZE as u64 {
         return Ok(None);
     }
@@ -166,16 +169,18 @@ fn index_duration(f: &mut File, len: u64) -> io::Result<Option<f32>> {
     let Ok(entries) = crate::stream::decode_index(payload) else {
         return Ok(None);
     };
-    let last = entries
-        .iter()
-        .filter(|e| e.kind == ChunkType::Keyframes)
+    let keyframes = entries.iter().filter(|e| e.kind == ChunkType::Keyframes);
+    let last = keyframes
+        .clone()
         .map(|e| e.t1.max(e.t0))
         .filter(|t| t.is_finite())
         .fold(0.0f32, f32::max);
-    Ok(Some(last))
+    let from = keyframes.map(|e| e.offset).max().unwrap_or(len);
+    Ok(Some((last, from.min(len))))
 }
 
-/// The latest `t0` of a frame chunk, walking the chunk headers (bounded in count).
+/// The latest `t0` of a frame chunk from `at` on, walking the chunk headers (bounded in
+/// count): within one flush interval of the last frame.
 fn walk_duration(f: &mut File, mut at: u64, len: u64) -> io::Result<f32> {
     let mut window = [0u8; crate::net::wire::CHUNK_HEADER_MAX];
     let mut latest = 0.0f32;
@@ -195,4 +200,63 @@ fn walk_duration(f: &mut File, mut at: u64, len: u64) -> io::Result<f32> {
         at += hlen as u64 + u64::from(h.len);
     }
     Ok(latest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::{Profile, Settings};
+    use std::time::Duration;
+
+    fn stream(seconds: f32) -> Vec<u8> {
+        let r = crate::synth::replay(crate::synth::Settings {
+            seed: 3,
+            seconds,
+            fps: 90,
+        });
+        crate::transcode::encode_replay(&r, Settings::live(Profile::Lossless))
+    }
+
+    fn write(dir: &Path, name: &str, bytes: &[u8], age_s: u64) {
+        let p = dir.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        let t = SystemTime::now() - Duration::from_secs(age_s);
+        File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(t)
+            .unwrap();
+    }
+
+    #[test]
+    fn archived_files_are_listed_newest_first_with_their_info() {
+        let dir = tempfile::tempdir().unwrap();
+        let whole = stream(4.0);
+        write(dir.path(), "old.bsors", &whole, 100);
+        // A session cut short: no footer, so its duration comes from its chunk headers.
+        write(dir.path(), "cut.bsors", &whole[..whole.len() / 2], 50);
+        write(dir.path(), "junk.bsors", b"not a stream at all", 10);
+        write(dir.path(), "..bsors", &whole, 5);
+        write(dir.path(), "notes.txt", b"x", 1);
+        let c = Catalog::new(dir.path());
+        let list = c.list();
+        let names: Vec<&str> = list.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["junk", "cut", "old"]);
+        let (junk, cut, old) = (&list[0], &list[1], &list[2]);
+        assert_eq!(old.bytes, whole.len() as u64);
+        assert!(!old.player.is_empty() && !old.song.is_empty(), "{old:?}");
+        assert!((3.5..=4.0).contains(&old.duration), "{old:?}");
+        assert!(old.started > 0, "{old:?}");
+        assert!(!old.live);
+        assert_eq!(cut.player, old.player);
+        assert!(cut.duration > 0.5 && cut.duration < old.duration, "{cut:?}");
+        assert_eq!(junk.player, "");
+        assert_eq!(junk.bytes, 19);
+        // A changed file is described again; an unchanged one comes from the cache.
+        write(dir.path(), "junk.bsors", &whole, 10);
+        let again = c.list();
+        assert_eq!(again[0].player, old.player);
+        assert_eq!(again[2], list[2]);
+    }
 }

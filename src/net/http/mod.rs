@@ -15,7 +15,8 @@
 //! previous request) and hyper's 16 KiB buffer; the head must come within the relay's
 //! handshake timeout, which also closes a connection idle between requests; a connection
 //! whose peer stops reading what it is sent is closed after [`STALL`]; connections from one
-//! address are capped as the relay caps them; files are sent in [`PIECE`] byte reads; the
+//! address are capped as the relay caps them; files are sent in [`PIECE`] byte reads, at
+//! most [`READS`] at once; the
 //! archive's list is built by one task at a time and reused for [`LIST_TTL`].
 
 pub mod catalog;
@@ -50,7 +51,10 @@ use super::ws::{self, WsOptions, SUBPROTOCOL};
 use crate::stream::StreamHeader;
 
 /// Bytes of a file read and sent at a time.
-pub const PIECE: usize = 64 << 10;
+pub const PIECE: usize = 16 << 10;
+/// File pieces read at once, over all connections of a listener (each read runs on the
+/// blocking pool): what bounds the disk and CPU time HTTP takes from the live relay.
+pub const READS: usize = 8;
 /// How long the archive's list is reused before the folder is read again.
 pub const LIST_TTL: Duration = Duration::from_secs(1);
 /// How long a connection may make no progress (nothing read, nothing written) while a
@@ -108,6 +112,8 @@ pub(crate) struct Site {
     catalog: Option<Arc<Catalog>>,
     listed: tokio::sync::Mutex<Option<(Instant, Arc<Vec<Entry>>)>>,
     per_address: Mutex<HashMap<IpAddr, usize>>,
+    /// Permits for file pieces read at once ([`READS`]).
+    reads: Arc<tokio::sync::Semaphore>,
 }
 
 impl Site {
@@ -117,6 +123,7 @@ impl Site {
             catalog: server.archive_dir().map(|d| Arc::new(Catalog::new(d))),
             listed: tokio::sync::Mutex::new(None),
             per_address: Mutex::new(HashMap::new()),
+            reads: Arc::new(tokio::sync::Semaphore::new(READS)),
         })
     }
 
@@ -419,19 +426,16 @@ impl Ctx {
             .collect();
         let archived = self.site.archived().await;
         let body = rules::session_list(live, archived.as_ref().clone());
+        let len = body.len();
         let mut r = Response::new(full(Bytes::from(body)));
         set(&mut r, header::CONTENT_TYPE, "application/json");
+        set(&mut r, header::CONTENT_LENGTH, &len.to_string());
         set(&mut r, header::CACHE_CONTROL, "no-store");
         r
     }
 
     async fn replay(&self, name: &str, headers: &HeaderMap, head: bool) -> Response<Body> {
-        let live = self
-            .server
-            .session_views(usize::MAX)
-            .into_iter()
-            .any(|v| v.live && v.name == name);
-        if live {
+        if self.server.is_live(name) {
             return text(
                 StatusCode::CONFLICT,
                 "the session is live: watch it over WebSocket; its replay is served once it ends",
@@ -503,7 +507,8 @@ impl Ctx {
             if count > 0 {
                 tracing::debug!("served {name} bytes {first}-{}", first + count - 1);
             }
-            file_body(file, count)
+            file.set_max_buf_size(PIECE);
+            file_body(file, count, self.site.reads.clone())
         };
         let mut r = Response::new(body);
         *r.status_mut() = status;
@@ -573,23 +578,31 @@ fn set_common(r: &mut Response<Body>) {
 }
 
 /// `count` bytes of `file` from where it is, read [`PIECE`] bytes at a time as the peer
-/// takes them.
-fn file_body(file: tokio::fs::File, count: u64) -> Body {
-    let pieces = futures_util::stream::unfold((file, count), |(mut f, left)| async move {
+/// takes them, each read with one of `reads`' permits.
+fn file_body(file: tokio::fs::File, count: u64, reads: Arc<tokio::sync::Semaphore>) -> Body {
+    let state = (file, count, reads);
+    let pieces = futures_util::stream::unfold(state, |(mut f, left, reads)| async move {
         if left == 0 {
             return None;
         }
         let mut buf = vec![0u8; left.min(PIECE as u64) as usize];
-        match f.read(&mut buf).await {
+        let read = match reads.clone().acquire_owned().await {
+            Ok(_permit) => f.read(&mut buf).await,
+            Err(_) => Err(io::Error::other("the relay is stopping")),
+        };
+        match read {
             Ok(0) => {
                 let e = io::Error::new(io::ErrorKind::UnexpectedEof, "the replay got shorter");
-                Some((Err(e), (f, 0)))
+                Some((Err(e), (f, 0, reads)))
             }
             Ok(n) => {
                 buf.truncate(n);
-                Some((Ok(Frame::data(Bytes::from(buf))), (f, left - n as u64)))
+                Some((
+                    Ok(Frame::data(Bytes::from(buf))),
+                    (f, left - n as u64, reads),
+                ))
             }
-            Err(e) => Some((Err(e), (f, 0))),
+            Err(e) => Some((Err(e), (f, 0, reads))),
         }
     });
     BodyExt::boxed(StreamBody::new(pieces))

@@ -358,6 +358,11 @@ impl Relay {
         self.sessions.len()
     }
 
+    /// Whether session `name` is held and has not ended.
+    pub fn is_live(&self, name: &str) -> bool {
+        self.sessions.get(name).is_some_and(|s| s.ended.is_none())
+    }
+
     /// At most `max` of the sessions the relay holds, as `GET /sessions` lists them (in no
     /// particular order).
     pub fn session_views(&self, max: usize) -> Vec<SessionView> {

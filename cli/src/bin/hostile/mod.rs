@@ -2,6 +2,8 @@
 //! and what a relay answered. The honest clients use the library's client; these speak the
 //! wire by hand, so that they can break it.
 
+pub mod http;
+
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
