@@ -1,0 +1,142 @@
+// The player's figures in headless Chromium (a benchmark, not a test: it asserts nothing):
+//   node scripts/browser/bench.mjs target/release/bsor-stream ../shared/corpus
+// 1. WebAssembly decoding speed (MB of BSOR a second) of the corpus encoded compact and
+//    lossless (live settings), best of 5 runs, next to the native decoder's
+//    (`bsor-stream bench --json`, same files, one run each);
+// 2. load to first frame (the page's firstFrameTime) for a live session and for a 4-minute
+//    stored replay;
+// 3. the page's own work per rendered frame (decode messages, scene update and drawing
+//    calls, p50 and p99 over about 10 s of a replay at 1x).
+import { spawn, execFileSync } from "node:child_process";
+import { createServer } from "node:http";
+import { mkdtempSync, readFileSync, writeFileSync, rmSync, readdirSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, dirname, extname, basename } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const web = join(here, "..", "..", "web");
+const [bin, corpus] = process.argv.slice(2);
+const tmp = mkdtempSync(join(tmpdir(), "bsor-bench-"));
+const run = (...a) => execFileSync(bin, a, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+const children = [];
+
+const files = readdirSync(corpus).filter((f) => f.endsWith(".bsor")).sort();
+const inputs = [];
+for (const f of files) {
+  for (const profile of ["compact", "lossless"]) {
+    const out = `${basename(f, ".bsor")}.${profile}.bsors`;
+    run("encode", join(corpus, f), "-o", join(tmp, out), "--profile", profile);
+    inputs.push({ name: out, profile, bsorBytes: readFileSync(join(corpus, f)).length });
+  }
+}
+run("synth", "-o", join(tmp, "long.bsor"), "--seconds", "240");
+run("encode", join(tmp, "long.bsor"), "-o", join(tmp, "long.bsors"), "--archive");
+run("synth", "-o", join(tmp, "live.bsor"), "--seconds", "60");
+
+const native = JSON.parse(run("bench", "--json", corpus));
+const nativeSpeed = {};
+for (const profile of ["compact", "lossless"]) {
+  let bytes = 0;
+  let secs = 0;
+  for (const f of native.files) {
+    bytes += f.bsorBytes;
+    secs += f.streams[`${profile}/live`].decodeSeconds;
+  }
+  nativeSpeed[profile] = bytes / secs / 1e6;
+}
+
+const CSP = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; worker-src 'self'; " +
+  "connect-src 'self' ws: wss:; img-src 'self' data: blob:; style-src 'self'; object-src 'none'";
+const TYPES = { ".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css",
+  ".wasm": "application/wasm" };
+const server = createServer((req, res) => {
+  const name = new URL(req.url, "http://x").pathname.slice(1) || "index.html";
+  const file = [join(web, basename(name)), join(tmp, basename(name))].find((f) => existsSync(f));
+  if (!file) { res.writeHead(404); res.end(); return; }
+  res.writeHead(200, { "Content-Type": TYPES[extname(file)] || "application/octet-stream",
+    "Content-Security-Policy": CSP });
+  res.end(readFileSync(file));
+});
+await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
+const base = `http://127.0.0.1:${server.address().port}/`;
+
+writeFileSync(join(tmp, "token"), "secret\n");
+const relay = spawn(bin, ["serve", "--tcp", "127.0.0.1:0", "--ws", "127.0.0.1:0", "--token-file",
+  join(tmp, "token"), "--allow-origin", base.slice(0, -1)], { stdio: ["ignore", "pipe", "ignore"] });
+children.push(relay);
+const addr = await new Promise((ok) => {
+  let out = "";
+  relay.stdout.on("data", (d) => {
+    out += d;
+    const m = /listening tcp=(\S+) ws=(\S+)/.exec(out);
+    if (m) ok({ tcp: m[1], ws: m[2] });
+  });
+});
+
+const browser = await chromium.launchPersistentContext(join(tmp, "profile"), {
+  executablePath: "/usr/bin/chromium", headless: true, viewport: { width: 960, height: 600 },
+  args: ["--no-sandbox", "--use-angle=swiftshader", "--enable-unsafe-swiftshader",
+    "--disable-gpu-sandbox", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync"],
+});
+const page = await browser.newPage();
+await page.goto(base);
+
+// 1. Decoding in WebAssembly, in the page's main thread (the worker runs the same code).
+const speeds = await page.evaluate(async (inputs) => {
+  const { instance } = await WebAssembly.instantiate(await (await fetch("bsor_stream.wasm")).arrayBuffer(), {});
+  const w = instance.exports;
+  const out = [];
+  for (const inp of inputs) {
+    const bytes = new Uint8Array(await (await fetch(inp.name)).arrayBuffer());
+    let best = Infinity;
+    for (let i = 0; i < 5; i++) {
+      const t0 = performance.now();
+      w.stream_begin();
+      const at = w.input_reserve(bytes.length);
+      new Uint8Array(w.memory.buffer, at, bytes.length).set(bytes);
+      if (w.stream_push() !== 0 || w.stream_finish() !== 0) throw new Error(`${inp.name} failed`);
+      best = Math.min(best, performance.now() - t0);
+    }
+    out.push({ ...inp, ms: best });
+  }
+  return out;
+}, inputs);
+for (const profile of ["compact", "lossless"]) {
+  const mine = speeds.filter((s) => s.profile === profile);
+  const bytes = mine.reduce((n, s) => n + s.bsorBytes, 0);
+  const ms = mine.reduce((n, s) => n + s.ms, 0);
+  const mbs = bytes / (ms / 1000) / 1e6;
+  console.log(`wasm decode ${profile}: ${mbs.toFixed(1)} MB/s of BSOR; native ${nativeSpeed[profile].toFixed(1)} MB/s` +
+    ` (${((100 * mbs) / nativeSpeed[profile]).toFixed(0)}%)`);
+}
+
+// 2. Load to first frame.
+const pub = spawn(bin, ["publish", "--to", addr.tcp, "--session", "bench", "--token-file",
+  join(tmp, "token"), join(tmp, "live.bsor")], { stdio: "ignore" });
+children.push(pub);
+await new Promise((ok) => setTimeout(ok, 3000));
+const live = await browser.newPage();
+await live.goto(`${base}?session=bench&ws=${encodeURIComponent(`ws://${addr.ws}/`)}`);
+await live.waitForFunction(() => window.bsorStatus.firstFrameTime !== null, null, { timeout: 20000 });
+const liveFirst = await live.evaluate(() => window.bsorStatus.firstFrameTime);
+console.log(`live session: first frame ${liveFirst.toFixed(0)} ms after navigation start`);
+await live.close();
+
+const stored = await browser.newPage();
+await stored.goto(`${base}?src=long.bsors`);
+await stored.waitForFunction(() => window.bsorStatus.firstFrameTime !== null, null, { timeout: 20000 });
+const storedFirst = await stored.evaluate(() => window.bsorStatus.firstFrameTime);
+console.log(`4-minute stored replay (${readFileSync(join(tmp, "long.bsors")).length} bytes): first frame ${storedFirst.toFixed(0)} ms after navigation start`);
+
+// 3. Own work per frame over 10 s of playing.
+await stored.waitForTimeout(10000);
+const perf = await stored.evaluate(() => window.bsorPerf());
+console.log(`own work per rendered frame: p50 ${perf.p50.toFixed(2)} ms, p99 ${perf.p99.toFixed(2)} ms over ${perf.frames} frames`);
+
+await browser.close();
+for (const c of children) if (c.exitCode === null) c.kill("SIGTERM");
+server.close();
+rmSync(tmp, { recursive: true, force: true });

@@ -1,0 +1,398 @@
+// The player's tests in a real headless Chromium (Debian's, driven by playwright-core):
+// run by scripts/browser-test.sh as `node test.mjs BSOR_STREAM_BINARY`. Starts a relay on
+// 127.0.0.1; the page comes from the relay when it serves web/ (GET / answers HTML), else
+// from a static server here that sends the contract's headers (CSP included). Screenshots
+// go to target/browser/. Everything temporary is removed at the end.
+import { spawn, execFileSync } from "node:child_process";
+import { createServer } from "node:http";
+import { mkdtempSync, readFileSync, writeFileSync, rmSync, mkdirSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, dirname, extname, basename } from "node:path";
+import { fileURLToPath } from "node:url";
+import assert from "node:assert/strict";
+import { chromium } from "playwright-core";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, "..", "..");
+const web = join(root, "web");
+const shots = join(root, "target", "browser");
+const bin = process.argv[2];
+mkdirSync(shots, { recursive: true });
+const tmp = mkdtempSync(join(tmpdir(), "bsor-browser-"));
+const children = [];
+let passed = 0;
+let failed = 0;
+
+const CSP = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; worker-src 'self'; " +
+  "connect-src 'self' ws: wss:; img-src 'self' data: blob:; style-src 'self'; object-src 'none'; " +
+  "base-uri 'none'; frame-ancestors 'none'";
+const TYPES = { ".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css",
+  ".wasm": "application/wasm", ".bsors": "application/octet-stream", ".bsor": "application/octet-stream" };
+
+function run(...args) {
+  return execFileSync(bin, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+}
+
+// ---- fixtures ----
+const synth = join(tmp, "synthetic.bsor");
+run("synth", "-o", synth, "--seconds", "20", "--seed", "7");
+const expectedScore = Number(/^score\s+(\d+)/m.exec(run("info", synth))[1]);
+const expectedFrames = Number(/(\d+) frames/.exec(run("info", synth))[1]);
+const stream = join(tmp, "synthetic.bsors");
+run("encode", synth, "-o", stream);
+
+// The same replay with an HTML tag for a player name (bsor-v1.md: magic, version, section
+// 0, then the info's strings as int32 length + UTF-8: version, gameVersion, timestamp,
+// playerID, playerName).
+const HOSTILE = "<img src=x onerror=alert(1)>";
+{
+  const b = readFileSync(synth);
+  let at = 6;
+  for (let i = 0; i < 4; i++) at += 4 + b.readInt32LE(at);
+  const old = b.readInt32LE(at);
+  const name = Buffer.from(HOSTILE);
+  const len = Buffer.alloc(4);
+  len.writeInt32LE(name.length);
+  writeFileSync(join(tmp, "hostile.bsor"), Buffer.concat([b.subarray(0, at), len, name, b.subarray(at + 4 + old)]));
+}
+// A stream whose header is damaged (a byte of its info block flipped: the header CRC fails).
+{
+  const b = Buffer.from(readFileSync(stream));
+  b[40] ^= 0xff;
+  writeFileSync(join(tmp, "damaged.bsors"), b);
+}
+
+// The same replay in archive settings (a keyframe group every 10 s): two groups.
+const archived = join(tmp, "archived.bsors");
+run("encode", synth, "-o", archived, "--archive");
+
+// ---- servers ----
+// The static server answers single byte ranges as the relay does (proto-spec/http.md) and
+// keeps what it served: `served` lists [name, first, last] byte ranges.
+const served = [];
+const relayServed = [];
+function serveStatic() {
+  const server = createServer((req, res) => {
+    const url = new URL(req.url, "http://x");
+    const name = url.pathname === "/" ? "index.html" : basename(url.pathname);
+    const file = [join(web, name), join(tmp, name)].find((f) => existsSync(f) && name !== "README.md");
+    if (!file) { res.writeHead(404); res.end("not found"); return; }
+    const body = readFileSync(file);
+    const headers = { "Content-Type": TYPES[extname(file)] || "application/octet-stream",
+      "Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Accept-Ranges": "bytes" };
+    const r = /^bytes=(\d*)-(\d+)$/.exec(req.headers.range || "");
+    if (r && (r[1] === "" || Number(r[1]) < body.length)) {
+      const [a, b] = r[1] === "" ? [Math.max(0, body.length - Number(r[2])), body.length - 1]
+        : [Number(r[1]), Math.min(Number(r[2]), body.length - 1)];
+      served.push([name, a, b]);
+      res.writeHead(206, { ...headers, "Content-Range": `bytes ${a}-${b}/${body.length}` });
+      res.end(body.subarray(a, b + 1));
+      return;
+    }
+    served.push([name, 0, body.length - 1]);
+    res.writeHead(200, headers);
+    res.end(body);
+  });
+  return new Promise((ok) => server.listen(0, "127.0.0.1", () => ok(server)));
+}
+
+function startRelay(origin) {
+  writeFileSync(join(tmp, "token"), "secret\n");
+  const child = spawn(bin, ["serve", "--tcp", "127.0.0.1:0", "--ws", "127.0.0.1:0",
+    "--token-file", join(tmp, "token"), "--archive", join(tmp, "archive"),
+    ...(origin ? ["--allow-origin", origin] : [])],
+  { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RUST_LOG: "warn,bsor_stream=debug" } });
+  children.push(child);
+  // The relay logs each range it serves (proto-spec/http.md): `served NAME bytes A-B`.
+  let err = "";
+  child.stderr.on("data", (d) => {
+    err += d;
+    const lines = err.split("\n");
+    err = lines.pop();
+    for (const line of lines) {
+      const m = /served (\S+) bytes (\d+)-(\d+)/.exec(line);
+      if (m) relayServed.push([m[1].replace(/\.bsors$/, ""), Number(m[2]), Number(m[3])]);
+    }
+  });
+  return new Promise((ok, fail) => {
+    let out = "";
+    child.stdout.on("data", (d) => {
+      out += d;
+      const m = /listening tcp=(\S+) ws=(\S+)/.exec(out);
+      if (m) ok({ tcp: m[1], ws: m[2] });
+    });
+    child.on("exit", (code) => fail(new Error(`serve exited with ${code}`)));
+  });
+}
+
+function publish(tcp, session, file, speed) {
+  const child = spawn(bin, ["publish", "--to", tcp, "--session", session, "--token-file",
+    join(tmp, "token"), "--speed", String(speed), file], { stdio: "ignore" });
+  children.push(child);
+  return new Promise((ok) => child.on("exit", ok));
+}
+
+// ---- the browser ----
+// A fresh profile in the temporary folder (playwright passes it as --user-data-dir).
+const browser = await chromium.launchPersistentContext(join(tmp, "profile"), {
+  executablePath: "/usr/bin/chromium",
+  headless: true,
+  viewport: { width: 960, height: 600 },
+  args: ["--headless", "--no-sandbox", "--use-angle=swiftshader", "--enable-unsafe-swiftshader",
+    "--disable-gpu-sandbox", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync"],
+});
+
+async function newPage() {
+  const page = await browser.newPage();
+  page.errors = [];
+  page.dialogs = 0;
+  page.on("pageerror", (e) => page.errors.push(e.message));
+  page.on("dialog", (d) => { page.dialogs++; d.dismiss(); });
+  return page;
+}
+
+const status = (page) => page.evaluate(() => window.bsorStatus);
+
+async function until(page, what, pred, seconds) {
+  const end = Date.now() + seconds * 1000;
+  for (;;) {
+    const s = await status(page);
+    if (s && pred(s)) return s;
+    if (Date.now() > end) throw new Error(`${what}: not within ${seconds} s; status ${JSON.stringify(s)}`);
+    await page.waitForTimeout(200);
+  }
+}
+
+// Pixels of the WebGL canvas close to each saber's colour.
+function saberPixels(page) {
+  return page.evaluate(() => {
+    const src = document.getElementById("view");
+    const c = document.createElement("canvas");
+    c.width = src.width;
+    c.height = src.height;
+    const g = c.getContext("2d");
+    g.drawImage(src, 0, 0);
+    const d = g.getImageData(0, 0, c.width, c.height).data;
+    let red = 0;
+    let blue = 0;
+    for (let i = 0; i < d.length; i += 4) {
+      const [r, gr, b] = [d[i], d[i + 1], d[i + 2]];
+      if (r > 120 && r > 2.5 * gr && r > 2.5 * b) red++;
+      if (b > 120 && b > 1.6 * r && b > 1.3 * gr) blue++;
+    }
+    return { red, blue };
+  });
+}
+
+async function test(name, body) {
+  const page = await newPage();
+  try {
+    await body(page);
+    assert.deepEqual(page.errors, [], "no script errors");
+    passed++;
+    console.log(`test browser::${name} ... ok`);
+  } catch (e) {
+    failed++;
+    console.log(`test browser::${name} ... FAILED\n${e.stack}`);
+  } finally {
+    await page.screenshot({ path: join(shots, `${name}.png`) }).catch(() => {});
+    await page.close();
+  }
+}
+
+const statics = await serveStatic();
+const staticBase = `http://127.0.0.1:${statics.address().port}/`;
+// The page from the relay when it serves it (same origin: its default Origin rule), else
+// from the static server (a relay that allows that origin).
+let relay = await startRelay(null);
+let base = `http://${relay.ws}/`;
+let wsParam = "";
+try {
+  const res = await fetch(base);
+  if (!res.ok || !(res.headers.get("content-type") || "").startsWith("text/html")) throw new Error();
+} catch {
+  children.pop().kill("SIGTERM");
+  relay = await startRelay(staticBase.slice(0, -1));
+  base = staticBase;
+  wsParam = `&ws=${encodeURIComponent(`ws://${relay.ws}/`)}`;
+}
+
+await test("live_session_ends_with_every_frame_and_the_final_score", async (page) => {
+  await page.goto(`${base}?session=live1${wsParam}`);
+  await until(page, "the page is ready", (s) => s.ready && s.mode === "live", 10);
+  await page.waitForFunction(() => /waiting for/.test(document.getElementById("mode").textContent));
+  const published = publish(relay.tcp, "live1", synth, 2);
+  const s = await until(page, "the live session ends", (st) => st.ended, 60);
+  assert.equal(await published, 0, "publish succeeded");
+  assert.equal(s.framesDecoded, expectedFrames, "every frame");
+  assert.equal(s.score, expectedScore, "the replay's final score");
+  assert.equal(s.lastError, null);
+  assert.ok(s.firstFrameTime !== null && s.framesRendered > 0);
+  const px = await saberPixels(page);
+  assert.ok(px.red > 20 && px.blue > 20, `both saber colours on screen: ${JSON.stringify(px)}`);
+});
+
+// Where the parts of a stored stream are, from the project's own decoder (the page's wasm).
+function layout(file) {
+  const { exports: w } = new WebAssembly.Instance(new WebAssembly.Module(readFileSync(join(web, "bsor_stream.wasm"))), {});
+  const b = readFileSync(file);
+  const put = (bytes) => {
+    const at = w.input_reserve(bytes.length); // may grow (and detach) the memory
+    new Uint8Array(w.memory.buffer, at, bytes.length).set(bytes);
+  };
+  const out = () => JSON.parse(Buffer.from(new Uint8Array(w.memory.buffer, w.output_ptr(), w.output_len())).toString());
+  put(b);
+  assert.ok(w.seek_header() > 0);
+  put(b.subarray(b.length - 16));
+  assert.equal(w.seek_footer(), 0);
+  const indexAt = out()[0].indexOffset;
+  put(b.subarray(indexAt, b.length - 16));
+  assert.equal(w.seek_index(), 0);
+  const entries = out()[0].entries;
+  const events = entries.filter((e) => e[0] === 3).map((e) => {
+    put(b.subarray(e[1], e[1] + 64));
+    return [e[1], e[1] + w.chunk_length()];
+  });
+  const keys = entries.filter((e) => e[0] === 1);
+  const groups = keys.map((e, i) => ({ t0: e[4], from: e[1], to: i + 1 < keys.length ? keys[i + 1][1] : entries.find((x) => x[0] === 4)[1] }));
+  return { size: b.length, indexAt, events, groups };
+}
+
+await test("stored_replay_seeks_reading_only_what_it_needs", async (page) => {
+  const name = basename(archived);
+  const l = layout(archived);
+  assert.ok(l.groups.length >= 2, "the archived stream has two groups");
+  const g = l.groups[l.groups.length - 1];
+  const t = Math.ceil(g.t0) + 1;
+  served.length = 0;
+  await page.goto(`${staticBase}?src=${name}&t=${t}`);
+  const s = await until(page, "the replay shows the moment", (st) => st.framesRendered > 3, 20);
+  assert.ok(s.songTime >= t, `starts at &t=${t}: ${s.songTime}`);
+  assert.equal(s.mode, "replay");
+  const allowed = [[0, 511], [l.size - 16, l.size - 1], [l.indexAt, l.size - 17],
+    ...l.events.map(([a, b]) => [a, b - 1]), [g.from, g.to - 1]];
+  const reads = served.filter(([n]) => n === name);
+  if (process.env.BROWSER_TEST_DEBUG) console.log(JSON.stringify({ reads, l }));
+  for (const [, a, b] of reads) {
+    assert.ok(allowed.some(([x, y]) => a >= x && b <= y),
+      `bytes ${a}-${b} are the header, footer, index, an event chunk or the group at ${t} s`);
+  }
+  assert.ok(reads.some(([, a, b]) => a === g.from && b === g.to - 1), "the group was read");
+  assert.ok(s.framesDecoded > 0 && s.framesDecoded < expectedFrames, `one group's frames: ${s.framesDecoded}`);
+  const end = await until(page, "the replay ends", (st) => st.ended, 30);
+  assert.equal(end.score, expectedScore, "the final score, from the event chunks");
+});
+
+await test("archived_session_from_the_relay_seeks_by_ranges", async (page) => {
+  if (base === staticBase) {
+    console.log("NOTICE: the relay does not serve the page: its archived replay is not tested");
+    return;
+  }
+  const l = layout(join(tmp, "archive", "live1.bsors"));
+  // The header read, the footer, the index, and each event chunk: its header probe (34
+  // bytes, which may run past a chunk shorter than that) and the rest of it.
+  const known = [[0, 511], [l.size - 16, l.size - 1], [l.indexAt, l.size - 17],
+    ...l.events.map(([a, b]) => [a, Math.max(b - 1, a + 33)])];
+  const groupOf = ([, a, b]) => l.groups.findIndex((x) => a >= x.from && b < x.to);
+  relayServed.length = 0;
+  await page.goto(`${base}?replay=live1`);
+  await until(page, "the replay starts", (st) => st.framesRendered > 0, 20);
+  await page.keyboard.press("Space"); // pause: no group is read ahead
+  // Until the event chunks are in: no new reads for 600 ms.
+  for (let n = -1; n !== relayServed.length;) {
+    n = relayServed.length;
+    await page.waitForTimeout(600);
+  }
+  const before = relayServed.filter(([n]) => n === "live1");
+  for (const r of before) {
+    assert.ok(known.some(([x, y]) => r[1] >= x && r[2] <= y) || groupOf(r) >= 0,
+      `bytes ${r[1]}-${r[2]} are the header, footer, index, an event chunk or a group`);
+  }
+  // Seek, paused, to the middle: exactly one keyframe group is read, nothing else.
+  const g = l.groups[Math.floor(l.groups.length / 2)];
+  const t = g.t0 + 0.2;
+  relayServed.length = 0;
+  await page.$eval("#timeline", (el, v) => { el.value = String(v); el.dispatchEvent(new Event("input")); }, t);
+  const s = await until(page, "the seek shows the moment", (st) => Math.abs(st.songTime - t) < 0.05 && st.framesDecoded > 0, 10);
+  await page.waitForTimeout(300);
+  const after = relayServed.filter(([n]) => n === "live1");
+  // (The relay may log one response as several stretches.)
+  assert.ok(after.length > 0 && after.every(([, a, b]) => a >= g.from && b <= g.to - 1),
+    `one keyframe group (bytes ${g.from}-${g.to - 1}), and only it: ${JSON.stringify(after)}`);
+  assert.equal(Math.min(...after.map((r) => r[1])), g.from);
+  assert.equal(Math.max(...after.map((r) => r[2])), g.to - 1);
+  assert.equal(s.lastError, null);
+});
+
+await test("late_joiner_starts_at_the_newest_keyframe_group_and_lists_show_text", async (page) => {
+  if (base === staticBase) {
+    console.log("NOTICE: the relay does not serve the page: the late joiner is not tested");
+    return;
+  }
+  const published = publish(relay.tcp, "late", join(tmp, "hostile.bsor"), 2);
+  // Join once the relay has 6 s of song (its own account, /sessions), not by a clock.
+  let joinedAt = 0;
+  for (let i = 0; i < 100 && joinedAt < 6; i++) {
+    await page.waitForTimeout(100);
+    const list = await (await fetch(`${base}sessions`)).json();
+    joinedAt = list.sessions.find((x) => x.name === "late")?.duration ?? 0;
+  }
+  assert.ok(joinedAt >= 6, "the session got going");
+  await page.goto(`${base}?session=late`);
+  await until(page, "the first frame", (st) => st.framesRendered > 0, 20);
+  const first = Number(await page.getAttribute("#timeline", "min"));
+  assert.equal(await page.textContent("#player"), HOSTILE);
+  await until(page, "the end", (st) => st.ended, 40);
+  assert.equal(await published, 0);
+  const l = layout(join(tmp, "archive", "late.bsors"));
+  const starts = l.groups.map((g) => g.t0);
+  assert.ok(starts.some((t0) => Math.abs(t0 - first) < 1e-4), `first frame ${first} starts a keyframe group`);
+  const newest = Math.max(...starts.filter((t0) => t0 <= joinedAt));
+  assert.ok(first >= newest, `first frame ${first} is from the newest group when joining (${newest}) or later`);
+
+  // The session list shows the hostile name as text, in a link-free cell.
+  await page.goto(base);
+  await page.waitForSelector("#sessions tr");
+  const cells = await page.$$eval("#sessions td", (tds) => tds.map((td) => td.textContent));
+  assert.ok(cells.includes(HOSTILE), "the player's name, as text");
+  assert.equal(await page.locator("#sessions img").count(), 0);
+  assert.equal(page.dialogs, 0);
+});
+
+await test("hostile_player_name_renders_as_text", async (page) => {
+  await page.goto(`${base}${wsParam ? `?${wsParam.slice(1)}` : ""}`);
+  await until(page, "the list", (s) => s.ready, 10);
+  await page.setInputFiles("#file", join(tmp, "hostile.bsor"));
+  await until(page, "the file plays", (s) => s.mode === "file" && s.framesRendered > 0, 20);
+  assert.equal(await page.textContent("#player"), HOSTILE);
+  assert.equal(await page.locator("#hud img").count(), 0, "no element made from the name");
+  assert.equal(page.dialogs, 0, "no script ran");
+});
+
+await test("damaged_stream_shows_its_error", async (page) => {
+  await page.goto(`${base}${wsParam ? `?${wsParam.slice(1)}` : ""}`);
+  await until(page, "the list", (s) => s.ready, 10);
+  await page.setInputFiles("#file", join(tmp, "damaged.bsors"));
+  const s = await until(page, "the error", (st) => st.lastError !== null, 20);
+  assert.match(s.lastError, /cannot decode: .*header/i);
+  assert.ok(await page.isVisible("#error"));
+  assert.equal(await page.textContent("#error"), s.lastError);
+});
+
+await test("local_bsor_plays", async (page) => {
+  await page.goto(`${base}${wsParam ? `?${wsParam.slice(1)}` : ""}`);
+  await until(page, "the list", (s) => s.ready, 10);
+  await page.setInputFiles("#file", synth);
+  const s = await until(page, "the file plays", (st) => st.framesRendered > 10 && st.songTime > 0.3, 20);
+  assert.equal(s.framesDecoded, expectedFrames);
+  assert.equal(s.lastError, null);
+  assert.ok(await page.isHidden("#list"));
+});
+
+await browser.close();
+for (const c of children) if (c.exitCode === null) c.kill("SIGTERM");
+statics.close();
+rmSync(tmp, { recursive: true, force: true });
+console.log(`\ntest result: ${failed ? "FAILED" : "ok"}. ${passed} passed; ${failed} failed`);
+process.exit(failed ? 1 : 0);

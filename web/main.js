@@ -1,0 +1,608 @@
+// The player page: sources (live, stored, ?src=, a dropped file) go to the decoder worker;
+// what it decodes is kept here and shown at the playhead's song time. Text from a replay
+// is only ever set with textContent.
+import { Scene, gamePos } from "./scene.js";
+import { Score } from "./score.js";
+
+const FRAME_FLOATS = 22;
+const EVENT_FLOATS = 12;
+const NOTE_SPEED = 16; // m/s: BSOR does not record the note jump speed
+const LIVE_DELAY = 0.25; // s behind the newest frame a live view plays
+const MAX_FRAMES = 2_000_000; // about 6 hours at 90 fps: the page keeps no more
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+
+const status = {
+  ready: false, mode: "list", framesDecoded: 0, songTime: 0, score: 0, combo: 0, misses: 0,
+  bytesFetched: 0, ended: false, lastError: null, firstFrameTime: null, framesRendered: 0,
+};
+window.bsorStatus = status;
+
+// ---- what has been decoded ----
+// Frames in segments of consecutive frames, sorted by time: one growing segment for a live
+// session or a whole file; one per keyframe group for a stored stream read by ranges.
+let segs = [];
+let totalFrames = 0;
+let groups = null; // a stored stream read by ranges: [{t0, t1, state}] from its index
+let notes = [];
+let walls = [];
+let heights = [];
+let pauses = [];
+let info = null;
+let streamEnded = false;
+const score = new Score();
+
+function resetData() {
+  segs = [];
+  totalFrames = 0;
+  groups = null;
+  notes = [];
+  walls = [];
+  heights = [];
+  pauses = [];
+  info = null;
+  streamEnded = false;
+  score.reset();
+  status.framesDecoded = 0;
+  status.ended = false;
+}
+
+function segment(data, n) {
+  return { data, n, group: -1 };
+}
+
+// Appends to the last segment, or (group >= 0) makes the group's own segment.
+function addFrames(f, group = -1) {
+  const n = f.length / FRAME_FLOATS;
+  if (totalFrames + n > MAX_FRAMES) {
+    fail(`this replay has more than ${MAX_FRAMES} frames: the page shows the first ones`);
+    return;
+  }
+  totalFrames += n;
+  status.framesDecoded += n;
+  if (group >= 0) {
+    const seg = segment(f, n);
+    seg.group = group;
+    segs.push(seg);
+    segs.sort((a, b) => a.data[0] - b.data[0]);
+    return;
+  }
+  let seg = segs[segs.length - 1];
+  if (!seg) {
+    seg = segment(new Float32Array(FRAME_FLOATS * 4096), 0);
+    segs.push(seg);
+  }
+  if ((seg.n + n) * FRAME_FLOATS > seg.data.length) {
+    let size = seg.data.length;
+    while (size < (seg.n + n) * FRAME_FLOATS) size *= 2;
+    const bigger = new Float32Array(size);
+    bigger.set(seg.data.subarray(0, seg.n * FRAME_FLOATS));
+    seg.data = bigger;
+  }
+  seg.data.set(f, seg.n * FRAME_FLOATS);
+  seg.n += n;
+}
+
+function addEvents(e) {
+  let earliest = Infinity;
+  for (let i = 0; i < e.length; i += EVENT_FLOATS) {
+    const r = e.subarray(i, i + EVENT_FLOATS);
+    const t = r[1];
+    if (t < earliest) earliest = t;
+    switch (r[0]) {
+      case 0:
+        notes.push({ t, spawn: r[2], line: r[3], layer: r[4], color: r[5], dir: r[6], scoring: r[7],
+          outcome: r[8], points: r[9], most: r[10], saber: r[11], shown: false });
+        break;
+      case 1:
+        walls.push({ t, spawn: r[2], line: r[3], type: r[4], width: r[5], energy: r[6] });
+        break;
+      case 2:
+        heights.push({ t, height: r[2] });
+        break;
+      case 3:
+        pauses.push({ t, duration: r[2] });
+        break;
+      default:
+        break;
+    }
+  }
+  const byTime = (a, b) => a.t - b.t;
+  notes.sort(byTime);
+  walls.sort(byTime);
+  heights.sort(byTime);
+  pauses.sort(byTime);
+  score.setEvents(notes, walls, earliest);
+}
+
+const segTime = (seg, i) => seg.data[i * FRAME_FLOATS];
+const segEnd = (seg) => segTime(seg, seg.n - 1);
+
+// The segment and frame shown at song time t: the last frame at or before t (the first
+// one before the start); null when that part of a stored stream is not loaded.
+function frameAt(t) {
+  let k = segs.length - 1;
+  while (k > 0 && segTime(segs[k], 0) > t) k--;
+  const seg = segs[k];
+  if (!seg || seg.n === 0) return null;
+  if (groups && (t > segEnd(seg) + 0.5 || t < segTime(seg, 0) - 0.5)) return null;
+  let lo = 0;
+  let hi = seg.n - 1;
+  if (t < segTime(seg, 0)) return { seg, i: 0 };
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (segTime(seg, mid) <= t) lo = mid;
+    else hi = mid - 1;
+  }
+  return { seg, i: lo };
+}
+
+function firstTime() {
+  if (groups) return groups[0].t0;
+  return segs.length && segs[0].n ? segTime(segs[0], 0) : 0;
+}
+
+function liveEdge() {
+  if (groups) return groups[groups.length - 1].t1;
+  const seg = segs[segs.length - 1];
+  return seg && seg.n ? segEnd(seg) : 0;
+}
+
+// ---- messages from the decoder ----
+function onMessages(messages) {
+  for (const m of messages) {
+    switch (m.type) {
+      case "header":
+        info = m.info;
+        showInfo();
+        break;
+      case "trailer":
+        info = m.info;
+        showInfo();
+        break;
+      case "damage":
+        // Stepped over: playing goes on, and the page says what was lost.
+        if (!(status.mode === "live" && /sequence/i.test(m.message))) {
+          fail(`damaged stream (stepped over): ${m.message}`);
+        }
+        break;
+      case "error":
+        fail(`cannot decode: ${m.message}`);
+        break;
+      case "end":
+        streamEnded = true;
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+function showInfo() {
+  if (!info) return;
+  $("player").textContent = info.playerName;
+  $("song").textContent = `— ${info.songName}${info.mapper ? ` (${info.mapper})` : ""}`;
+  $("difficulty").textContent = `${info.difficulty} ${info.mode}`;
+  $("modifiers").textContent = info.modifiers ? `· ${info.modifiers}` : "";
+  document.title = `${info.playerName} — ${info.songName}`;
+}
+
+function fail(text) {
+  status.lastError = text;
+  const el = $("error");
+  el.textContent = text;
+  el.hidden = false;
+}
+
+let noteTimer = 0;
+function note(text) {
+  const el = $("banner");
+  el.textContent = text;
+  el.hidden = false;
+  clearTimeout(noteTimer);
+  noteTimer = setTimeout(() => { el.hidden = true; }, 2500);
+}
+
+// ---- the worker ----
+const worker = new Worker("worker.js", { type: "module" });
+let netState = "";
+let messageWork = 0; // ms spent on the decoder's messages since the last frame
+worker.onmessage = (ev) => {
+  const t0 = performance.now();
+  handle(ev.data);
+  messageWork += performance.now() - t0;
+};
+
+function handle(m) {
+  status.bytesFetched = m.bytes ?? status.bytesFetched;
+  if (m.type === "data") {
+    if (m.frames.length) addFrames(m.frames, m.group ?? -1);
+    if (m.group !== undefined && groups) groups[m.group].state = "loaded";
+    if (m.events.length) addEvents(m.events);
+    onMessages(m.messages);
+    lastArrival = performance.now();
+  } else if (m.type === "groups") {
+    groups = m.groups.map((g) => ({ ...g, state: null }));
+    streamEnded = true; // a stored stream with its index is whole
+  } else if (m.type === "net") {
+    netState = m.state;
+    if (m.state === "error") fail(m.detail);
+    else if (m.state === "ended") { streamEnded = true; $("mode").textContent = `live · ended: ${m.detail}`; }
+    else if (m.state === "reconnecting" || m.state === "skipped") note(m.detail);
+    else if (m.state === "subscribed" && totalFrames === 0) $("mode").textContent = `live · waiting for ${m.detail}`;
+    else if (m.state === "done") streamEnded = true;
+  }
+}
+worker.onerror = (e) => fail(`the decoder worker failed: ${e.message}`);
+
+// ---- playback ----
+let playing = true;
+let speed = 1;
+let playhead = null; // song time shown
+let followLive = false;
+let lastArrival = 0;
+let camera = "behind";
+
+function start(mode, msg) {
+  resetData();
+  status.mode = mode;
+  status.ready = true;
+  followLive = mode === "live";
+  $("live").hidden = mode !== "live";
+  worker.postMessage(msg, msg.bytes ? [msg.bytes] : []);
+}
+
+function seek(t) {
+  if (playhead !== null && t < playhead) {
+    for (const n of notes) n.shown = false;
+  }
+  playhead = t;
+}
+
+function step(dt) {
+  if (totalFrames === 0 && !groups) return;
+  const first = firstTime();
+  const last = liveEdge();
+  if (playhead === null) {
+    const t0 = Number(params.get("t"));
+    if (status.mode === "live") playhead = Math.max(first, last - LIVE_DELAY);
+    else playhead = Number.isFinite(t0) && t0 > 0 ? Math.min(t0, last) : first;
+  }
+  if (status.mode === "live" && followLive && !streamEnded) {
+    // Follow the newest frame; a tab that fell far behind jumps to it (the relay has
+    // already moved it to the newest keyframe group when its queue overflowed).
+    if (last - playhead > 3) playhead = last - LIVE_DELAY;
+    else if (playing) playhead = Math.min(playhead + dt, last);
+  } else if (playing && !(groups && !frameAt(playhead))) {
+    // (A stored stream's part not loaded yet: wait for it.)
+    playhead = Math.min(playhead + dt * speed, last);
+  }
+  if (playhead < first) playhead = first;
+}
+
+// A stored stream read by ranges: the keyframe group at t, and while playing the next one
+// shortly before it is needed.
+function groupAt(t) {
+  let k = 0;
+  while (k + 1 < groups.length && groups[k + 1].t0 <= t) k++;
+  return k;
+}
+
+function want(k) {
+  const g = groups[k];
+  if (g && g.state === null) {
+    g.state = "loading";
+    worker.postMessage({ op: "group", index: k });
+  }
+}
+
+function wantGroups(t) {
+  const k = groupAt(t);
+  want(k);
+  if (playing && groups[k].t1 - t < 1.5) want(k + 1);
+}
+
+// ---- the view ----
+const canvas = $("view");
+let sceneView;
+try {
+  sceneView = new Scene(canvas);
+} catch (e) {
+  fail(`cannot draw: ${e.message}`);
+}
+
+const popups = [];
+function popup(pos3, text, miss) {
+  const el = document.createElement("div");
+  el.className = miss ? "popup miss" : "popup";
+  el.textContent = text;
+  $("popups").appendChild(el);
+  popups.push({ el, pos3, born: playhead });
+  while (popups.length > 24) popups.shift().el.remove();
+}
+
+function gridShift(t) {
+  let h = info && info.height > 0.5 && info.height < 3 ? info.height : 1.8;
+  for (const e of heights) {
+    if (e.t > t) break;
+    if (e.height > 0.5 && e.height < 3) h = e.height;
+  }
+  return (h - 1.8) * 0.5;
+}
+
+function notePosition(n, t, shift) {
+  const arrive = n.outcome === 3 ? n.spawn : n.t;
+  const x = (n.line - 1.5) * 0.6;
+  const y = 0.85 + n.layer * 0.6 + shift;
+  const z = 0.7 + (arrive - t) * NOTE_SPEED;
+  return gamePos(x, y, z);
+}
+
+function buildView(t) {
+  const jd = info && info.jumpDistance > 1 && info.jumpDistance < 100 ? info.jumpDistance : 18;
+  const ahead = jd / 2 / NOTE_SPEED;
+  const shift = gridShift(t);
+  const shown = [];
+  const effects = [];
+  // Notes sorted by event time: look at those near t.
+  let lo = 0;
+  let hi = notes.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (notes[mid].t < t - 0.8) lo = mid + 1;
+    else hi = mid;
+  }
+  for (let i = lo; i < notes.length; i++) {
+    const n = notes[i];
+    if (n.t > t + ahead + 0.3) break;
+    const arrive = n.outcome === 3 ? n.spawn : n.t;
+    if (t < arrive - ahead) continue;
+    const pos = notePosition(n, t, shift);
+    if (t < n.t) {
+      shown.push({ pos, color: n.color, direction: n.dir, alpha: 1, chain: n.scoring === 7 });
+    } else {
+      const age = (t - n.t) / 0.5;
+      if (n.outcome === 3 && age < 1) {
+        shown.push({ pos, color: n.color, direction: n.dir, alpha: 1 - age, chain: n.scoring === 7 });
+      }
+      if (age < 1) {
+        const kind = n.outcome === 1 ? "cut" : n.outcome === 2 ? "bad" : n.outcome === 4 ? "bomb" : "miss";
+        effects.push({ pos: notePosition(n, n.t, shift), color: n.color, age, kind, angle: 0 });
+      }
+      if (!n.shown && t - n.t < 0.3) {
+        n.shown = true;
+        const text = n.outcome === 1 ? String(n.points) : n.outcome === 2 ? "bad cut"
+          : n.outcome === 3 ? "miss" : n.outcome === 4 ? "bomb" : "";
+        if (text) popup(notePosition(n, n.t, shift), text, n.outcome !== 1);
+      }
+    }
+  }
+  const shownWalls = [];
+  for (const w of walls) {
+    if (w.t > t + ahead + 0.5) break;
+    const z0 = 0.3 + (w.t - t) * NOTE_SPEED;
+    if (z0 < -2.5 || z0 > jd / 2) continue;
+    const width = Math.max(1, Math.min(4, w.width)) * 0.6;
+    const left = (w.line - 2) * 0.6;
+    const [y0, y1] = w.type === 1 ? [1.4 + shift, 3.2 + shift] : [0, 3.2 + shift];
+    const c = gamePos(left + width / 2, (y0 + y1) / 2, z0 + 0.5);
+    shownWalls.push({ center: c, size: [width, y1 - y0, 1] });
+  }
+  return { notes: shown, walls: shownWalls, effects };
+}
+
+const workTimes = new Float64Array(1024);
+let workCount = 0;
+// The page's own work per rendered frame (ms, p50 and p99 of the last 1024), for the
+// benchmark (scripts/browser/bench.mjs); the first 10 frames (shader compilation) excluded.
+window.bsorPerf = () => {
+  const n = Math.min(Math.max(0, workCount - 10), workTimes.length);
+  const s = Array.from(workTimes.subarray(0, n)).sort((a, b) => a - b);
+  const q = (p) => (n ? s[Math.min(n - 1, Math.floor(p * n))] : null);
+  return { frames: workCount, p50: q(0.5), p99: q(0.99) };
+};
+
+let lastNow = performance.now();
+function tick(now) {
+  const started = performance.now();
+  const dt = Math.min(0.25, (now - lastNow) / 1000);
+  lastNow = now;
+  step(dt);
+  const at = playhead === null ? null : frameAt(playhead);
+  if (groups && playhead !== null) wantGroups(playhead);
+  if (sceneView && at) {
+    const { seg, i } = at;
+    const f = seg.data.subarray(i * FRAME_FLOATS, (i + 1) * FRAME_FLOATS);
+    // The trail: the frames of the last 80 ms or so (at most 12).
+    let j = i;
+    while (j > 0 && i - j < 12 && segTime(seg, j - 1) > segTime(seg, i) - 0.08) j--;
+    const history = seg.data.subarray(j * FRAME_FLOATS, (i + 1) * FRAME_FLOATS);
+    const t = playhead;
+    score.advanceTo(t);
+    const v = buildView(t);
+    sceneView.render({ frame: f, history, camera, ...v });
+    for (const p of popups) {
+      const age = (t - p.born) / 0.7;
+      const xy = sceneView.project(p.pos3);
+      if (!xy || age > 1 || age < 0) { p.el.hidden = true; continue; }
+      p.el.hidden = false;
+      p.el.style.left = `${xy[0]}px`;
+      p.el.style.top = `${xy[1] - age * 40}px`;
+      p.el.style.opacity = String(1 - age);
+    }
+    status.framesRendered++;
+    if (status.firstFrameTime === null) status.firstFrameTime = performance.now();
+    status.songTime = t;
+    updateHud(t);
+    const endT = liveEdge();
+    status.ended = streamEnded && t >= endT;
+    let paused = null;
+    for (const p of pauses) if (p.t <= t && t < p.t + 2) paused = p;
+    if (paused) note(`the player paused for ${paused.duration} s`);
+  }
+  // The page's own work for this frame: the decoder's messages handled since the last
+  // frame and this frame's scene update and draw calls.
+  if (status.framesRendered > 0) {
+    const work = performance.now() - started + messageWork;
+    if (workCount >= 10) workTimes[(workCount - 10) % workTimes.length] = work;
+    workCount++;
+  }
+  messageWork = 0;
+  requestAnimationFrame(tick);
+}
+
+function clock(t) {
+  const s = Math.max(0, Math.floor(t));
+  return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
+}
+
+function updateHud(t) {
+  const s = score.state;
+  status.score = s.total;
+  status.combo = s.combo;
+  status.misses = s.misses;
+  $("score").textContent = String(s.total);
+  $("accuracy").textContent = s.max > 0 ? `${((100 * s.total) / s.max).toFixed(2)}%` : "-";
+  $("combo").textContent = String(s.combo);
+  $("mult").textContent = `x${s.multiplier}`;
+  $("misses").textContent = String(s.misses);
+  $("bombs").textContent = String(s.bombs);
+  const tl = $("timeline");
+  tl.min = String(firstTime());
+  tl.max = String(liveEdge());
+  if (!dragging) tl.value = String(t);
+  $("clock").textContent = clock(t);
+  $("length").textContent = clock(liveEdge());
+  $("play").textContent = playing ? "pause" : "play";
+  if (status.mode === "live") {
+    const behind = liveEdge() - t;
+    const since = (performance.now() - lastArrival) / 1000;
+    $("latency").textContent = streamEnded ? "stream ended"
+      : `${(behind * 1000).toFixed(0)} ms behind the newest frame; last data ${since.toFixed(1)} s ago` +
+        (netState === "reconnecting" ? " · reconnecting" : "");
+    const joined = firstTime() > 1 ? ` · joined at ${clock(firstTime())}: the score counts from there` : "";
+    if (!streamEnded) $("mode").textContent = (followLive ? "live" : "live (paused or rewound)") + joined;
+  } else {
+    $("mode").textContent = status.mode === "file" ? "local file" : "stored replay";
+    $("latency").textContent = streamEnded ? "" : "loading…";
+  }
+}
+
+// ---- controls ----
+let dragging = false;
+$("timeline").addEventListener("input", (e) => {
+  dragging = true;
+  followLive = false;
+  seek(Number(e.target.value));
+});
+$("timeline").addEventListener("change", () => { dragging = false; });
+$("play").addEventListener("click", () => togglePlay());
+$("live").addEventListener("click", () => goLive());
+$("speed").addEventListener("change", (e) => { speed = Number(e.target.value); });
+$("camera").addEventListener("change", (e) => { camera = e.target.value; });
+
+function togglePlay() {
+  playing = !playing;
+  if (!playing) followLive = false;
+}
+
+function goLive() {
+  if (status.mode !== "live") return;
+  followLive = true;
+  playing = true;
+  seek(liveEdge() - LIVE_DELAY);
+}
+
+const SPEEDS = [0.25, 0.5, 0.75, 1, 1.5, 2];
+window.addEventListener("keydown", (e) => {
+  if (e.target instanceof HTMLInputElement || e.target instanceof HTMLSelectElement) return;
+  const cams = { 1: "first", 2: "behind", 3: "side" };
+  if (e.key === " " || e.key === "k") { togglePlay(); e.preventDefault(); }
+  else if (e.key === "ArrowLeft" || e.key === "j") { followLive = false; seek(Math.max(0, (playhead ?? 0) - 5)); }
+  else if (e.key === "ArrowRight" || e.key === "l") seek(Math.min(liveEdge(), (playhead ?? 0) + 5));
+  else if (e.key === "L") goLive();
+  else if (cams[e.key]) { camera = cams[e.key]; $("camera").value = camera; }
+  else if (e.key === "+" || e.key === "-") {
+    const i = SPEEDS.indexOf(speed) + (e.key === "+" ? 1 : -1);
+    speed = SPEEDS[Math.max(0, Math.min(SPEEDS.length - 1, i))];
+    $("speed").value = String(speed);
+  }
+});
+
+// Dropping a file (or choosing one) plays it.
+function playFile(file) {
+  $("list").hidden = true;
+  $("error").hidden = true;
+  status.lastError = null;
+  playhead = null;
+  file.arrayBuffer().then((bytes) => start("file", { op: "file", bytes }));
+}
+window.addEventListener("dragover", (e) => { e.preventDefault(); document.body.classList.add("dragging"); });
+window.addEventListener("dragleave", () => document.body.classList.remove("dragging"));
+window.addEventListener("drop", (e) => {
+  e.preventDefault();
+  document.body.classList.remove("dragging");
+  const f = e.dataTransfer.files[0];
+  if (f) playFile(f);
+});
+$("file").addEventListener("change", (e) => {
+  const f = e.target.files[0];
+  if (f) playFile(f);
+});
+
+// ---- the session list ----
+async function showList() {
+  $("list").hidden = false;
+  status.mode = "list";
+  try {
+    const res = await fetch("sessions");
+    if (!res.ok) throw new Error(`HTTP ${res.status}`);
+    const { sessions } = await res.json();
+    const body = $("sessions");
+    body.replaceChildren();
+    for (const s of sessions) {
+      const tr = document.createElement("tr");
+      const a = document.createElement("a");
+      const key = s.live ? "session" : "replay";
+      a.href = `?${key}=${encodeURIComponent(s.name)}`;
+      a.textContent = s.name;
+      const cells = [a, s.player, s.song, `${s.difficulty} ${s.mode}`, s.live ? "live" : "ended",
+        clock(Number(s.duration) || 0), String(s.viewers)];
+      for (const c of cells) {
+        const td = document.createElement("td");
+        if (c instanceof Node) td.appendChild(c);
+        else td.textContent = String(c ?? "");
+        tr.appendChild(td);
+      }
+      body.appendChild(tr);
+    }
+    $("listNote").textContent = sessions.length ? "" : "No sessions yet.";
+  } catch (e) {
+    $("listNote").textContent = `The session list is not available here (${e.message}).`;
+  }
+  status.ready = true;
+}
+
+function wsUrl() {
+  const given = params.get("ws");
+  if (given) return given;
+  return `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/`;
+}
+
+const NAME = /^[A-Za-z0-9._-]{1,64}$/;
+if (params.has("session")) {
+  const name = params.get("session");
+  if (!NAME.test(name) || /^\.+$/.test(name)) fail("the session name must be 1 to 64 of A-Z a-z 0-9 . _ -");
+  else start("live", { op: "live", url: wsUrl(), session: name });
+} else if (params.has("replay")) {
+  const name = params.get("replay");
+  if (!NAME.test(name) || /^\.+$/.test(name)) fail("the replay name must be 1 to 64 of A-Z a-z 0-9 . _ -");
+  else start("replay", { op: "ranges", url: `replays/${encodeURIComponent(name)}.bsors` });
+} else if (params.has("src")) {
+  start("replay", { op: "ranges", url: params.get("src") });
+} else {
+  showList();
+}
+$("speedNote").textContent = `notes fly in at an assumed ${NOTE_SPEED} m/s (BSOR does not record the jump speed)`;
+requestAnimationFrame(tick);
