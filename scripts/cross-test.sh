@@ -30,6 +30,16 @@ sysroot=/usr/aarch64-linux-gnu
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L $sysroot"
 export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
+# zstd without the block compressors the recorder never runs: it compresses at level 3 only
+# (stream::Settings::live and ::archive; the C ABI sets no other), which is zstd's `dfast`
+# strategy at every source size (zstd/lib/compress/clevels.h); a higher level would still
+# work, cascaded down to `dfast` by zstd itself. The same stream bytes either way: the C example below, built with these flags
+# on aarch64 and without them on x86_64, must write identical files. docs/quest.md sets
+# the same for the Android build.
+export CFLAGS_aarch64_unknown_linux_gnu="-DZSTD_EXCLUDE_GREEDY_BLOCK_COMPRESSOR \
+-DZSTD_EXCLUDE_LAZY_BLOCK_COMPRESSOR -DZSTD_EXCLUDE_LAZY2_BLOCK_COMPRESSOR \
+-DZSTD_EXCLUDE_BTLAZY2_BLOCK_COMPRESSOR -DZSTD_EXCLUDE_BTOPT_BLOCK_COMPRESSOR \
+-DZSTD_EXCLUDE_BTULTRA_BLOCK_COMPRESSOR"
 export AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc
 export CC_x86_64_pc_windows_gnu=x86_64-w64-mingw32-gcc
