@@ -375,7 +375,9 @@ pub struct BsrsConfig {
     /// (the only ones trusted: the headset has no system store), or NULL (default) for plain
     /// TCP. Needs `live_addr` and a library built with the `tls` feature (docs/quest.md); in
     /// a build without it a non-NULL value is bad settings. A file that cannot be read or
-    /// holds no certificate fails the live sink (`BSRS_SINK_FAILED`, with the message).
+    /// holds no certificate fails the live sink (`BSRS_SINK_FAILED`, with the message). TLS
+    /// 1.3 only; the relay's certificates must be signed with ECDSA (P-256 or P-384) or
+    /// Ed25519: a relay with an RSA certificate is refused at the handshake.
     pub live_ca_file: *const c_char,
     /// Past the base layout. Milliseconds between reconnection attempts of the live sink: 10 to
     /// 60,000 (500 by default).

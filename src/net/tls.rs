@@ -101,8 +101,82 @@ fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     Ok(certs)
 }
 
+/// The relay's provider: all of ring's TLS 1.3 suites, groups and signature algorithms.
+#[cfg(feature = "tokio")]
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The signature algorithms a client accepts, in the relay's certificate chain and its
+/// handshake signature: ECDSA with P-256 or P-384 and Ed25519, what current CAs (and rcgen)
+/// issue for TLS 1.3. RSA is left out: ring's RSA verification (PSS and PKCS#1, SHA-256)
+/// adds 13.8 KB to the mod library, where every kilobyte counts (docs/quest.md).
+static CLIENT_SIG_ALGS: rustls::crypto::WebPkiSupportedAlgorithms =
+    rustls::crypto::WebPkiSupportedAlgorithms {
+        all: &[
+            webpki::ring::ECDSA_P256_SHA256,
+            webpki::ring::ECDSA_P256_SHA384,
+            webpki::ring::ECDSA_P384_SHA256,
+            webpki::ring::ECDSA_P384_SHA384,
+            webpki::ring::ED25519,
+        ],
+        mapping: &[
+            (
+                rustls::SignatureScheme::ECDSA_NISTP384_SHA384,
+                &[webpki::ring::ECDSA_P384_SHA384],
+            ),
+            (
+                rustls::SignatureScheme::ECDSA_NISTP256_SHA256,
+                &[webpki::ring::ECDSA_P256_SHA256],
+            ),
+            (rustls::SignatureScheme::ED25519, &[webpki::ring::ED25519]),
+        ],
+    };
+
+/// Random numbers for the handshake, from ring (the operating system's generator), as
+/// rustls's own ring provider does.
+#[derive(Debug)]
+struct SystemRandom;
+
+impl rustls::crypto::SecureRandom for SystemRandom {
+    fn fill(&self, buf: &mut [u8]) -> Result<(), rustls::crypto::GetRandomFailed> {
+        use ring::rand::SecureRandom;
+        ring::rand::SystemRandom::new()
+            .fill(buf)
+            .map_err(|_| rustls::crypto::GetRandomFailed)
+    }
+}
+
+/// Clients present no certificate, so they load no private key: this refuses every key,
+/// which keeps ring's signing code (RSA, ECDSA, Ed25519) out of the mod library.
+#[derive(Debug)]
+struct NoPrivateKeys;
+
+impl rustls::crypto::KeyProvider for NoPrivateKeys {
+    fn load_private_key(
+        &self,
+        _key: rustls::pki_types::PrivateKeyDer<'static>,
+    ) -> Result<Arc<dyn rustls::sign::SigningKey>, rustls::Error> {
+        Err(rustls::Error::General(
+            "a live-protocol client presents no certificate".into(),
+        ))
+    }
+}
+
+/// The clients' provider (the live sink's, and `publish`'s and `watch`'s, so that a relay
+/// one reaches is one the others reach), cut to what they use so that the linker drops the
+/// rest of ring and rustls (the mod library's size budget, scripts/cross-test.sh): TLS 1.3
+/// with AES-128-GCM, X25519 and P-256 key exchange (AES-128-GCM and P-256 are what every
+/// TLS 1.3 server must offer, RFC 8446 §9.1), [`CLIENT_SIG_ALGS`], no private keys.
+fn client_provider() -> Arc<rustls::crypto::CryptoProvider> {
+    use rustls::crypto::ring::{cipher_suite, kx_group};
+    Arc::new(rustls::crypto::CryptoProvider {
+        cipher_suites: vec![cipher_suite::TLS13_AES_128_GCM_SHA256],
+        kx_groups: vec![kx_group::X25519, kx_group::SECP256R1],
+        signature_verification_algorithms: CLIENT_SIG_ALGS,
+        secure_random: &SystemRandom,
+        key_provider: &NoPrivateKeys,
+    })
 }
 
 /// A client configuration that trusts the certificates in `ca_file` (PEM; a CA or the
@@ -116,7 +190,7 @@ pub fn client_config(ca_file: &Path) -> Result<Arc<rustls::ClientConfig>, TlsErr
     for cert in certificates(ca_file)? {
         roots.add(cert).map_err(rejected)?;
     }
-    let config = rustls::ClientConfig::builder_with_provider(provider())
+    let config = rustls::ClientConfig::builder_with_provider(client_provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(rejected)?
         .with_root_certificates(roots)
@@ -251,5 +325,95 @@ mod tests {
         std::fs::write(&key_file, other.key_pair.serialize_pem()).unwrap();
         let err = server_config(&cert_file, &key_file).unwrap_err();
         assert!(matches!(err, TlsError::Rejected { .. }), "{err}");
+    }
+
+    /// A self-signed certificate for `localhost` with `key`, and the relay's configuration
+    /// serving it (PEM files in `dir`).
+    #[cfg(feature = "tokio")]
+    fn relay_with(
+        dir: &Path,
+        name: &str,
+        key: rcgen::KeyPair,
+    ) -> (PathBuf, Arc<rustls::ServerConfig>) {
+        let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let cert_file = dir.join(format!("{name}.pem"));
+        let key_file = dir.join(format!("{name}.key"));
+        std::fs::write(&cert_file, cert.pem()).unwrap();
+        std::fs::write(&key_file, key.serialize_pem()).unwrap();
+        let server = server_config(&cert_file, &key_file).unwrap();
+        (cert_file, server)
+    }
+
+    /// A TLS handshake in memory between `client` and `server`: the first error of either
+    /// side, or `Ok` once both are through.
+    #[cfg(feature = "tokio")]
+    fn handshake(
+        client: Arc<rustls::ClientConfig>,
+        server: Arc<rustls::ServerConfig>,
+    ) -> Result<(), rustls::Error> {
+        let name = ServerName::try_from("localhost").unwrap();
+        let mut c = rustls::ClientConnection::new(client, name).unwrap();
+        let mut s = rustls::ServerConnection::new(server).unwrap();
+        // A TLS 1.3 handshake is two flights each way; a few more rounds are headroom.
+        for _ in 0..8 {
+            let mut wire = Vec::new();
+            while c.wants_write() {
+                c.write_tls(&mut wire).unwrap();
+            }
+            s.read_tls(&mut wire.as_slice()).unwrap();
+            let server_result = s.process_new_packets().map(|_| ());
+            let mut wire = Vec::new();
+            while s.wants_write() {
+                s.write_tls(&mut wire).unwrap();
+            }
+            c.read_tls(&mut wire.as_slice()).unwrap();
+            // The client's error first: it is the side under test.
+            c.process_new_packets()?;
+            server_result?;
+            if !c.is_handshaking() && !s.is_handshaking() {
+                return Ok(());
+            }
+        }
+        panic!("the handshake did not finish in 8 rounds");
+    }
+
+    #[cfg(feature = "tokio")]
+    #[test]
+    fn clients_accept_ecdsa_and_ed25519_relays_and_refuse_rsa() {
+        let dir = tempfile::tempdir().unwrap();
+        for alg in [
+            &rcgen::PKCS_ECDSA_P256_SHA256,
+            &rcgen::PKCS_ECDSA_P384_SHA384,
+            &rcgen::PKCS_ED25519,
+        ] {
+            let key = rcgen::KeyPair::generate_for(alg).unwrap();
+            let (cert, server) = relay_with(dir.path(), "accepted", key);
+            let client = client_config(&cert).unwrap();
+            handshake(client, server).unwrap_or_else(|e| panic!("{alg:?}: {e}"));
+        }
+        // A test-only RSA key (rcgen cannot make one with ring): its certificate is refused,
+        // while ring's whole provider takes it, so the refusal is the key type's.
+        let pem = include_str!("../../tests/data/rsa-2048-test-key.pem");
+        let key = rcgen::KeyPair::from_pem_and_sign_algo(pem, &rcgen::PKCS_RSA_SHA256).unwrap();
+        let (cert, server) = relay_with(dir.path(), "rsa", key);
+        let err = handshake(client_config(&cert).unwrap(), server.clone()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                rustls::Error::AlertReceived(_) | rustls::Error::PeerIncompatible(_)
+            ),
+            "{err}"
+        );
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(certificates(&cert).unwrap().remove(0)).unwrap();
+        let everything = rustls::ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        handshake(Arc::new(everything), server).unwrap();
     }
 }
