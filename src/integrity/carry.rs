@@ -6,7 +6,7 @@ use crate::bsor::Replay;
 use crate::stream::{split_stream, ChunkType, Profile, Settings, StreamEncoder};
 
 use super::layout::{Checkpoint, KeyChunk, CHECKPOINT_CHUNK, FINAL_CHUNK, KEY_CHUNK, KINDS};
-use super::sign::SignError;
+use super::sign::{SignError, Signer};
 
 /// Why a signed stream's chunks cannot be carried over.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -74,6 +74,20 @@ pub fn transcode_signed(
         replay.controller_offsets,
         replay.user_data.clone(),
         replay.trailing.clone(),
+    );
+    Ok(enc.take_output())
+}
+
+/// Encodes and signs a whole replay in the lossless profile, as a recorder would have:
+/// events with the first frame after their song time (as `transcode::encode_replay`).
+pub fn sign_replay(r: &Replay, settings: Settings, signer: Signer) -> Result<Vec<u8>, SignError> {
+    let mut enc = StreamEncoder::new_signed(r.info.clone(), settings, signer)?;
+    push_until(&mut enc, r, &mut [0; KINDS], [usize::MAX; KINDS]);
+    enc.finish(
+        r.info.clone(),
+        r.controller_offsets,
+        r.user_data.clone(),
+        r.trailing.clone(),
     );
     Ok(enc.take_output())
 }

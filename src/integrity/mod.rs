@@ -15,7 +15,7 @@ mod layout;
 mod sign;
 mod verify;
 
-pub use carry::{transcode_signed, CarryError};
+pub use carry::{sign_replay, transcode_signed, CarryError};
 pub use ed25519_dalek::{SigningKey, VerifyingKey};
 pub use layout::{
     final_hash, Checkpoint, FinalCheckpoint, KeyChunk, Ranges, CHECKPOINT_CHUNK, CHECKPOINT_LEN,

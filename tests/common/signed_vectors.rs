@@ -6,7 +6,7 @@
 
 use bsor_stream::bsor::Replay;
 use bsor_stream::integrity::{self, Report, Signer, SigningKey};
-use bsor_stream::stream::{split_stream, ChunkHeader, ChunkType, Profile, Settings, StreamEncoder};
+use bsor_stream::stream::{split_stream, ChunkHeader, ChunkType, Profile, Settings};
 use bsor_stream::{synth, transcode};
 
 /// Test key A's secret seed: 32 bytes of 0x42. Never a real key.
@@ -29,39 +29,7 @@ pub fn replay(seed: u64) -> Replay {
 /// `r` encoded and signed as a recorder would, events with the first frame after them.
 pub fn sign(r: &Replay, settings: Settings, key: [u8; 32], nonce: [u8; 16]) -> Vec<u8> {
     let signer = Signer::new(SigningKey::from_bytes(&key), nonce);
-    let mut enc = StreamEncoder::new_signed(r.info.clone(), settings, signer).expect("lossless");
-    let (mut n, mut w, mut h, mut p) = (0, 0, 0, 0);
-    let mut events = |enc: &mut StreamEncoder, t: Option<f32>| {
-        let due = |time: f32| t.is_none_or(|t| time <= t);
-        while let Some(x) = r.notes.get(n).filter(|x| due(x.event_time)) {
-            enc.push_note(*x);
-            n += 1;
-        }
-        while let Some(x) = r.walls.get(w).filter(|x| due(x.time)) {
-            enc.push_wall(*x);
-            w += 1;
-        }
-        while let Some(x) = r.heights.get(h).filter(|x| due(x.time)) {
-            enc.push_height(*x);
-            h += 1;
-        }
-        while let Some(x) = r.pauses.get(p).filter(|x| due(x.time)) {
-            enc.push_pause(*x);
-            p += 1;
-        }
-    };
-    for f in &r.frames {
-        events(&mut enc, Some(f.time));
-        enc.push_frame(f);
-    }
-    events(&mut enc, None);
-    enc.finish(
-        r.info.clone(),
-        r.controller_offsets,
-        r.user_data.clone(),
-        r.trailing.clone(),
-    );
-    enc.take_output()
+    integrity::sign_replay(r, settings, signer).expect("lossless")
 }
 
 /// The chunks of a stream (not the index), as (header, payload).
