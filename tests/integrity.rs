@@ -70,6 +70,16 @@ fn unsigned_streams_are_unchanged_and_reported_unsigned() {
 }
 
 #[test]
+fn the_format_vectors_are_unsigned() {
+    // `unknown.bsors` carries a chunk of the unassigned skippable type 0x06.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("proto-spec/vectors");
+    for name in ["synthetic.lossless.bsors", "unknown.bsors"] {
+        let s = std::fs::read(dir.join(name)).unwrap();
+        assert_eq!(verify_stream(&s).verdict, Verdict::Unsigned, "{name}");
+    }
+}
+
+#[test]
 fn lossy_profiles_are_never_signed() {
     let r = replay(7);
     for p in [Profile::Fine, Profile::Compact] {

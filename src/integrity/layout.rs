@@ -8,11 +8,11 @@ use crate::bsor::{
 };
 
 /// Chunk type of the key chunk (skippable, `format.md` §4.2).
-pub const KEY_CHUNK: u8 = 0x06;
+pub const KEY_CHUNK: u8 = 0x10;
 /// Chunk type of a checkpoint.
-pub const CHECKPOINT_CHUNK: u8 = 0x07;
+pub const CHECKPOINT_CHUNK: u8 = 0x11;
 /// Chunk type of the final checkpoint.
-pub const FINAL_CHUNK: u8 = 0x08;
+pub const FINAL_CHUNK: u8 = 0x12;
 /// The layout version byte that starts each signing chunk's payload.
 pub const VERSION: u8 = 1;
 /// Bytes of the recording nonce.
