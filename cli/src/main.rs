@@ -257,6 +257,9 @@ enum Command {
         /// Frame coding profile for a `.bsor`.
         #[arg(long, value_enum, default_value = "lossless")]
         profile: ProfileArg,
+        /// Sign a `.bsor` as it is sent with this secret key file (lossless only).
+        #[arg(long, value_name = "KEYFILE")]
+        key: Option<PathBuf>,
     },
     /// Watch a session: progress on stderr; with -o, every chunk into a `.bsors` file.
     /// Exits 0 when the stream ended (and, in complete mode, arrived whole).
@@ -396,6 +399,7 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             token,
             speed,
             profile,
+            key,
         } => {
             let settings = StreamArgs {
                 profile,
@@ -410,7 +414,15 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
                 websocket: ws,
                 ca_file: tls.ca_file.as_deref(),
             };
-            commands::live::publish(&file, &relay, &session, &token, speed, settings)
+            commands::live::publish(
+                &file,
+                &relay,
+                &session,
+                &token,
+                speed,
+                settings,
+                key.as_deref(),
+            )
         }
         Command::Watch {
             addr,
