@@ -211,7 +211,7 @@ pub struct Checkpoint {
     pub prev: [u8; 32],
     /// The records covered.
     pub ranges: Ranges,
-    /// Hash of their canonical BSOR bytes ([`RecordHasher`]).
+    /// Hash of their canonical BSOR bytes (integrity.md §5).
     pub records: [u8; 32],
 }
 
