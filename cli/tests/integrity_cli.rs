@@ -132,3 +132,71 @@ fn keygen_sign_and_verify_with_exit_codes() {
         (Some(0), &serde_json::json!(public))
     );
 }
+
+#[test]
+fn publish_with_key_through_a_relay_archives_a_valid_stream() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let (key, bsor, tokens) = (
+        dir.path().join("k.key"),
+        dir.path().join("p.bsor"),
+        dir.path().join("tokens"),
+    );
+    let archive = dir.path().join("archive");
+    std::fs::write(&tokens, "tok\n").unwrap();
+    assert!(run(&[os("keygen"), os("-o"), key.as_os_str()])
+        .status
+        .success());
+    let synth = [
+        os("synth"),
+        os("--seconds"),
+        os("3"),
+        os("-o"),
+        bsor.as_os_str(),
+    ];
+    assert!(run(&synth).status.success());
+    let mut relay = Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
+        .args(["serve", "--tcp", "127.0.0.1:0", "--archive"])
+        .arg(&archive)
+        .arg("--token-file")
+        .arg(&tokens)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(relay.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening tcp=")
+        .expect(&line)
+        .to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
+        .arg("publish")
+        .arg(&bsor)
+        .args(["--to", &addr, "--session", "signed", "--token-file"])
+        .arg(&tokens)
+        .args(["--speed", "0", "--key"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    let interrupted = Command::new("kill")
+        .args(["-INT", &relay.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    assert!(relay.wait().unwrap().success());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, v) = verify_json(&archive.join("signed.bsors"));
+    assert_eq!(
+        (code, v["verdict"].as_str()),
+        (Some(0), Some("valid")),
+        "{v}"
+    );
+}
