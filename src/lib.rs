@@ -12,6 +12,8 @@
 //! - [`net`]: the live protocol: framing, messages and the relay's session logic (sans-IO).
 //! - [`recorder`]: the runtime a game mod embeds: pushes from the render thread into a
 //!   bounded ring, a background thread that encodes and feeds file, live and classic sinks.
+//! - `integrity` (feature `integrity`): signed streams: a signer the stream encoder drives
+//!   and a verifier of signatures, checkpoint chains and the records they cover.
 //! - [`synth`]: synthetic replays from a seed, for demos, tests and benchmarks.
 //!
 //! Features: `recorder` (the runtime), `net` (the protocol without I/O, and its blocking
@@ -25,6 +27,8 @@
 #![warn(missing_docs)]
 
 pub mod bsor;
+#[cfg(feature = "integrity")]
+pub mod integrity;
 #[cfg(feature = "net")]
 pub mod net;
 #[cfg(feature = "recorder")]

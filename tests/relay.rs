@@ -636,3 +636,37 @@ fn a_new_session_never_replaces_an_archived_one_but_its_publisher_may_resume() {
     let fresh = net.publisher("other", "sekrit", false, 4);
     assert!(net.received(fresh).1.contains(&Message::Resume(0)));
 }
+
+/// Signed streams (proto-spec/integrity.md): the relay forwards and archives the signing
+/// chunks like any skippable chunk, so viewers from the start and the archive verify.
+#[cfg(feature = "integrity")]
+#[test]
+fn signing_chunks_pass_through_and_the_archive_verifies() {
+    use bsor_stream::integrity::{self, Signer, SigningKey, Verdict};
+    let r = synth::replay(synth::Settings {
+        seed: 21,
+        seconds: 5.0,
+        fps: 60,
+    });
+    let signer = Signer::new(SigningKey::from_bytes(&[0x42; 32]), [0x4e; 16]);
+    let s = integrity::sign_replay(&r, Settings::live(Profile::Lossless), signer).unwrap();
+    let (_, header_len, spans) = split_stream(&s).unwrap();
+    let mut net = Net::new(RelayConfig::default());
+    let p = net.publisher("signed", "sekrit", false, 1);
+    let v = net.viewer("signed", ViewMode::Live);
+    net.send(
+        p,
+        Message::StreamHeader(Bytes::copy_from_slice(&s[..header_len])),
+    );
+    for c in &spans {
+        net.send(p, Message::Chunk(Bytes::copy_from_slice(c.bytes(&s))));
+    }
+    net.send(p, Message::End(EndReason::Finished));
+    let (seen, _) = net.received(v);
+    assert!(seen == s[..s.len() - 16], "the viewer gets every chunk");
+    for bytes in [&seen, &net.archive["signed"]] {
+        let rep = integrity::verify_stream(bytes);
+        assert_eq!(rep.verdict, Verdict::Valid, "{:?}", rep.reason);
+        assert!(rep.checkpoints >= 5);
+    }
+}

@@ -133,6 +133,31 @@ enum Command {
         output: PathBuf,
         #[command(flatten)]
         stream: StreamArgs,
+        /// Sign the stream with this secret key file (from `keygen`; lossless only, input a
+        /// file).
+        #[arg(long, value_name = "KEYFILE")]
+        key: Option<PathBuf>,
+    },
+    /// Write a new signing key (mode 0600, never over an existing file) and print its public
+    /// key as hex.
+    Keygen {
+        /// The secret key file to write.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Sign a BSOR or a complete stream into a signed lossless `.bsors`. A signature proves
+    /// only that the key's holder signed the records, not who played them.
+    Sign {
+        /// A `.bsor` or `.bsors` file.
+        input: PathBuf,
+        /// The secret key file.
+        #[arg(long, value_name = "KEYFILE")]
+        key: PathBuf,
+        /// The signed `.bsors` output.
+        #[arg(short, long)]
+        output: PathBuf,
+        #[command(flatten)]
+        stream: StreamArgs,
     },
     /// Rebuild a classic BSOR from a stream. Exits 2 when only part could be recovered.
     Decode {
@@ -161,10 +186,15 @@ enum Command {
     },
     /// For each BSOR file and profile: encode, decode, and report size and accuracy. Exits 1
     /// when lossless is not exact, events are not exact, or a lossy bound is broken.
+    /// With --signatures: check a stream's signatures; exits 0 valid, 1 invalid or
+    /// unsigned, 2 valid but incomplete.
     Verify {
-        /// BSOR files.
+        /// BSOR files (with --signatures: one stream).
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// Check the signatures of a stream (proto-spec/integrity.md) instead.
+        #[arg(long, conflicts_with = "archive")]
+        signatures: bool,
         /// Use the archive settings instead of the live ones.
         #[arg(long)]
         archive: bool,
@@ -228,6 +258,9 @@ enum Command {
         /// Frame coding profile for a `.bsor`.
         #[arg(long, value_enum, default_value = "lossless")]
         profile: ProfileArg,
+        /// Sign a `.bsor` as it is sent with this secret key file (lossless only).
+        #[arg(long, value_name = "KEYFILE")]
+        key: Option<PathBuf>,
     },
     /// Watch a session: progress on stderr; with -o, every chunk into a `.bsors` file.
     /// Exits 0 when the stream ended (and, in complete mode, arrived whole).
@@ -310,7 +343,21 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             input,
             output,
             stream,
+            key: Some(key),
+        } => commands::integrity::encode_signed(&input, &key, &output, stream.settings()),
+        Command::Encode {
+            input,
+            output,
+            stream,
+            key: None,
         } => commands::stream::encode(&input, &output, stream.settings()),
+        Command::Keygen { output } => commands::integrity::keygen(&output),
+        Command::Sign {
+            input,
+            key,
+            output,
+            stream,
+        } => commands::integrity::sign(&input, &key, &output, stream.settings()),
         Command::Decode {
             input,
             output,
@@ -321,8 +368,20 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
         Command::Events { file, json } => commands::stream::events(&file, json),
         Command::Verify {
             files,
+            signatures: true,
+            json,
+            ..
+        } => match files.as_slice() {
+            [file] => commands::integrity::verify_signatures(file, json),
+            _ => Err(commands::Failure(
+                "verify --signatures takes one stream".into(),
+            )),
+        },
+        Command::Verify {
+            files,
             archive,
             json,
+            ..
         } => commands::verify::verify(&files, archive, json),
         Command::Bench {
             paths,
@@ -369,6 +428,7 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             token,
             speed,
             profile,
+            key,
         } => {
             let settings = StreamArgs {
                 profile,
@@ -383,7 +443,15 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
                 websocket: ws,
                 ca_file: tls.ca_file.as_deref(),
             };
-            commands::live::publish(&file, &relay, &session, &token, speed, settings)
+            commands::live::publish(
+                &file,
+                &relay,
+                &session,
+                &token,
+                speed,
+                settings,
+                key.as_deref(),
+            )
         }
         Command::Watch {
             addr,

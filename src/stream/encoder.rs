@@ -75,6 +75,9 @@ pub struct StreamEncoder {
     finished: bool,
     /// The time of the last frame pushed.
     last_t: Option<f32>,
+    /// Signs what it records (`proto-spec/integrity.md`).
+    #[cfg(feature = "integrity")]
+    signer: Option<Box<crate::integrity::Signer>>,
 }
 
 impl StreamEncoder {
@@ -97,6 +100,65 @@ impl StreamEncoder {
             index: Vec::new(),
             finished: false,
             last_t: None,
+            #[cfg(feature = "integrity")]
+            signer: None,
+        }
+    }
+
+    /// Starts a signed stream: the header, then the key chunk (`integrity.md`). Only the
+    /// lossless profile can be signed.
+    #[cfg(feature = "integrity")]
+    pub fn new_signed(
+        info: Info,
+        settings: Settings,
+        mut signer: crate::integrity::Signer,
+    ) -> Result<Self, crate::integrity::SignError> {
+        let profile = match settings.profile {
+            super::Profile::Lossless => None,
+            super::Profile::Fine => Some("fine"),
+            super::Profile::Compact => Some("compact"),
+        };
+        if let Some(name) = profile {
+            return Err(crate::integrity::SignError::Lossy(name));
+        }
+        let key = signer.key_chunk(&info)?;
+        let mut e = StreamEncoder::new(info, settings);
+        e.emit_extension(crate::integrity::KEY_CHUNK, &key);
+        e.signer = Some(Box::new(signer));
+        Ok(e)
+    }
+
+    /// Emits everything pushed so far, then a skippable chunk of type `kind` (a signing
+    /// chunk carried over from another stream). `None` for a type that is not skippable
+    /// (`format.md` §4.2) or a payload over the 1 MiB limit of such a chunk.
+    #[cfg(feature = "integrity")]
+    pub fn push_extension(&mut self, kind: u8, payload: &[u8]) -> Option<()> {
+        if !matches!(ChunkType::from_byte(kind), ChunkType::Unknown(_))
+            || ChunkType::from_byte(kind).is_critical()
+            || payload.len() > crate::integrity::MAX_KEY_LEN
+        {
+            return None;
+        }
+        self.flush();
+        self.emit_extension(kind, payload);
+        Some(())
+    }
+
+    #[cfg(feature = "integrity")]
+    fn emit_extension(&mut self, kind: u8, payload: &[u8]) {
+        self.emit(ChunkType::Unknown(kind), 0, 0, (0.0, 0.0), payload, false);
+    }
+
+    /// A checkpoint over the records since the last one, if there are any.
+    #[cfg(feature = "integrity")]
+    fn checkpoint(&mut self) {
+        if let Some(payload) = self
+            .signer
+            .as_mut()
+            .filter(|s| s.has_pending())
+            .map(|s| s.checkpoint())
+        {
+            self.emit_extension(crate::integrity::CHECKPOINT_CHUNK, &payload);
         }
     }
 
@@ -145,6 +207,10 @@ impl StreamEncoder {
             (Some(_), Some(_)) => {}
         }
         let decoded = self.codec.encode(f, &mut self.raw);
+        #[cfg(feature = "integrity")]
+        if let Some(signer) = &mut self.signer {
+            signer.frame(f);
+        }
         if let Some(c) = &mut self.chunk {
             c.count += 1;
             c.t1 = t;
@@ -182,21 +248,37 @@ impl StreamEncoder {
 
     /// Adds a note event; it goes out with the next chunk.
     pub fn push_note(&mut self, n: NoteEvent) {
+        #[cfg(feature = "integrity")]
+        if let Some(signer) = &mut self.signer {
+            signer.note(&n);
+        }
         self.pend(|e| (&mut e.pending.notes, &mut e.counts.notes), n);
     }
 
     /// Adds a wall event.
     pub fn push_wall(&mut self, w: Wall) {
+        #[cfg(feature = "integrity")]
+        if let Some(signer) = &mut self.signer {
+            signer.wall(&w);
+        }
         self.pend(|e| (&mut e.pending.walls, &mut e.counts.walls), w);
     }
 
     /// Adds a height change.
     pub fn push_height(&mut self, h: Height) {
+        #[cfg(feature = "integrity")]
+        if let Some(signer) = &mut self.signer {
+            signer.height(&h);
+        }
         self.pend(|e| (&mut e.pending.heights, &mut e.counts.heights), h);
     }
 
     /// Adds a pause.
     pub fn push_pause(&mut self, p: Pause) {
+        #[cfg(feature = "integrity")]
+        if let Some(signer) = &mut self.signer {
+            signer.pause(&p);
+        }
         self.pend(|e| (&mut e.pending.pauses, &mut e.counts.pauses), p);
     }
 
@@ -219,6 +301,19 @@ impl StreamEncoder {
             return;
         }
         self.flush();
+        #[cfg(feature = "integrity")]
+        if self.signer.is_some() {
+            self.checkpoint();
+            if let Some(s) = &mut self.signer {
+                let payload = s.finish(
+                    &info,
+                    controller_offsets.as_ref(),
+                    user_data.as_deref(),
+                    &trailing,
+                );
+                self.emit_extension(crate::integrity::FINAL_CHUNK, &payload);
+            }
+        }
         let trailer = Trailer {
             info,
             counts: self.counts,
@@ -247,6 +342,10 @@ impl StreamEncoder {
     fn start_group(&mut self, t: f32) {
         // Pending events belong to the group they were pushed in.
         self.emit_events();
+        #[cfg(feature = "integrity")]
+        if self.group.is_some() {
+            self.checkpoint();
+        }
         self.codec.reset();
         self.events.reset();
         self.group = Some(Group { t0: t, frames: 0 });

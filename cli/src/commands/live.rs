@@ -128,8 +128,26 @@ pub fn publish(
     token: &str,
     speed: f32,
     settings: Settings,
+    key: Option<&Path>,
 ) -> Result<Outcome, Failure> {
-    let parts = stream_parts(file, settings)?;
+    let parts = match key {
+        None => stream_parts(file, settings)?,
+        Some(key) => {
+            // Signed as it is encoded (a `.bsors` is sent as it is: `sign` it first).
+            let bytes = read_all(file)?;
+            if super::is_stream(&bytes) {
+                return Err(Failure(format!(
+                    "{}: --key signs a .bsor; sign a stream with `bsor-stream sign`",
+                    file.display()
+                )));
+            }
+            let r = bsor::parse(&bytes).map_err(|e| Failure::from((file, e)))?;
+            let signer = super::integrity::signer(key)?;
+            let signed = bsor_stream::integrity::sign_replay(&r, settings, signer)
+                .map_err(|e| Failure(e.to_string()))?;
+            parts_of(signed, file, settings)?
+        }
+    };
     let mut target = target(relay.addr, relay.websocket, session, token);
     target.ca_file = relay.ca_file.map(Path::to_path_buf);
     runtime()?.block_on(publish_paced(target, parts, speed, Instant::now(), true))?;

@@ -1,0 +1,415 @@
+//! Byte layouts of the signing chunks and the hashes they hold (`integrity.md` §§3–6).
+
+use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
+
+use crate::bsor::{
+    encode_controller_offsets, encode_frame, encode_height, encode_info, encode_note, encode_pause,
+    encode_wall, BsorString, ControllerOffsets, Frame, Height, Info, NoteEvent, Pause, Wall,
+};
+
+/// Chunk type of the key chunk (skippable, `format.md` §4.2).
+pub const KEY_CHUNK: u8 = 0x10;
+/// Chunk type of a checkpoint.
+pub const CHECKPOINT_CHUNK: u8 = 0x11;
+/// Chunk type of the final checkpoint.
+pub const FINAL_CHUNK: u8 = 0x12;
+/// The layout version byte that starts each signing chunk's payload.
+pub const VERSION: u8 = 1;
+/// Bytes of the recording nonce.
+pub const NONCE_LEN: usize = 16;
+/// Bytes of a checkpoint payload.
+pub const CHECKPOINT_LEN: usize = 1 + NONCE_LEN + 4 + 32 + 40 + 32 + 64;
+/// Bytes of a final checkpoint payload.
+pub const FINAL_LEN: usize = 1 + NONCE_LEN + 4 + 32 + 20 + 32 + 64;
+/// The most bytes a key chunk may hold (the limit of an unknown chunk, `format.md` §4.3).
+pub const MAX_KEY_LEN: usize = 1 << 20;
+
+pub(crate) const DOMAIN_KEY: &[u8] = b"bsor-stream integrity v1 key chunk";
+pub(crate) const DOMAIN_CHECKPOINT: &[u8] = b"bsor-stream integrity v1 checkpoint";
+pub(crate) const DOMAIN_FINAL: &[u8] = b"bsor-stream integrity v1 final checkpoint";
+pub(crate) const CONTEXT_RECORDS: &str = "bsor-stream integrity v1 records";
+pub(crate) const CONTEXT_FINAL: &str = "bsor-stream integrity v1 final sections";
+pub(crate) const CONTEXT_CHAIN: &str = "bsor-stream integrity v1 chain";
+
+/// Record kinds in the order of every per-kind array: frames, notes, walls, heights, pauses.
+pub(crate) const KINDS: usize = 5;
+
+/// A range of records of each kind, `[first, first + count)`, in the order frames, notes,
+/// walls, heights, pauses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ranges {
+    /// Index of the first record of each kind.
+    pub first: [u32; KINDS],
+    /// Records of each kind.
+    pub count: [u32; KINDS],
+}
+
+impl Ranges {
+    /// One past the last record of each kind (wrapping, as the stream's indices do).
+    pub fn end(&self) -> [u32; KINDS] {
+        std::array::from_fn(|k| self.first[k].wrapping_add(self.count[k]))
+    }
+}
+
+/// What a key chunk says: who signs this recording, its nonce, and what it is bound to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyChunk {
+    /// The signer's public key.
+    pub key: [u8; 32],
+    /// The recording nonce.
+    pub nonce: [u8; NONCE_LEN],
+    /// Player ID, map hash, difficulty, mode and start time, as the header's info has them.
+    pub binding: [BsorString; 5],
+}
+
+/// The five info fields a key chunk binds.
+pub(crate) fn binding_of(info: &Info) -> [BsorString; 5] {
+    [
+        info.player_id.clone(),
+        info.hash.clone(),
+        info.difficulty.clone(),
+        info.mode.clone(),
+        info.timestamp.clone(),
+    ]
+}
+
+fn put_string(s: &BsorString, out: &mut Vec<u8>) {
+    out.extend_from_slice(&s.length_field.to_le_bytes());
+    out.extend_from_slice(&s.bytes);
+}
+
+/// A little-endian cursor over a payload; every read is checked.
+struct Cursor<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.buf.len());
+        let Some(end) = end else {
+            return Err(format!(
+                "payload ends at byte {} inside a field of {n} bytes at byte {}",
+                self.buf.len(),
+                self.at
+            ));
+        };
+        let s = &self.buf[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        let s = self.take(N)?;
+        let mut a = [0u8; N];
+        a.copy_from_slice(s);
+        Ok(a)
+    }
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+    fn string(&mut self) -> Result<BsorString, String> {
+        let length_field = i32::from_le_bytes(self.array()?);
+        let at = self.at;
+        let len = usize::try_from(length_field)
+            .map_err(|_| format!("negative string length {length_field} at byte {at}"))?;
+        Ok(BsorString {
+            bytes: self.take(len)?.to_vec(),
+            length_field,
+        })
+    }
+}
+
+fn sign(key: &SigningKey, domain: &[u8], body: &[u8]) -> [u8; 64] {
+    let mut msg = Vec::with_capacity(domain.len() + body.len());
+    msg.extend_from_slice(domain);
+    msg.extend_from_slice(body);
+    key.sign(&msg).to_bytes()
+}
+
+/// Checks `sig` over `domain || body` with `verify_strict`.
+pub(crate) fn check(key: &VerifyingKey, domain: &[u8], body: &[u8], sig: &[u8; 64]) -> bool {
+    let mut msg = Vec::with_capacity(domain.len() + body.len());
+    msg.extend_from_slice(domain);
+    msg.extend_from_slice(body);
+    key.verify_strict(&msg, &Signature::from_bytes(sig)).is_ok()
+}
+
+/// The chain value of a signing chunk: BLAKE3 (derive-key mode, context `CONTEXT_CHAIN`)
+/// of its whole payload.
+pub(crate) fn chain_hash(payload: &[u8]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new_derive_key(CONTEXT_CHAIN);
+    h.update(payload);
+    *h.finalize().as_bytes()
+}
+
+impl KeyChunk {
+    /// The payload, signed with `key` (whose public half must be `self.key`).
+    pub(crate) fn encode(&self, key: &SigningKey) -> Vec<u8> {
+        let mut out = vec![VERSION];
+        out.extend_from_slice(&self.key);
+        out.extend_from_slice(&self.nonce);
+        for s in &self.binding {
+            put_string(s, &mut out);
+        }
+        let sig = sign(key, DOMAIN_KEY, &out);
+        out.extend_from_slice(&sig);
+        out
+    }
+
+    /// Parses a key chunk payload and checks its signature: the chunk and its public key,
+    /// or what is wrong (with the byte in the payload).
+    pub fn parse(payload: &[u8]) -> Result<(KeyChunk, VerifyingKey), String> {
+        let mut c = Cursor {
+            buf: payload,
+            at: 0,
+        };
+        let [v] = c.array::<1>()?;
+        if v != VERSION {
+            return Err(format!("unknown version {v} at byte 0"));
+        }
+        let key: [u8; 32] = c.array()?;
+        let nonce = c.array()?;
+        let binding = [
+            c.string()?,
+            c.string()?,
+            c.string()?,
+            c.string()?,
+            c.string()?,
+        ];
+        let body_len = c.at;
+        let sig: [u8; 64] = c.array()?;
+        if c.at != payload.len() {
+            return Err(format!(
+                "{} bytes after the signature",
+                payload.len() - c.at
+            ));
+        }
+        let vk = VerifyingKey::from_bytes(&key)
+            .map_err(|_| "public key at byte 1 is not a curve point".to_string())?;
+        if !check(&vk, DOMAIN_KEY, &payload[..body_len], &sig) {
+            return Err(format!("signature at byte {body_len} does not verify"));
+        }
+        Ok((
+            KeyChunk {
+                key,
+                nonce,
+                binding,
+            },
+            vk,
+        ))
+    }
+}
+
+/// What a checkpoint says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// The recording nonce.
+    pub nonce: [u8; NONCE_LEN],
+    /// 0 for the first checkpoint, then +1.
+    pub index: u32,
+    /// Chain value of the previous checkpoint (of the key chunk for index 0).
+    pub prev: [u8; 32],
+    /// The records covered.
+    pub ranges: Ranges,
+    /// Hash of their canonical BSOR bytes (integrity.md §5).
+    pub records: [u8; 32],
+}
+
+fn split_signed<const N: usize>(payload: &[u8], what: &str) -> Result<(u8, [u8; 64]), String> {
+    if payload.len() != N {
+        return Err(format!(
+            "{what} payload is {} bytes, not {N}",
+            payload.len()
+        ));
+    }
+    let mut sig = [0u8; 64];
+    sig.copy_from_slice(&payload[N - 64..]);
+    Ok((payload[0], sig))
+}
+
+impl Checkpoint {
+    pub(crate) fn encode(&self, key: &SigningKey) -> Vec<u8> {
+        let mut out = Vec::with_capacity(CHECKPOINT_LEN);
+        out.push(VERSION);
+        out.extend_from_slice(&self.nonce);
+        out.extend_from_slice(&self.index.to_le_bytes());
+        out.extend_from_slice(&self.prev);
+        for k in 0..KINDS {
+            out.extend_from_slice(&self.ranges.first[k].to_le_bytes());
+            out.extend_from_slice(&self.ranges.count[k].to_le_bytes());
+        }
+        out.extend_from_slice(&self.records);
+        let sig = sign(key, DOMAIN_CHECKPOINT, &out);
+        out.extend_from_slice(&sig);
+        out
+    }
+
+    /// Parses a checkpoint payload and checks its signature against `key`.
+    pub fn parse(payload: &[u8], key: &VerifyingKey) -> Result<Checkpoint, String> {
+        let (v, sig) = split_signed::<CHECKPOINT_LEN>(payload, "checkpoint")?;
+        if v != VERSION {
+            return Err(format!("unknown version {v} at byte 0"));
+        }
+        let mut c = Cursor {
+            buf: payload,
+            at: 1,
+        };
+        let nonce = c.array()?;
+        let index = c.u32()?;
+        let prev = c.array()?;
+        let mut ranges = Ranges::default();
+        for k in 0..KINDS {
+            ranges.first[k] = c.u32()?;
+            ranges.count[k] = c.u32()?;
+        }
+        let records = c.array()?;
+        let at = c.at;
+        if !check(key, DOMAIN_CHECKPOINT, &payload[..at], &sig) {
+            return Err(format!("signature at byte {at} does not verify"));
+        }
+        Ok(Checkpoint {
+            nonce,
+            index,
+            prev,
+            ranges,
+            records,
+        })
+    }
+}
+
+/// What the final checkpoint says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FinalCheckpoint {
+    /// The recording nonce.
+    pub nonce: [u8; NONCE_LEN],
+    /// The number of checkpoints before it.
+    pub index: u32,
+    /// Chain value of the last checkpoint (of the key chunk if there was none).
+    pub prev: [u8; 32],
+    /// Records of each kind in the whole recording.
+    pub totals: [u32; KINDS],
+    /// Hash of the final sections ([`final_hash`]).
+    pub sections: [u8; 32],
+}
+
+impl FinalCheckpoint {
+    pub(crate) fn encode(&self, key: &SigningKey) -> Vec<u8> {
+        let mut out = Vec::with_capacity(FINAL_LEN);
+        out.push(VERSION);
+        out.extend_from_slice(&self.nonce);
+        out.extend_from_slice(&self.index.to_le_bytes());
+        out.extend_from_slice(&self.prev);
+        for t in self.totals {
+            out.extend_from_slice(&t.to_le_bytes());
+        }
+        out.extend_from_slice(&self.sections);
+        let sig = sign(key, DOMAIN_FINAL, &out);
+        out.extend_from_slice(&sig);
+        out
+    }
+
+    /// Parses a final checkpoint payload and checks its signature against `key`.
+    pub fn parse(payload: &[u8], key: &VerifyingKey) -> Result<FinalCheckpoint, String> {
+        let (v, sig) = split_signed::<FINAL_LEN>(payload, "final checkpoint")?;
+        if v != VERSION {
+            return Err(format!("unknown version {v} at byte 0"));
+        }
+        let mut c = Cursor {
+            buf: payload,
+            at: 1,
+        };
+        let nonce = c.array()?;
+        let index = c.u32()?;
+        let prev = c.array()?;
+        let mut totals = [0u32; KINDS];
+        for t in &mut totals {
+            *t = c.u32()?;
+        }
+        let sections = c.array()?;
+        let at = c.at;
+        if !check(key, DOMAIN_FINAL, &payload[..at], &sig) {
+            return Err(format!("signature at byte {at} does not verify"));
+        }
+        Ok(FinalCheckpoint {
+            nonce,
+            index,
+            prev,
+            totals,
+            sections,
+        })
+    }
+}
+
+/// Hashes records as they come, one BLAKE3 hasher per kind over their canonical BSOR bytes
+/// (`bsor-v1.md` §3, as the classic writer writes them).
+#[derive(Clone, Debug)]
+pub(crate) struct RecordHasher {
+    kinds: [blake3::Hasher; KINDS],
+    note: Vec<u8>,
+}
+
+impl Default for RecordHasher {
+    fn default() -> Self {
+        RecordHasher {
+            kinds: std::array::from_fn(|_| blake3::Hasher::new()),
+            note: Vec::new(),
+        }
+    }
+}
+
+impl RecordHasher {
+    pub(crate) fn frame(&mut self, f: &Frame) {
+        self.kinds[0].update(&encode_frame(f));
+    }
+    pub(crate) fn note(&mut self, n: &NoteEvent) {
+        self.note.clear();
+        encode_note(n, &mut self.note);
+        self.kinds[1].update(&self.note);
+    }
+    pub(crate) fn wall(&mut self, w: &Wall) {
+        self.kinds[2].update(&encode_wall(w));
+    }
+    pub(crate) fn height(&mut self, h: &Height) {
+        self.kinds[3].update(&encode_height(h));
+    }
+    pub(crate) fn pause(&mut self, p: &Pause) {
+        self.kinds[4].update(&encode_pause(p));
+    }
+
+    /// The records hash: BLAKE3 (derive-key mode, `CONTEXT_RECORDS`) of the five per-kind
+    /// hashes in kind order. The hasher starts afresh.
+    pub(crate) fn take(&mut self) -> [u8; 32] {
+        let mut h = blake3::Hasher::new_derive_key(CONTEXT_RECORDS);
+        for k in &mut self.kinds {
+            h.update(k.finalize().as_bytes());
+            k.reset();
+        }
+        *h.finalize().as_bytes()
+    }
+}
+
+/// The hash the final checkpoint holds over what only the end knows: BLAKE3 (derive-key
+/// mode, `CONTEXT_FINAL`) of the final info block (as BSOR writes it), a flags byte (bit 0
+/// controller offsets, bit 1 user data), the 56 offset bytes if present, the user data's
+/// length (`u32` LE) and bytes if present, and the trailing bytes.
+pub fn final_hash(
+    info: &Info,
+    offsets: Option<&ControllerOffsets>,
+    user_data: Option<&[u8]>,
+    trailing: &[u8],
+) -> [u8; 32] {
+    let mut out = Vec::new();
+    encode_info(info, &mut out);
+    out.push(u8::from(offsets.is_some()) | (u8::from(user_data.is_some()) << 1));
+    if let Some(o) = offsets {
+        out.extend_from_slice(&encode_controller_offsets(o));
+    }
+    if let Some(d) = user_data {
+        out.extend_from_slice(&(d.len() as u32).to_le_bytes());
+        out.extend_from_slice(d);
+    }
+    out.extend_from_slice(trailing);
+    let mut h = blake3::Hasher::new_derive_key(CONTEXT_FINAL);
+    h.update(&out);
+    *h.finalize().as_bytes()
+}

@@ -1,0 +1,65 @@
+//! Signed streams: a recording signs what it records as it records it, and a verifier checks
+//! the signatures, the chain of checkpoints and the records they cover. Specified in
+//! `proto-spec/integrity.md` (rationale and threat model in `integrity-notes.md`).
+//!
+//! Sans-IO like the rest of the format: a [`Signer`] that the stream encoder drives
+//! ([`StreamEncoder::new_signed`](crate::stream::StreamEncoder::new_signed)) and a
+//! [`Verifier`] fed with what a stream decoder yields ([`verify_stream`] does it for a whole
+//! file).
+//!
+//! A signature proves only that the holder of a key produced the stream: a key means a
+//! player once a key registry binds it to one (the replay server's).
+
+mod carry;
+mod layout;
+mod sign;
+mod verify;
+
+pub use carry::{sign_replay, transcode_signed, CarryError};
+pub use ed25519_dalek::{SigningKey, VerifyingKey};
+pub use layout::{
+    final_hash, Checkpoint, FinalCheckpoint, KeyChunk, Ranges, CHECKPOINT_CHUNK, CHECKPOINT_LEN,
+    FINAL_CHUNK, FINAL_LEN, KEY_CHUNK, MAX_KEY_LEN, NONCE_LEN, VERSION,
+};
+pub use sign::{SignError, Signer};
+pub use verify::{verify_stream, Report, Verdict, Verifier, MAX_UNCHECKED};
+
+/// Is this chunk type byte one of the signing chunks (key, checkpoint, final)?
+pub fn is_integrity_chunk(kind: u8) -> bool {
+    matches!(kind, KEY_CHUNK | CHECKPOINT_CHUNK | FINAL_CHUNK)
+}
+
+/// A fresh signing key from the operating system's randomness.
+pub fn generate_key() -> Result<SigningKey, getrandom::Error> {
+    let mut seed = [0u8; 32];
+    getrandom::getrandom(&mut seed)?;
+    Ok(SigningKey::from_bytes(&seed))
+}
+
+/// A fresh recording nonce from the operating system's randomness.
+pub fn random_nonce() -> Result<[u8; NONCE_LEN], getrandom::Error> {
+    let mut nonce = [0u8; NONCE_LEN];
+    getrandom::getrandom(&mut nonce)?;
+    Ok(nonce)
+}
+
+/// Lower-case hex of some bytes (keys and hashes in reports).
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+/// The bytes of a hex string (either case), or `None` if it is not one.
+pub fn from_hex(s: &str) -> Option<Vec<u8>> {
+    let s = s.trim().as_bytes();
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    s.chunks(2)
+        .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
+        .collect()
+}

@@ -1,0 +1,157 @@
+//! The signing side: what the stream encoder calls as it records (`integrity.md` §7).
+
+use ed25519_dalek::SigningKey;
+
+use crate::bsor::{ControllerOffsets, Frame, Height, Info, NoteEvent, Pause, Wall};
+
+use super::layout::{
+    binding_of, chain_hash, final_hash, Checkpoint, FinalCheckpoint, KeyChunk, Ranges,
+    RecordHasher, KINDS, MAX_KEY_LEN, NONCE_LEN,
+};
+
+/// Why a stream cannot be signed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SignError {
+    /// Only the lossless profile is signed: a lossy stream's records are not the recorded
+    /// ones, so no checkpoint over them could verify against the recording.
+    #[error("a {0} stream cannot be signed: only the lossless profile keeps the records a checkpoint hashes")]
+    Lossy(&'static str),
+    /// The header's info makes a key chunk over the limit of a skippable chunk.
+    #[error("the key chunk would be {0} bytes, over the {MAX_KEY_LEN}-byte limit of a skippable chunk (info strings too long)")]
+    KeyTooLarge(usize),
+}
+
+/// Signs one recording: the key chunk at the start, a checkpoint over the records of each
+/// keyframe group, a final checkpoint at the end. The encoder feeds it every record it is
+/// given and places the chunks it returns.
+pub struct Signer {
+    key: SigningKey,
+    nonce: [u8; NONCE_LEN],
+    /// Index of the next checkpoint.
+    index: u32,
+    /// Chain value of the last signing chunk.
+    prev: [u8; 32],
+    /// Records covered by the checkpoints so far, and seen since.
+    covered: [u32; KINDS],
+    pending: [u32; KINDS],
+    hasher: RecordHasher,
+}
+
+impl std::fmt::Debug for Signer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The secret key stays out of logs.
+        f.debug_struct("Signer")
+            .field("key", &super::hex(self.key.verifying_key().as_bytes()))
+            .field("index", &self.index)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Signer {
+    /// A signer for one recording with `key` and its `nonce` (16 random bytes, fresh for
+    /// every recording: [`random_nonce`](super::random_nonce); a fixed one only for test
+    /// vectors).
+    pub fn new(key: SigningKey, nonce: [u8; NONCE_LEN]) -> Self {
+        Signer {
+            key,
+            nonce,
+            index: 0,
+            prev: [0; 32],
+            covered: [0; KINDS],
+            pending: [0; KINDS],
+            hasher: RecordHasher::default(),
+        }
+    }
+
+    /// The public key.
+    pub fn public_key(&self) -> [u8; 32] {
+        self.key.verifying_key().to_bytes()
+    }
+
+    /// The key chunk's payload for a stream whose header has `info`; the chain starts at it.
+    pub fn key_chunk(&mut self, info: &Info) -> Result<Vec<u8>, SignError> {
+        let payload = KeyChunk {
+            key: self.public_key(),
+            nonce: self.nonce,
+            binding: binding_of(info),
+        }
+        .encode(&self.key);
+        if payload.len() > MAX_KEY_LEN {
+            return Err(SignError::KeyTooLarge(payload.len()));
+        }
+        self.prev = chain_hash(&payload);
+        Ok(payload)
+    }
+
+    /// A frame was recorded.
+    pub fn frame(&mut self, f: &Frame) {
+        self.hasher.frame(f);
+        self.pending[0] += 1;
+    }
+    /// A note event was recorded.
+    pub fn note(&mut self, n: &NoteEvent) {
+        self.hasher.note(n);
+        self.pending[1] += 1;
+    }
+    /// A wall was recorded.
+    pub fn wall(&mut self, w: &Wall) {
+        self.hasher.wall(w);
+        self.pending[2] += 1;
+    }
+    /// A height change was recorded.
+    pub fn height(&mut self, h: &Height) {
+        self.hasher.height(h);
+        self.pending[3] += 1;
+    }
+    /// A pause was recorded.
+    pub fn pause(&mut self, p: &Pause) {
+        self.hasher.pause(p);
+        self.pending[4] += 1;
+    }
+
+    /// Records seen since the last checkpoint.
+    pub fn has_pending(&self) -> bool {
+        self.pending.iter().any(|&n| n > 0)
+    }
+
+    /// The next checkpoint's payload, over every record seen since the last one.
+    pub fn checkpoint(&mut self) -> Vec<u8> {
+        let ranges = Ranges {
+            first: self.covered,
+            count: self.pending,
+        };
+        let payload = Checkpoint {
+            nonce: self.nonce,
+            index: self.index,
+            prev: self.prev,
+            ranges,
+            records: self.hasher.take(),
+        }
+        .encode(&self.key);
+        self.covered = ranges.end();
+        self.pending = [0; KINDS];
+        self.index = self.index.wrapping_add(1);
+        self.prev = chain_hash(&payload);
+        payload
+    }
+
+    /// The final checkpoint's payload (call after the last checkpoint).
+    pub fn finish(
+        &mut self,
+        info: &Info,
+        offsets: Option<&ControllerOffsets>,
+        user_data: Option<&[u8]>,
+        trailing: &[u8],
+    ) -> Vec<u8> {
+        let payload = FinalCheckpoint {
+            nonce: self.nonce,
+            index: self.index,
+            prev: self.prev,
+            totals: self.covered,
+            sections: final_hash(info, offsets, user_data, trailing),
+        }
+        .encode(&self.key);
+        self.prev = chain_hash(&payload);
+        payload
+    }
+}

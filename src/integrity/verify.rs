@@ -1,0 +1,572 @@
+//! The verifying side (`integrity.md` §8): fed with a stream's items and its signing chunks,
+//! in stream order, it checks each as it comes and keeps only the records since the last
+//! checkpoint.
+
+use std::collections::BTreeMap;
+
+use ed25519_dalek::VerifyingKey;
+
+use crate::bsor::{BsorString, Frame, Height, NoteEvent, Pause, Wall};
+use crate::stream::{ChunkHeader, ChunkType, StreamDecoder, StreamItem, Trailer};
+
+use super::layout::{
+    binding_of, chain_hash, final_hash, Checkpoint, FinalCheckpoint, KeyChunk, Ranges,
+    RecordHasher, CHECKPOINT_CHUNK, FINAL_CHUNK, KEY_CHUNK, KINDS,
+};
+
+/// The most records a verifier holds that no checkpoint has covered yet: a signed stream
+/// with more between two checkpoints is invalid (`integrity.md` §8).
+pub const MAX_UNCHECKED: usize = 1 << 20;
+
+/// What a verification concludes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Signed, every check holds, nothing is missing, and the final checkpoint covers the
+    /// whole recording.
+    Valid,
+    /// Signed, nothing checked failed, but something is missing (a cut stream, a gap, a late
+    /// join): valid up to `chain_valid_to_chunk`.
+    Incomplete,
+    /// Something checked failed: `reason` says what and where.
+    Invalid,
+    /// No signing chunks at all.
+    Unsigned,
+}
+
+impl Verdict {
+    /// The verdict's name in reports: `valid`, `incomplete`, `invalid`, `unsigned`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Valid => "valid",
+            Verdict::Incomplete => "incomplete",
+            Verdict::Invalid => "invalid",
+            Verdict::Unsigned => "unsigned",
+        }
+    }
+}
+
+/// The facts a verification establishes. A valid signature proves who held the key, not
+/// who played: binding a key to a player is the key registry's business.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    /// A key chunk or a checkpoint was found.
+    pub signed: bool,
+    /// The signer's public key, from a key chunk whose signature holds.
+    pub signer_key: Option<[u8; 32]>,
+    /// The player ID the key chunk binds.
+    pub player_id: Option<String>,
+    /// Sequence number of the last signing chunk of the unbroken chain that verified.
+    pub chain_valid_to_chunk: Option<u32>,
+    /// Song time of the last frame that chain covers.
+    pub chain_valid_to_seconds: Option<f32>,
+    /// Checkpoints whose signature and records verified.
+    pub checkpoints: u32,
+    /// The conclusion.
+    pub verdict: Verdict,
+    /// Why the verdict is not `valid`, naming the chunk and its byte offset.
+    pub reason: Option<String>,
+}
+
+/// Records received and not yet covered by a checkpoint, by kind and index.
+#[derive(Debug, Default)]
+struct Held {
+    frames: BTreeMap<u32, Frame>,
+    notes: BTreeMap<u32, NoteEvent>,
+    walls: BTreeMap<u32, Wall>,
+    heights: BTreeMap<u32, Height>,
+    pauses: BTreeMap<u32, Pause>,
+}
+
+impl Held {
+    fn len(&self) -> usize {
+        self.frames.len()
+            + self.notes.len()
+            + self.walls.len()
+            + self.heights.len()
+            + self.pauses.len()
+    }
+
+    /// Drops every record below `end` (what a checkpoint covered).
+    fn drop_below(&mut self, end: [u32; KINDS]) {
+        fn keep<T>(m: &mut BTreeMap<u32, T>, end: u32) {
+            *m = m.split_off(&end);
+        }
+        keep(&mut self.frames, end[0]);
+        keep(&mut self.notes, end[1]);
+        keep(&mut self.walls, end[2]);
+        keep(&mut self.heights, end[3]);
+        keep(&mut self.pauses, end[4]);
+    }
+
+    /// The records hash over `r` and the time of its last frame, or the first kind and
+    /// index missing.
+    fn hash(&self, r: &Ranges) -> Result<([u8; 32], Option<f32>), (usize, u32)> {
+        fn each<T>(
+            m: &BTreeMap<u32, T>,
+            k: usize,
+            r: &Ranges,
+            mut f: impl FnMut(&T),
+        ) -> Result<(), (usize, u32)> {
+            for i in 0..r.count[k] {
+                let at = r.first[k].wrapping_add(i);
+                f(m.get(&at).ok_or((k, at))?);
+            }
+            Ok(())
+        }
+        let mut h = RecordHasher::default();
+        let mut last = None;
+        each(&self.frames, 0, r, |f| {
+            h.frame(f);
+            last = Some(f.time);
+        })?;
+        each(&self.notes, 1, r, |n| h.note(n))?;
+        each(&self.walls, 2, r, |w| h.wall(w))?;
+        each(&self.heights, 3, r, |x| h.height(x))?;
+        each(&self.pauses, 4, r, |p| h.pause(p))?;
+        Ok((h.take(), last))
+    }
+}
+
+/// Holds records `first..` of a kind; the index of one that came before (held, or below
+/// `covered`, the end of what the checkpoints so far covered).
+fn put<T: Copy>(
+    m: &mut BTreeMap<u32, T>,
+    covered: Option<u32>,
+    first: u32,
+    rs: &[T],
+) -> Result<(), u32> {
+    for (i, r) in rs.iter().enumerate() {
+        let at = first.wrapping_add(i as u32);
+        if covered.is_some_and(|c| at < c) || m.insert(at, *r).is_some() {
+            return Err(at);
+        }
+    }
+    Ok(())
+}
+
+const KIND_NAMES: [&str; KINDS] = ["frame", "note", "wall", "height", "pause"];
+const BINDING_NAMES: [&str; 5] = ["player ID", "map hash", "difficulty", "mode", "start time"];
+
+/// Verifies one stream as it is read: give it every item a [`StreamDecoder`] yields
+/// ([`item`](Self::item)) and the payload of every signing chunk the decoder skipped
+/// ([`chunk`](Self::chunk)), in stream order; then [`report`](Self::report).
+#[derive(Debug)]
+pub struct Verifier {
+    joining: bool,
+    header: Option<[BsorString; 5]>,
+    key: Option<(KeyChunk, VerifyingKey)>,
+    signed: bool,
+    /// Chain value, index and record ends the next checkpoint must carry, once known.
+    prev: Option<[u8; 32]>,
+    next_index: u32,
+    covered: Option<[u32; KINDS]>,
+    /// The chain from the start (or, joining, from the first whole checkpoint) holds.
+    chain: bool,
+    valid_to: Option<(u32, Option<f32>)>,
+    checkpoints: u32,
+    held: Held,
+    fin: Option<(u32, u64, FinalCheckpoint)>,
+    trailer: Option<Trailer>,
+    failure: Option<String>,
+    /// First thing missing: a gap, damage, a cut.
+    missing: Option<String>,
+}
+
+impl Default for Verifier {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Verifier {
+    /// A verifier that reads a stream from its start.
+    pub fn new() -> Self {
+        Verifier {
+            joining: false,
+            header: None,
+            key: None,
+            signed: false,
+            prev: None,
+            next_index: 0,
+            covered: None,
+            chain: true,
+            valid_to: None,
+            checkpoints: 0,
+            held: Held::default(),
+            fin: None,
+            trailer: None,
+            failure: None,
+            missing: None,
+        }
+    }
+
+    /// A verifier for a viewer that joined late: it has the header and the key chunk, then
+    /// the stream from some keyframe group on. Its chain starts at the first checkpoint
+    /// whose records it has; it can conclude `incomplete` at best.
+    pub fn joining() -> Self {
+        Verifier {
+            joining: true,
+            chain: false,
+            ..Self::new()
+        }
+    }
+
+    fn fail(&mut self, why: String) {
+        if self.failure.is_none() {
+            self.failure = Some(why);
+        }
+    }
+
+    fn miss(&mut self, why: String) {
+        if self.missing.is_none() {
+            self.missing = Some(why);
+        }
+        self.chain = false;
+    }
+
+    /// An item of the stream, as the decoder yields it.
+    pub fn item(&mut self, item: &StreamItem) {
+        if self.failure.is_some() {
+            return;
+        }
+        match item {
+            StreamItem::Header(h) => self.header = Some(binding_of(&h.info)),
+            StreamItem::Frame { index, frame } if self.key.is_some() => {
+                let c = self.covered.map(|c| c[0]);
+                if let Err(i) = put(
+                    &mut self.held.frames,
+                    c,
+                    *index,
+                    std::slice::from_ref(frame),
+                ) {
+                    self.fail(format!("frame {i} comes twice"));
+                }
+            }
+            StreamItem::Events(b) if self.key.is_some() => {
+                let c = self.covered;
+                let r = put(
+                    &mut self.held.notes,
+                    c.map(|c| c[1]),
+                    b.notes.first,
+                    &b.notes.records,
+                )
+                .map_err(|i| (1, i))
+                .and_then(|_| {
+                    put(
+                        &mut self.held.walls,
+                        c.map(|c| c[2]),
+                        b.walls.first,
+                        &b.walls.records,
+                    )
+                    .map_err(|i| (2, i))
+                })
+                .and_then(|_| {
+                    let (f, r) = (b.heights.first, &b.heights.records);
+                    put(&mut self.held.heights, c.map(|c| c[3]), f, r).map_err(|i| (3, i))
+                })
+                .and_then(|_| {
+                    let (f, r) = (b.pauses.first, &b.pauses.records);
+                    put(&mut self.held.pauses, c.map(|c| c[4]), f, r).map_err(|i| (4, i))
+                });
+                if let Err((k, i)) = r {
+                    self.fail(format!("{} {i} comes twice", KIND_NAMES[k]));
+                }
+            }
+            StreamItem::Trailer(_) if self.trailer.is_some() && self.key.is_some() => {
+                self.fail("a second trailer".into())
+            }
+            StreamItem::Trailer(t) => self.trailer = Some((**t).clone()),
+            StreamItem::Damage(d) if !self.joining || self.checkpoints > 0 => {
+                self.miss(format!("damage at byte offset {}: {}", d.offset, d.what()))
+            }
+            _ => {}
+        }
+        if self.held.len() > MAX_UNCHECKED {
+            self.fail(format!(
+                "more than {MAX_UNCHECKED} records without a checkpoint"
+            ));
+            self.held = Held::default();
+        }
+    }
+
+    /// A signing chunk: its sequence number, byte offset, type and payload. Other types are
+    /// ignored.
+    pub fn chunk(&mut self, seq: u32, offset: u64, kind: u8, payload: &[u8]) {
+        if self.failure.is_some() {
+            return;
+        }
+        match kind {
+            KEY_CHUNK => self.key_chunk(seq, offset, payload),
+            CHECKPOINT_CHUNK => self.checkpoint(seq, offset, payload),
+            FINAL_CHUNK => self.final_checkpoint(seq, offset, payload),
+            _ => {}
+        }
+    }
+
+    fn key_chunk(&mut self, seq: u32, offset: u64, payload: &[u8]) {
+        self.signed = true;
+        let at = format!("key chunk {seq} at byte offset {offset}");
+        if self.key.is_some() {
+            return self.fail(format!("a second {at}"));
+        }
+        let (k, vk) = match KeyChunk::parse(payload) {
+            Ok(k) => k,
+            Err(e) => return self.fail(format!("{at}: {e}")),
+        };
+        if let Some(h) = &self.header {
+            for (i, (bound, said)) in k.binding.iter().zip(h).enumerate() {
+                if bound != said {
+                    return self.fail(format!(
+                        "{at} binds {} {:?} but the header says {:?}",
+                        BINDING_NAMES[i],
+                        bound.to_string_lossy(),
+                        said.to_string_lossy()
+                    ));
+                }
+            }
+        }
+        self.prev = Some(chain_hash(payload));
+        if !self.joining {
+            self.covered = Some([0; KINDS]);
+            self.valid_to = Some((seq, None));
+        }
+        self.key = Some((k, vk));
+    }
+
+    fn checkpoint(&mut self, seq: u32, offset: u64, payload: &[u8]) {
+        self.signed = true;
+        let at = format!("checkpoint chunk {seq} at byte offset {offset}");
+        let Some((k, vk)) = &self.key else {
+            return self.fail(format!("{at} comes without a key chunk before it"));
+        };
+        if self.fin.is_some() {
+            return self.fail(format!("{at} comes after the final checkpoint"));
+        }
+        let c = match Checkpoint::parse(payload, vk) {
+            Ok(c) => c,
+            Err(e) => return self.fail(format!("{at}: {e}")),
+        };
+        if c.nonce != k.nonce {
+            return self.fail(format!("{at} belongs to another recording (nonce)"));
+        }
+        // Joining: the first checkpoint seen has nothing before it to chain to.
+        if self.covered.is_some() {
+            if c.index != self.next_index {
+                return self.fail(format!(
+                    "{at} has index {} where {} was due",
+                    c.index, self.next_index
+                ));
+            }
+            if Some(c.prev) != self.prev {
+                return self.fail(format!(
+                    "{at} does not chain to the signing chunk before it"
+                ));
+            }
+            if Some(c.ranges.first) != self.covered {
+                return self.fail(format!(
+                    "{at} starts its records at {:?}, not where the last checkpoint ended",
+                    c.ranges.first
+                ));
+            }
+        }
+        match self.held.hash(&c.ranges) {
+            Ok((h, last)) if h == c.records => {
+                self.checkpoints += 1;
+                if self.joining && self.checkpoints == 1 {
+                    self.chain = true;
+                }
+                if self.chain {
+                    let t = last.or(self.valid_to.and_then(|v| v.1));
+                    self.valid_to = Some((seq, t));
+                }
+            }
+            Ok(_) => {
+                return self.fail(format!(
+                "{at}: the records it covers (frames from {}, notes from {}) do not match its hash",
+                c.ranges.first[0], c.ranges.first[1]
+            ))
+            }
+            // Joining: records before the join are not missing, just not seen.
+            Err(_) if self.joining && self.checkpoints == 0 => {}
+            Err((kind, i)) => self.miss(format!(
+                "{at} covers {} {i}, which is missing",
+                KIND_NAMES[kind]
+            )),
+        }
+        let end = c.ranges.end();
+        self.held.drop_below(end);
+        self.covered = Some(end);
+        self.prev = Some(chain_hash(payload));
+        self.next_index = c.index.wrapping_add(1);
+    }
+
+    fn final_checkpoint(&mut self, seq: u32, offset: u64, payload: &[u8]) {
+        self.signed = true;
+        let at = format!("final checkpoint chunk {seq} at byte offset {offset}");
+        let Some((k, vk)) = &self.key else {
+            return self.fail(format!("{at} comes without a key chunk before it"));
+        };
+        if self.fin.is_some() {
+            return self.fail(format!("a second {at}"));
+        }
+        let f = match FinalCheckpoint::parse(payload, vk) {
+            Ok(f) => f,
+            Err(e) => return self.fail(format!("{at}: {e}")),
+        };
+        if f.nonce != k.nonce {
+            return self.fail(format!("{at} belongs to another recording (nonce)"));
+        }
+        if self.covered.is_some() {
+            if f.index != self.next_index {
+                return self.fail(format!(
+                    "{at} follows {} checkpoints but {} came",
+                    f.index, self.next_index
+                ));
+            }
+            if Some(f.prev) != self.prev {
+                return self.fail(format!(
+                    "{at} does not chain to the signing chunk before it"
+                ));
+            }
+            if Some(f.totals) != self.covered {
+                return self.fail(format!(
+                    "{at} counts {:?} records, the checkpoints cover {:?}",
+                    f.totals,
+                    self.covered.unwrap_or_default()
+                ));
+            }
+        }
+        if self.chain {
+            let t = self.valid_to.and_then(|v| v.1);
+            self.valid_to = Some((seq, t));
+        }
+        self.fin = Some((seq, offset, f));
+    }
+
+    /// The conclusion, from everything given so far (the stream may go on).
+    pub fn report(&self) -> Report {
+        let mut r = Report {
+            signed: self.signed,
+            signer_key: self.key.as_ref().map(|(k, _)| k.key),
+            player_id: self
+                .key
+                .as_ref()
+                .map(|(k, _)| k.binding[0].to_string_lossy()),
+            chain_valid_to_chunk: self.valid_to.map(|v| v.0),
+            chain_valid_to_seconds: self.valid_to.and_then(|v| v.1),
+            checkpoints: self.checkpoints,
+            verdict: Verdict::Valid,
+            reason: None,
+        };
+        let (verdict, reason) = self.conclude();
+        r.verdict = verdict;
+        r.reason = reason;
+        if verdict == Verdict::Unsigned {
+            r.chain_valid_to_chunk = None;
+        }
+        r
+    }
+
+    fn conclude(&self) -> (Verdict, Option<String>) {
+        if let Some(f) = &self.failure {
+            return (Verdict::Invalid, Some(f.clone()));
+        }
+        if !self.signed {
+            return (Verdict::Unsigned, Some("no signing chunks".into()));
+        }
+        let Some((seq, offset, f)) = &self.fin else {
+            let why = self.missing.clone().unwrap_or_else(|| {
+                "no final checkpoint: the stream ends before its end was signed".into()
+            });
+            return (Verdict::Incomplete, Some(why));
+        };
+        let at = format!("final checkpoint chunk {seq} at byte offset {offset}");
+        if self.joining {
+            return (
+                Verdict::Incomplete,
+                Some("joined late: the records before the first checkpoint were not seen".into()),
+            );
+        }
+        if let Some(m) = &self.missing {
+            return (
+                Verdict::Invalid,
+                Some(format!("a finished stream with {m}")),
+            );
+        }
+        if self.held.len() > 0 {
+            return (
+                Verdict::Invalid,
+                Some(format!(
+                    "records after the last checkpoint are not covered by {at}"
+                )),
+            );
+        }
+        let Some(t) = &self.trailer else {
+            return (
+                Verdict::Invalid,
+                Some(format!("{at} has no trailer after it")),
+            );
+        };
+        let c = t.counts;
+        let counts = [c.frames, c.notes, c.walls, c.heights, c.pauses];
+        if counts != f.totals.map(u64::from) {
+            return (
+                Verdict::Invalid,
+                Some(format!(
+                    "the trailer counts {counts:?} records, {at} {:?}",
+                    f.totals
+                )),
+            );
+        }
+        let h = final_hash(
+            &t.info,
+            t.controller_offsets.as_ref(),
+            t.user_data.as_deref(),
+            &t.trailing,
+        );
+        if h != f.sections {
+            return (
+                Verdict::Invalid,
+                Some(format!(
+                    "the trailer's final info, offsets, user data or trailing bytes do not match {at}"
+                )),
+            );
+        }
+        (Verdict::Valid, None)
+    }
+}
+
+/// Verifies a whole stream file (or a prefix of one).
+pub fn verify_stream(bytes: &[u8]) -> Report {
+    let mut v = Verifier::new();
+    let mut d = StreamDecoder::new();
+    d.push(bytes);
+    d.finish();
+    loop {
+        match d.next_item() {
+            Ok(Some(StreamItem::End)) | Ok(None) => break,
+            Ok(Some(StreamItem::Skipped { offset, kind })) => {
+                let start = usize::try_from(offset).unwrap_or(usize::MAX);
+                let chunk =
+                    bytes
+                        .get(start..)
+                        .and_then(ChunkHeader::parse_at)
+                        .and_then(|(h, hl)| {
+                            let p = bytes.get(start + hl..start + hl + h.len as usize)?;
+                            Some((h, p))
+                        });
+                if let Some((h, p)) = chunk.filter(|(h, _)| h.kind == ChunkType::Unknown(kind)) {
+                    v.chunk(h.seq, offset, kind, p);
+                }
+            }
+            Ok(Some(item)) => v.item(&item),
+            Err(e) => {
+                let mut r = v.report();
+                r.verdict = Verdict::Invalid;
+                r.reason = Some(format!("the stream cannot be read: {e}"));
+                return r;
+            }
+        }
+    }
+    v.report()
+}
