@@ -25,5 +25,5 @@ pub use error::{
     StreamError,
 };
 pub use events::{EventBatch, Records};
-pub use header::{Profile, Settings, StreamHeader};
+pub use header::{CustomSteps, Profile, Settings, StreamHeader};
 pub use trailer::{IndexEntry, SectionCounts, Trailer};
