@@ -58,6 +58,9 @@ enum ProfileArg {
     Fine,
     /// Positions within 1 mm, rotations within 0.2°.
     Compact,
+    /// Lossy with --position-step-mm and --rotation-step-deg: positions within step/1.153,
+    /// rotations within 0.89 rotation steps.
+    Custom,
 }
 
 /// Stream settings shared by `encode`.
@@ -76,6 +79,13 @@ struct StreamArgs {
     /// Archive settings: a keyframe every 10 s, no flushes in between.
     #[arg(long)]
     archive: bool,
+    /// With --profile custom: the position step in millimetres (0.01 to 50).
+    #[arg(long, value_name = "MM", requires = "rotation_step_deg")]
+    position_step_mm: Option<f64>,
+    /// With --profile custom: the rotation step in degrees, the angle between neighbouring
+    /// grid rotations (about 0.00008 to 2.2; fine's is 0.0225, compact's 0.225).
+    #[arg(long, value_name = "DEG", requires = "position_step_mm")]
+    rotation_step_deg: Option<f64>,
 }
 
 /// TLS for `publish` and `watch`.
@@ -304,7 +314,7 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             input,
             output,
             stream,
-        } => commands::stream::encode(&input, &output, stream.settings()),
+        } => commands::stream::encode(&input, &output, stream.settings()?),
         Command::Decode {
             input,
             output,
@@ -369,8 +379,10 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
                 keyframe_interval: None,
                 flush_interval: None,
                 archive: false,
+                position_step_mm: None,
+                rotation_step_deg: None,
             }
-            .settings();
+            .settings()?;
             let token = commands::live::read_token(token.source())?;
             let relay = commands::live::RelayAt {
                 addr: &to,
@@ -399,12 +411,26 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
 }
 
 impl StreamArgs {
-    fn settings(&self) -> bsor_stream::stream::Settings {
-        use bsor_stream::stream::{Profile, Settings};
-        let profile = match self.profile {
-            ProfileArg::Lossless => Profile::Lossless,
-            ProfileArg::Fine => Profile::Fine,
-            ProfileArg::Compact => Profile::Compact,
+    fn settings(&self) -> Result<bsor_stream::stream::Settings, commands::Failure> {
+        use bsor_stream::stream::{CustomSteps, Profile, Settings};
+        let profile = match (self.profile, self.position_step_mm, self.rotation_step_deg) {
+            (ProfileArg::Custom, Some(mm), Some(deg)) => Profile::Custom(
+                CustomSteps::from_mm_deg(mm, deg)
+                    .map_err(|e| commands::Failure(format!("--profile custom: {e}")))?,
+            ),
+            (ProfileArg::Custom, ..) => {
+                return Err(commands::Failure(
+                    "--profile custom needs --position-step-mm and --rotation-step-deg".into(),
+                ))
+            }
+            (_, Some(_), _) | (_, _, Some(_)) => {
+                return Err(commands::Failure(
+                    "--position-step-mm and --rotation-step-deg go with --profile custom".into(),
+                ))
+            }
+            (ProfileArg::Lossless, ..) => Profile::Lossless,
+            (ProfileArg::Fine, ..) => Profile::Fine,
+            (ProfileArg::Compact, ..) => Profile::Compact,
         };
         let mut s = if self.archive {
             Settings::archive(profile)
@@ -417,7 +443,7 @@ impl StreamArgs {
         if let Some(f) = self.flush_interval {
             s.flush_seconds = f;
         }
-        s
+        Ok(s)
     }
 }
 
