@@ -180,6 +180,12 @@ enum Command {
         /// Print one JSON array.
         #[arg(long)]
         json: bool,
+        /// Also check a custom profile with this position step (mm; with --rotation-step-deg).
+        #[arg(long, value_name = "MM", requires = "rotation_step_deg")]
+        position_step_mm: Option<f64>,
+        /// The custom profile's rotation step in degrees (with --position-step-mm).
+        #[arg(long, value_name = "DEG", requires = "position_step_mm")]
+        rotation_step_deg: Option<f64>,
     },
     /// Run the live relay over TCP and optionally WebSocket (prints `listening tcp=ADDR`,
     /// and ` ws=ADDR`, when ready; Ctrl-C or SIGTERM stops it and finishes the archive;
@@ -327,7 +333,18 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             files,
             archive,
             json,
-        } => commands::verify::verify(&files, archive, json),
+            position_step_mm,
+            rotation_step_deg,
+        } => {
+            let custom = match (position_step_mm, rotation_step_deg) {
+                (Some(mm), Some(deg)) => Some(
+                    bsor_stream::stream::CustomSteps::from_mm_deg(mm, deg)
+                        .map_err(|e| commands::Failure(format!("verify: {e}")))?,
+                ),
+                _ => None,
+            };
+            commands::verify::verify(&files, archive, json, custom)
+        }
         Command::Bench {
             paths,
             json,

@@ -196,8 +196,8 @@ impl Profile {
 }
 
 impl std::fmt::Display for Profile {
-    /// `lossless`, `fine`, `compact`, or `custom` with its steps (`custom 0.5 mm / 0.0810°
-    /// (M 1000)`).
+    /// `lossless`, `fine`, `compact`, or `custom` with its steps (`custom 0.5000 mm /
+    /// 0.0810° (M 1000)`).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Profile::Lossless => f.write_str("lossless"),
@@ -205,7 +205,7 @@ impl std::fmt::Display for Profile {
             Profile::Compact => f.write_str("compact"),
             Profile::Custom(c) => write!(
                 f,
-                "custom {} mm / {:.4}° (M {})",
+                "custom {:.4} mm / {:.4}° (M {})",
                 f64::from(c.position_step()) * 1000.0,
                 c.rotation_step_deg(),
                 c.rotation_steps()

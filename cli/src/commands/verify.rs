@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use bsor_stream::bsor::{self, Replay};
-use bsor_stream::stream::{accuracy, Profile, Settings, StreamDecoder};
+use bsor_stream::stream::{accuracy, CustomSteps, Profile, Settings, StreamDecoder};
 use bsor_stream::transcode;
 use serde::Serialize;
 
@@ -111,13 +111,23 @@ fn check(
     })
 }
 
-/// `verify FILE... [--archive] [--json]`.
-pub fn verify(files: &[PathBuf], archive: bool, json: bool) -> Result<Outcome, Failure> {
+/// `verify FILE... [--archive] [--json] [--position-step-mm MM --rotation-step-deg DEG]`:
+/// the three profiles, and the custom one if its steps are given.
+pub fn verify(
+    files: &[PathBuf],
+    archive: bool,
+    json: bool,
+    custom: Option<CustomSteps>,
+) -> Result<Outcome, Failure> {
+    let profiles: Vec<Profile> = PROFILES
+        .into_iter()
+        .chain(custom.map(Profile::Custom))
+        .collect();
     let mut verdicts = Vec::new();
     for path in files {
         let bytes = read_all(path)?;
         let r = bsor::parse(&bytes).map_err(|e| Failure::from((path.as_path(), e)))?;
-        for profile in PROFILES {
+        for &profile in &profiles {
             let settings = if archive {
                 Settings::archive(profile)
             } else {
