@@ -348,11 +348,12 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}svg.plot{{max-width:10
     }
     h.push_str("</table>\n<h2>Rate and distortion</h2>\n");
     h.push_str(
-        "<p>The stream format fixes the lossy coder's grids: a header's position step and \
-         rotation steps must be the profile's (proto-spec/format.md, section 3), so the \
-         curves join the three grids it allows (lossless, fine, compact) under the live \
-         (keyframe every second, chunk every 100 ms) and archive (keyframe every 10 s) \
-         settings. Lossless coders sit at “exact”.</p>\n",
+        "<p>The curves are the lossy coder's custom grids (proto-spec/format.md, section \
+         3, profile 3): the position plots sweep the position step (0.05 to 5 mm, \
+         rotations at fine's grid), the rotation plots the rotation step (0.005° to 1°, \
+         positions at fine's step), under the live (keyframe every second, chunk every \
+         100 ms) and archive (keyframe every 10 s) settings; fine, compact and the other \
+         coders are marked. Lossless coders sit at “exact”.</p>\n",
     );
     h.push_str(svg(plots, "rate-distortion"));
     h.push_str(svg(plots, "rate-distortion-rotation"));
