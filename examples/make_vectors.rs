@@ -13,7 +13,9 @@
 use std::path::PathBuf;
 
 use bsor_stream::bsor::{self, NoteOutcome, Quat, Replay};
-use bsor_stream::stream::{footer, split_stream, ChunkSpan, ChunkType, Profile, Settings};
+use bsor_stream::stream::{
+    footer, split_stream, ChunkSpan, ChunkType, CustomSteps, Profile, Settings,
+};
 use bsor_stream::{synth, transcode};
 
 fn dir() -> PathBuf {
@@ -460,6 +462,16 @@ fn main() {
             }
         }
     }
+    // Profile 3: a 0.5 mm position step and M = 1000 (a grid of about 0.081°).
+    let custom = Profile::Custom(CustomSteps::new(5e-4, 1000).expect("in range"));
+    let s = transcode::encode_replay(&synthetic, Settings::live(custom));
+    write("synthetic.custom.bsors", &s);
+    let (back, rec) = transcode::decode_replay(&s).expect("decodes");
+    assert!(rec.complete);
+    write(
+        "synthetic.custom.decoded.bsor",
+        &bsor::to_vec(&back).expect("writes"),
+    );
     for (profile, name) in [
         (Profile::Lossless, "lossless"),
         (Profile::Compact, "compact"),

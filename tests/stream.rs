@@ -73,6 +73,7 @@ fn corpus_round_trips_and_ratios() {
                 Profile::Lossless => (0.0, 0.0),
                 Profile::Fine => (0.1, 0.02),
                 Profile::Compact => (1.0, 0.2),
+                Profile::Custom(c) => (c.bounds().0, 72.0 / f64::from(c.rotation_steps())),
             };
             assert!(max_pos <= pos_bound && max_rot <= rot_bound);
             // Issue 3's size targets, summed over the corpus.
@@ -83,6 +84,7 @@ fn corpus_round_trips_and_ratios() {
                 (_, Profile::Lossless) => 0.58,
                 (_, Profile::Fine) => 0.20,
                 (_, Profile::Compact) => 0.14,
+                (_, Profile::Custom(_)) => 1.0,
             };
             assert!(
                 ratio <= target,

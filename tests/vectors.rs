@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use bsor_stream::bsor;
-use bsor_stream::stream::{Profile, Settings};
+use bsor_stream::stream::{CustomSteps, Profile, Settings};
 use bsor_stream::transcode;
 
 fn vector(name: &str) -> Vec<u8> {
@@ -49,6 +49,12 @@ fn streams() -> Vec<(&'static str, &'static str, Settings, &'static str)> {
             "synthetic.bsor",
             live(Compact),
             "synthetic.compact.decoded.bsor",
+        ),
+        (
+            "synthetic.custom.bsors",
+            "synthetic.bsor",
+            live(Profile::Custom(CustomSteps::new(5e-4, 1000).unwrap())),
+            "synthetic.custom.decoded.bsor",
         ),
         (
             "synthetic.archive.lossless.bsors",
@@ -164,6 +170,8 @@ fn lossy_decodes_are_within_the_profile_bounds() {
             Profile::Lossless => continue,
             Profile::Fine => (0.1, 0.02),
             Profile::Compact => (1.0, 0.2),
+            // The custom bounds: step / 1.153 and 72° / M.
+            Profile::Custom(c) => (c.bounds().0, 72.0 / f64::from(c.rotation_steps())),
         };
         let original = bsor::parse(&vector(source)).unwrap();
         let decoded = bsor::parse(&vector(expected)).unwrap();

@@ -59,6 +59,9 @@ enum ProfileArg {
     Fine,
     /// Positions within 1 mm, rotations within 0.2°.
     Compact,
+    /// Lossy with --position-step-mm and --rotation-step-deg: positions within step/1.153,
+    /// rotations within 0.89 rotation steps.
+    Custom,
 }
 
 /// Stream settings shared by `encode`.
@@ -77,6 +80,13 @@ struct StreamArgs {
     /// Archive settings: a keyframe every 10 s, no flushes in between.
     #[arg(long)]
     archive: bool,
+    /// With --profile custom: the position step in millimetres (0.01 to 50).
+    #[arg(long, value_name = "MM", requires = "rotation_step_deg")]
+    position_step_mm: Option<f64>,
+    /// With --profile custom: the rotation step in degrees, the angle between neighbouring
+    /// grid rotations (about 0.00008 to 2.2; fine's is 0.0225, compact's 0.225).
+    #[arg(long, value_name = "DEG", requires = "position_step_mm")]
+    rotation_step_deg: Option<f64>,
 }
 
 /// TLS for `publish` and `watch`.
@@ -201,6 +211,12 @@ enum Command {
         /// Print one JSON array.
         #[arg(long)]
         json: bool,
+        /// Also check a custom profile with this position step (mm; with --rotation-step-deg).
+        #[arg(long, value_name = "MM", requires = "rotation_step_deg")]
+        position_step_mm: Option<f64>,
+        /// The custom profile's rotation step in degrees (with --position-step-mm).
+        #[arg(long, value_name = "DEG", requires = "position_step_mm")]
+        rotation_step_deg: Option<f64>,
     },
     /// Run the live relay over TCP and optionally WebSocket (prints `listening tcp=ADDR`,
     /// and ` ws=ADDR`, when ready; Ctrl-C or SIGTERM stops it and finishes the archive;
@@ -344,20 +360,20 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             output,
             stream,
             key: Some(key),
-        } => commands::integrity::encode_signed(&input, &key, &output, stream.settings()),
+        } => commands::integrity::encode_signed(&input, &key, &output, stream.settings()?),
         Command::Encode {
             input,
             output,
             stream,
             key: None,
-        } => commands::stream::encode(&input, &output, stream.settings()),
+        } => commands::stream::encode(&input, &output, stream.settings()?),
         Command::Keygen { output } => commands::integrity::keygen(&output),
         Command::Sign {
             input,
             key,
             output,
             stream,
-        } => commands::integrity::sign(&input, &key, &output, stream.settings()),
+        } => commands::integrity::sign(&input, &key, &output, stream.settings()?),
         Command::Decode {
             input,
             output,
@@ -381,8 +397,19 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             files,
             archive,
             json,
+            position_step_mm,
+            rotation_step_deg,
             ..
-        } => commands::verify::verify(&files, archive, json),
+        } => {
+            let custom = match (position_step_mm, rotation_step_deg) {
+                (Some(mm), Some(deg)) => Some(
+                    bsor_stream::stream::CustomSteps::from_mm_deg(mm, deg)
+                        .map_err(|e| commands::Failure(format!("verify: {e}")))?,
+                ),
+                _ => None,
+            };
+            commands::verify::verify(&files, archive, json, custom)
+        }
         Command::Bench {
             paths,
             json,
@@ -435,8 +462,10 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
                 keyframe_interval: None,
                 flush_interval: None,
                 archive: false,
+                position_step_mm: None,
+                rotation_step_deg: None,
             }
-            .settings();
+            .settings()?;
             let token = commands::live::read_token(token.source())?;
             let relay = commands::live::RelayAt {
                 addr: &to,
@@ -473,12 +502,26 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
 }
 
 impl StreamArgs {
-    fn settings(&self) -> bsor_stream::stream::Settings {
-        use bsor_stream::stream::{Profile, Settings};
-        let profile = match self.profile {
-            ProfileArg::Lossless => Profile::Lossless,
-            ProfileArg::Fine => Profile::Fine,
-            ProfileArg::Compact => Profile::Compact,
+    fn settings(&self) -> Result<bsor_stream::stream::Settings, commands::Failure> {
+        use bsor_stream::stream::{CustomSteps, Profile, Settings};
+        let profile = match (self.profile, self.position_step_mm, self.rotation_step_deg) {
+            (ProfileArg::Custom, Some(mm), Some(deg)) => Profile::Custom(
+                CustomSteps::from_mm_deg(mm, deg)
+                    .map_err(|e| commands::Failure(format!("--profile custom: {e}")))?,
+            ),
+            (ProfileArg::Custom, ..) => {
+                return Err(commands::Failure(
+                    "--profile custom needs --position-step-mm and --rotation-step-deg".into(),
+                ))
+            }
+            (_, Some(_), _) | (_, _, Some(_)) => {
+                return Err(commands::Failure(
+                    "--position-step-mm and --rotation-step-deg go with --profile custom".into(),
+                ))
+            }
+            (ProfileArg::Lossless, ..) => Profile::Lossless,
+            (ProfileArg::Fine, ..) => Profile::Fine,
+            (ProfileArg::Compact, ..) => Profile::Compact,
         };
         let mut s = if self.archive {
             Settings::archive(profile)
@@ -491,7 +534,7 @@ impl StreamArgs {
         if let Some(f) = self.flush_interval {
             s.flush_seconds = f;
         }
-        s
+        Ok(s)
     }
 }
 

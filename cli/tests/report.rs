@@ -145,7 +145,8 @@ fn build_and_check(files: &[PathBuf], dir: &Path) -> Value {
             assert!(*marks > 0, "{p}: {id} is empty");
         }
     }
-    // The R-D curves have a point per profile; the marks for fine and compact, two each.
+    // The R-D curves have a point per step of their sweep (7 position steps, 8 rotation
+    // steps); the marks for fine and compact, two each.
     let rd = std::fs::read_to_string(out_dir.join("rate-distortion.svg")).unwrap();
     let doc = roxmltree::Document::parse(&rd).unwrap();
     let count = |id: &str| {
@@ -155,8 +156,8 @@ fn build_and_check(files: &[PathBuf], dir: &Path) -> Value {
                 n.children().filter(|c| c.has_tag_name("circle")).count()
             })
     };
-    assert_eq!(count("series-rd-live"), 3);
-    assert_eq!(count("series-rd-archive"), 3);
+    assert_eq!(count("series-rd-live"), 7);
+    assert_eq!(count("series-rd-archive"), 7);
     assert_eq!(count("series-mark-fine"), 2);
     assert_eq!(count("series-mark-compact"), 2);
 
@@ -226,6 +227,49 @@ fn build_and_check(files: &[PathBuf], dir: &Path) -> Value {
                 format!("{:.2}%", v / b * 100.0)
             );
         }
+    }
+    // The step sweep: two 1-D sweeps, both settings, each point within its grid's bounds
+    // (the run fails unless its events are exact), lossy, and in the page.
+    let steps = json["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2 * (7 + 8));
+    // (sweep, setting) -> (step, size share, mean position + rotation error) per point.
+    type Points = Vec<(f64, f64, f64)>;
+    let mut by_sweep: std::collections::BTreeMap<(String, String), Points> = Default::default();
+    for (i, s) in steps.iter().enumerate() {
+        let f = |k: &str| s[k].as_f64().unwrap();
+        let err = |k: &str| s["error"][k].as_f64().unwrap();
+        assert_eq!(
+            cell(&format!("steps-{i}")),
+            format!("{:.2}", f("ratio") * 100.0)
+        );
+        assert!(err("maxPositionMm") <= f("boundPositionMm"), "{s}");
+        assert!(err("maxRotationDeg") <= f("boundRotationDeg"), "{s}");
+        assert!(
+            err("maxPositionMm") > 0.0 && err("maxRotationDeg") > 0.0,
+            "{s}"
+        );
+        let key = (
+            s["sweep"].as_str().unwrap().to_string(),
+            s["curve"].as_str().unwrap().to_string(),
+        );
+        let step = if key.0 == "position" {
+            f("positionStepMm")
+        } else {
+            f("rotationStepDeg")
+        };
+        by_sweep.entry(key).or_default().push((
+            step,
+            f("ratio"),
+            err("meanPositionMm") + err("meanRotationDeg"),
+        ));
+    }
+    assert_eq!(by_sweep.len(), 4);
+    for (k, pts) in &by_sweep {
+        // Coarser steps: larger mean errors, and the coarsest is smaller than the finest.
+        for w in pts.windows(2) {
+            assert!(w[0].0 < w[1].0 && w[0].2 < w[1].2, "{k:?}: {pts:?}");
+        }
+        assert!(pts[pts.len() - 1].1 < pts[0].1, "{k:?}: {pts:?}");
     }
     let sweep = json["sweep"].as_array().unwrap();
     assert_eq!(sweep.len(), 2 * 2 * 3);

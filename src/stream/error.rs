@@ -53,6 +53,8 @@ impl fmt::Display for Section {
 pub enum Field {
     /// The stream header's rotation steps.
     RotationSteps,
+    /// The stream header's position step (an `f32`, checked for the custom profile).
+    PositionStep,
     /// The stream header's keyframe frame interval.
     KeyframeFrames,
     /// The length of an info block (stream header or trailer).
@@ -90,6 +92,7 @@ impl Field {
     pub fn name(self) -> &'static str {
         match self {
             Field::RotationSteps => "rotation steps",
+            Field::PositionStep => "position step",
             Field::KeyframeFrames => "keyframe frame interval",
             Field::InfoLength => "info block length",
             Field::Seq => "sequence number",
@@ -176,6 +179,13 @@ pub enum HeaderError {
     /// A lossy profile's quantization parameters are not the profile's.
     #[error("quantization does not match the profile")]
     QuantizationMismatch,
+    /// The custom profile's position step or rotation steps are outside the ranges a
+    /// reader accepts (format.md section 3).
+    #[error("custom profile's {0} out of range")]
+    QuantizationOutOfRange(
+        /// [`Field::PositionStep`] or [`Field::RotationSteps`].
+        Field,
+    ),
     /// The info block does not parse as BSOR's.
     #[error("malformed info block")]
     MalformedInfo,

@@ -3,6 +3,8 @@
 //!
 //! Byte layout: `proto-spec/format.md`, section "Stream header".
 
+use std::ops::RangeInclusive;
+
 use crate::bsor::{self, Info};
 
 use super::chunk::{put_varint, FORMAT_VERSION, STREAM_MAGIC};
@@ -18,6 +20,104 @@ pub enum Profile {
     Fine,
     /// Positions within 1 mm, rotations within 0.2°.
     Compact,
+    /// A lossy profile with the caller's position step and rotation steps (format.md
+    /// section 3, profile 3): positions within `step / 1.153`, rotations within `72° / M`.
+    Custom(CustomSteps),
+}
+
+/// The quantization of a [`Profile::Custom`]: a position step and rotation steps `M`
+/// within the ranges a reader accepts (format.md section 3).
+///
+/// ```
+/// use bsor_stream::stream::{CustomSteps, Profile};
+///
+/// let steps = CustomSteps::new(5e-4, 1000).unwrap();
+/// assert_eq!(steps.position_step(), 5e-4);
+/// let (mm, deg) = steps.bounds();
+/// assert!((mm - 0.5 / 1.153).abs() < 1e-6 && (deg - 0.995 * 0.072).abs() < 1e-12);
+/// let _profile = Profile::Custom(steps);
+/// assert!(CustomSteps::new(0.1, 1000).is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CustomSteps {
+    /// The position step's `f32` bits (bits, so that the profile stays `Eq` and `Hash`).
+    step_bits: u32,
+    rotation_steps: u32,
+}
+
+impl CustomSteps {
+    /// The position steps a reader accepts, in metres (0.01 mm to 50 mm).
+    pub const POSITION_STEP: RangeInclusive<f32> = 1e-5..=0.05;
+    /// The rotation steps `M` a reader accepts (a grid angle of about 2.25° down to
+    /// 0.00008°).
+    pub const ROTATION_STEPS: RangeInclusive<u32> = 36..=1_000_000;
+
+    /// The custom quantization with position step `position_step` metres and `M` =
+    /// `rotation_steps`: fails, naming the field, outside [`Self::POSITION_STEP`] (or not
+    /// finite) and [`Self::ROTATION_STEPS`].
+    pub fn new(position_step: f32, rotation_steps: u32) -> Result<Self, HeaderError> {
+        if !Self::POSITION_STEP.contains(&position_step) {
+            return Err(HeaderError::QuantizationOutOfRange(Field::PositionStep));
+        }
+        if !Self::ROTATION_STEPS.contains(&rotation_steps) {
+            return Err(HeaderError::QuantizationOutOfRange(Field::RotationSteps));
+        }
+        Ok(CustomSteps {
+            step_bits: position_step.to_bits(),
+            rotation_steps,
+        })
+    }
+
+    /// The custom quantization from a position step in millimetres and a rotation step in
+    /// degrees, the angle between neighbouring grid rotations ([`Self::rotation_step_deg`]):
+    /// `M` is the nearest integer to `√2 · (180/π) / rotation_step_deg`.
+    pub fn from_mm_deg(position_step_mm: f64, rotation_step_deg: f64) -> Result<Self, HeaderError> {
+        let m = std::f64::consts::SQRT_2 * 180.0 / std::f64::consts::PI / rotation_step_deg;
+        let m = if m.is_finite() && m > 0.0 && m < f64::from(u32::MAX) {
+            m.round() as u32
+        } else {
+            0
+        };
+        Self::new((position_step_mm / 1000.0) as f32, m)
+    }
+
+    /// The position step in metres.
+    pub fn position_step(self) -> f32 {
+        f32::from_bits(self.step_bits)
+    }
+
+    /// `M`: the smallest three are quantized to integers in `−M..=M`.
+    pub fn rotation_steps(self) -> u32 {
+        self.rotation_steps
+    }
+
+    /// The grid's rotation step in degrees: one step `1/(√2·M)` of a smallest-three
+    /// component turns a rotation by about `√2/M` radians.
+    pub fn rotation_step_deg(self) -> f64 {
+        std::f64::consts::SQRT_2 / f64::from(self.rotation_steps) * (180.0 / std::f64::consts::PI)
+    }
+
+    /// The encoder's bounds (format.md section 10), position in millimetres and rotation in
+    /// degrees: `step / 1.153` (rounding keeps positions within `√3/2 · step`, 0.9985 of
+    /// it) and `0.995 · 72° / M`. At fine's and compact's step and `M` these are their
+    /// bounds (0.1 mm and 0.0199°, 1 mm and 0.199°, the position to 3e-8 mm).
+    pub fn bounds(self) -> (f64, f64) {
+        (
+            1000.0 * f64::from(self.position_step()) / 1.153,
+            0.995 * 72.0 / f64::from(self.rotation_steps),
+        )
+    }
+
+    /// The residual models' prior centre (format.md 10.6): the mean, rounded down, of
+    /// `bitlen(M) − 8` and `−9 − e`, `e` the step's binary exponent (`floor(log2 step)`),
+    /// at least 0. Each term grows by one bit as its step halves; both are 1 at compact's
+    /// grid and 4 and 5 at fine's, so the rule gives their centres, 1 and 4.
+    pub(crate) fn prior_centre(self) -> u32 {
+        let bitlen = 32 - self.rotation_steps.leading_zeros() as i32;
+        // The range keeps the step a normal f32: its exponent field is floor(log2 step).
+        let e = ((self.step_bits >> 23) & 0xff) as i32 - 127;
+        ((bitlen - 8) + (-9 - e)).div_euclid(2).max(0) as u32
+    }
 }
 
 /// The quantization a profile implies, as the stream header stores it.
@@ -59,6 +159,22 @@ impl Profile {
                 bounds: self.bounds(),
                 prior_centre: 1,
             },
+            Profile::Custom(c) => Quantization::Lossy {
+                position_step: c.position_step(),
+                rotation_steps: c.rotation_steps(),
+                bounds: c.bounds(),
+                prior_centre: c.prior_centre(),
+            },
+        }
+    }
+
+    /// The profile byte of the stream header (format.md section 3).
+    pub fn byte(self) -> u8 {
+        match self {
+            Profile::Lossless => 0,
+            Profile::Fine => 1,
+            Profile::Compact => 2,
+            Profile::Custom(_) => 3,
         }
     }
 
@@ -74,6 +190,26 @@ impl Profile {
             Profile::Lossless => (0.0, 0.0),
             Profile::Fine => (0.1, 0.0199),
             Profile::Compact => (1.0, 0.199),
+            Profile::Custom(c) => c.bounds(),
+        }
+    }
+}
+
+impl std::fmt::Display for Profile {
+    /// `lossless`, `fine`, `compact`, or `custom` with its steps (`custom 0.5000 mm /
+    /// 0.0810° (M 1000)`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Profile::Lossless => f.write_str("lossless"),
+            Profile::Fine => f.write_str("fine"),
+            Profile::Compact => f.write_str("compact"),
+            Profile::Custom(c) => write!(
+                f,
+                "custom {:.4} mm / {:.4}° (M {})",
+                f64::from(c.position_step()) * 1000.0,
+                c.rotation_step_deg(),
+                c.rotation_steps()
+            ),
         }
     }
 }
@@ -139,22 +275,15 @@ impl StreamHeader {
         out.extend_from_slice(&STREAM_MAGIC);
         out.push(FORMAT_VERSION);
         let s = &self.settings;
-        let (profile, step, steps) = match (s.profile, s.profile.quantization()) {
-            (
-                p,
-                Quantization::Lossy {
-                    position_step,
-                    rotation_steps,
-                    ..
-                },
-            ) => (
-                if p == Profile::Fine { 1 } else { 2 },
+        let (step, steps) = match s.profile.quantization() {
+            Quantization::Lossy {
                 position_step,
                 rotation_steps,
-            ),
-            (_, Quantization::Lossless) => (0, 0.0, 0),
+                ..
+            } => (position_step, rotation_steps),
+            Quantization::Lossless => (0.0, 0),
         };
-        out.push(profile);
+        out.push(s.profile.byte());
         out.extend_from_slice(&step.to_le_bytes());
         put_varint(&mut out, u64::from(steps));
         out.extend_from_slice(&s.keyframe_seconds.to_le_bytes());
@@ -201,6 +330,11 @@ impl StreamHeader {
             0 => Profile::Lossless,
             1 => Profile::Fine,
             2 => Profile::Compact,
+            // Profile 3 takes its steps from the fields below, checked after the CRC.
+            3 => Profile::Custom(CustomSteps {
+                step_bits: 0,
+                rotation_steps: 0,
+            }),
             b => return Err(Short::Bad(HeaderError::UnknownProfile(b))),
         };
         let step = r.f32()?;
@@ -218,16 +352,22 @@ impl StreamHeader {
         if crc != crc32fast::hash(&buf[..end]) {
             return Err(Short::Bad(HeaderError::Crc));
         }
-        if let Quantization::Lossy {
-            position_step,
-            rotation_steps,
-            ..
-        } = profile.quantization()
-        {
-            if step != position_step || steps != rotation_steps {
-                return Err(Short::Bad(HeaderError::QuantizationMismatch));
+        let profile = match profile {
+            Profile::Custom(_) => {
+                Profile::Custom(CustomSteps::new(step, steps).map_err(Short::Bad)?)
             }
-        }
+            Profile::Fine | Profile::Compact => match profile.quantization() {
+                Quantization::Lossy {
+                    position_step,
+                    rotation_steps,
+                    ..
+                } if step.to_bits() == position_step.to_bits() && steps == rotation_steps => {
+                    profile
+                }
+                _ => return Err(Short::Bad(HeaderError::QuantizationMismatch)),
+            },
+            Profile::Lossless => profile,
+        };
         let info = parse_info(info_bytes).ok_or(Short::Bad(HeaderError::MalformedInfo))?;
         Ok((
             StreamHeader {

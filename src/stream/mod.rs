@@ -25,7 +25,7 @@ pub use error::{
     StreamError,
 };
 pub use events::{EventBatch, Records};
-pub use header::{Profile, Settings, StreamHeader};
+pub use header::{CustomSteps, Profile, Settings, StreamHeader};
 #[cfg(feature = "tokio")]
 pub(crate) use trailer::decode_index;
 pub use trailer::{IndexEntry, SectionCounts, Trailer};

@@ -107,7 +107,7 @@ pub fn info(file: &Path, json: bool) -> Result<Outcome, Failure> {
             let header = bsor_stream::stream::StreamHeader::parse_prefix(&bytes)
                 .ok()
                 .flatten();
-            let profile = header.map(|h| format!("{:?}", h.settings.profile).to_lowercase());
+            let profile = header.map(|h| h.settings.profile.to_string());
             obj.insert("profile".into(), profile.into());
             obj.insert("chunks".into(), rec.stats.chunks.into());
             obj.insert("keyframes".into(), rec.stats.keyframes.into());

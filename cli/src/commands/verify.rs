@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use bsor_stream::bsor::{self, Replay};
-use bsor_stream::stream::{accuracy, Profile, Settings, StreamDecoder};
+use bsor_stream::stream::{accuracy, CustomSteps, Profile, Settings, StreamDecoder};
 use bsor_stream::transcode;
 use serde::Serialize;
 
@@ -13,20 +13,16 @@ use super::{json_err, read_all, stdout_err, Failure, Outcome};
 
 const PROFILES: [Profile; 3] = [Profile::Lossless, Profile::Fine, Profile::Compact];
 
-fn profile_name(p: Profile) -> &'static str {
-    match p {
-        Profile::Lossless => "lossless",
-        Profile::Fine => "fine",
-        Profile::Compact => "compact",
-    }
-}
-
 /// The bounds a profile promises: (position mm, rotation degrees).
 fn bounds(p: Profile) -> (f64, f64) {
     match p {
         Profile::Lossless => (0.0, 0.0),
         Profile::Fine => (0.1, 0.02),
         Profile::Compact => (1.0, 0.2),
+        Profile::Custom(c) => {
+            let (mm, _) = c.bounds();
+            (mm, 72.0 / f64::from(c.rotation_steps()))
+        }
     }
 }
 
@@ -34,7 +30,7 @@ fn bounds(p: Profile) -> (f64, f64) {
 #[serde(rename_all = "camelCase")]
 struct Verdict {
     file: String,
-    profile: &'static str,
+    profile: String,
     bsor_bytes: usize,
     stream_bytes: usize,
     ratio: f64,
@@ -100,7 +96,7 @@ fn check(
         };
     Ok(Verdict {
         file: name.to_string(),
-        profile: profile_name(profile),
+        profile: profile.to_string(),
         bsor_bytes: bytes.len(),
         stream_bytes: stream.len(),
         ratio: stream.len() as f64 / bytes.len().max(1) as f64,
@@ -115,13 +111,23 @@ fn check(
     })
 }
 
-/// `verify FILE... [--archive] [--json]`.
-pub fn verify(files: &[PathBuf], archive: bool, json: bool) -> Result<Outcome, Failure> {
+/// `verify FILE... [--archive] [--json] [--position-step-mm MM --rotation-step-deg DEG]`:
+/// the three profiles, and the custom one if its steps are given.
+pub fn verify(
+    files: &[PathBuf],
+    archive: bool,
+    json: bool,
+    custom: Option<CustomSteps>,
+) -> Result<Outcome, Failure> {
+    let profiles: Vec<Profile> = PROFILES
+        .into_iter()
+        .chain(custom.map(Profile::Custom))
+        .collect();
     let mut verdicts = Vec::new();
     for path in files {
         let bytes = read_all(path)?;
         let r = bsor::parse(&bytes).map_err(|e| Failure::from((path.as_path(), e)))?;
-        for profile in PROFILES {
+        for &profile in &profiles {
             let settings = if archive {
                 Settings::archive(profile)
             } else {
@@ -225,7 +231,7 @@ fn measure(path: &Path, bytes: &[u8]) -> Result<BenchRow, Failure> {
             d.finish();
             while let Ok(Some(_)) = d.next_item() {}
             row.streams.insert(
-                format!("{}/{label}", profile_name(profile)),
+                format!("{profile}/{label}"),
                 Sizes {
                     stream_bytes: stream.len() as u64,
                     frame_bytes: d.stats().frame_bytes,

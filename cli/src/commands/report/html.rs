@@ -7,10 +7,6 @@ use super::plot::{self, esc, Axis, Series};
 use super::sweep::{COMPRESSORS, PROFILES, SETTINGS};
 use super::{Entry, Report};
 
-fn entry<'a>(r: &'a Report, name: &str) -> Option<&'a Entry> {
-    r.entries.iter().find(|e| e.name == name)
-}
-
 fn pct(v: f64) -> f64 {
     v * 100.0
 }
@@ -29,16 +25,25 @@ fn rd(r: &Report, id: &str, rotation: bool, mean: bool) -> String {
         (false, false) => e.error.max_position_mm,
         (false, true) => e.error.mean_position_mm,
     };
+    // The curves: the step sweep of the plotted quantity (the other at fine's grid).
+    let which_sweep = if rotation { "rotation" } else { "position" };
     let mut series = Vec::new();
     for (curve, _, _) in SETTINGS {
-        let points = PROFILES
+        let points = r
+            .steps
             .iter()
-            .filter_map(|(_, p)| entry(r, &format!("{p}-{curve}")))
-            .map(|e| (err(e), pct(e.ratio)))
+            .filter(|s| s.curve == curve && s.sweep == which_sweep)
+            .map(|s| {
+                let e = Entry {
+                    error: s.error,
+                    ..Entry::default()
+                };
+                (err(&e), pct(s.ratio))
+            })
             .collect();
         series.push(Series {
             id: format!("rd-{curve}"),
-            label: format!("stream, {curve}"),
+            label: format!("{which_sweep} step sweep, {curve}"),
             points,
             line: true,
             radius: 3.0,
@@ -89,7 +94,8 @@ fn rd(r: &Report, id: &str, rotation: bool, mean: bool) -> String {
         .entries
         .iter()
         .filter(|e| e.kind != "bsor")
-        .map(|e| pct(e.ratio)));
+        .map(|e| pct(e.ratio))
+        .chain(r.steps.iter().map(|s| pct(s.ratio))));
     plot::xy(
         id,
         &format!("Size against {which} {what} error"),
@@ -342,11 +348,12 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}svg.plot{{max-width:10
     }
     h.push_str("</table>\n<h2>Rate and distortion</h2>\n");
     h.push_str(
-        "<p>The stream format fixes the lossy coder's grids: a header's position step and \
-         rotation steps must be the profile's (proto-spec/format.md, section 3), so the \
-         curves join the three grids it allows (lossless, fine, compact) under the live \
-         (keyframe every second, chunk every 100 ms) and archive (keyframe every 10 s) \
-         settings. Lossless coders sit at “exact”.</p>\n",
+        "<p>The curves are the lossy coder's custom grids (proto-spec/format.md, section \
+         3, profile 3): the position plots sweep the position step (0.05 to 5 mm, \
+         rotations at fine's grid), the rotation plots the rotation step (0.005° to 1°, \
+         positions at fine's step), under the live (keyframe every second, chunk every \
+         100 ms) and archive (keyframe every 10 s) settings; fine, compact and the other \
+         coders are marked. Lossless coders sit at “exact”.</p>\n",
     );
     h.push_str(svg(plots, "rate-distortion"));
     h.push_str(svg(plots, "rate-distortion-rotation"));
@@ -377,6 +384,35 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}svg.plot{{max-width:10
             );
         }
         h.push_str("</tr>\n");
+    }
+    h.push_str(
+        "</table>\n<h2>Quantization steps</h2>\n<p>The custom profile (format.md \
+         section 3, profile 3) over two one-dimensional sweeps: the position step with \
+         rotations at fine's grid (M = 3600), and the rotation step (the grid angle \
+         √2/M rad) with positions at fine's step (0.1153 mm); these are the curves of the \
+         size–error plots above. Every point decoded with its events, times and fps exact \
+         and its errors within the grid's bounds (step/1.153, 72°/M).</p>\n",
+    );
+    h.push_str(
+        "<table id=\"steps\"><tr><th>sweep</th><th>setting</th><th>pos step (mm)</th>\
+         <th>rot step (°)</th><th>M</th><th>% of BSOR</th><th>max pos (mm)</th>\
+         <th>mean pos (mm)</th><th>max rot (°)</th><th>mean rot (°)</th></tr>\n",
+    );
+    for (i, p) in r.steps.iter().enumerate() {
+        let _ = writeln!(
+            h,
+            r#"<tr><td>{}</td><td>{}</td><td class="n">{:.4}</td><td class="n">{:.4}</td><td class="n">{}</td><td class="n" id="steps-{i}">{:.2}</td><td class="n">{:.4}</td><td class="n">{:.4}</td><td class="n">{:.4}</td><td class="n">{:.4}</td></tr>"#,
+            p.sweep,
+            p.curve,
+            p.position_step_mm,
+            p.rotation_step_deg,
+            p.rotation_steps,
+            pct(p.ratio),
+            p.error.max_position_mm,
+            p.error.mean_position_mm,
+            p.error.max_rotation_deg,
+            p.error.mean_rotation_deg,
+        );
     }
     h.push_str(
         "</table>\n<h2>Keyframe interval</h2>\n<p>What a writer may choose freely: \

@@ -119,6 +119,32 @@ pub struct FileRow {
     pub bytes: BTreeMap<String, u64>,
 }
 
+/// One point of the quantization-step sweep (the custom profile, format.md section 3).
+#[derive(Serialize, Clone, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct StepPoint {
+    /// `position` (the position step varies, rotations at fine's grid) or `rotation`.
+    pub sweep: &'static str,
+    /// `live` or `archive`.
+    pub curve: &'static str,
+    /// Position step in millimetres.
+    pub position_step_mm: f64,
+    /// Rotation step in degrees (the grid angle `√2/M` rad).
+    pub rotation_step_deg: f64,
+    /// The header's `M`.
+    pub rotation_steps: u32,
+    /// The bounds the grid promises: position mm, rotation degrees.
+    pub bound_position_mm: f64,
+    /// See `bound_position_mm`.
+    pub bound_rotation_deg: f64,
+    /// Bytes over all replays.
+    pub bytes: u64,
+    /// Share of BSOR.
+    pub ratio: f64,
+    /// Measured errors.
+    pub error: Errors,
+}
+
 /// One point of the keyframe-interval sweep.
 #[derive(Serialize, Clone, Debug)]
 #[serde(rename_all = "camelCase")]
@@ -224,6 +250,8 @@ pub struct Report {
     pub files: Vec<FileRow>,
     /// The keyframe-interval sweep.
     pub sweep: Vec<SweepPoint>,
+    /// The quantization-step sweep.
+    pub steps: Vec<StepPoint>,
     /// Error histograms of the lossy coders (archive settings).
     pub histograms: Vec<Histogram>,
 }

@@ -1,21 +1,22 @@
 //! The measurements: every coder on every replay, timed by stage as `bench` times (wall
 //! clock around each step, once per replay), and the keyframe-interval sweep.
 //!
-//! The rate–distortion points are the quantization grids the stream format allows: the
-//! header's position step and `M` must equal the profile's (proto-spec/format.md, section 3),
-//! so the lossy coder has exactly two grids, `fine` and `compact`, and the lossless profile.
-//! Other steps would be streams no reader accepts, so the sweep does not make them; what a
-//! writer may choose freely is the keyframe and flush intervals, which the sweep varies.
+//! The rate–distortion curves are two one-dimensional sweeps of the custom profile
+//! (proto-spec/format.md section 3, profile 3): the position step from 0.05 to 5 mm with
+//! rotations at fine's grid, and the rotation step from 0.005° to 1° with positions at
+//! fine's step; the keyframe-interval sweep shows what the intervals cost.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use bsor_stream::bsor::{self, Frame, Replay};
-use bsor_stream::stream::{accuracy, Profile, Settings, StreamEncoder};
+use bsor_stream::stream::{accuracy, CustomSteps, Profile, Settings, StreamEncoder};
 use bsor_stream::transcode;
 
-use super::{butter, progress, Entry, Errors, FileRow, Histogram, Report, Stages, SweepPoint};
+use super::{
+    butter, progress, Entry, Errors, FileRow, Histogram, Report, Stages, StepPoint, SweepPoint,
+};
 use crate::commands::{read_all, Failure};
 
 /// The profiles, by name.
@@ -34,6 +35,30 @@ pub const SETTINGS: [Setting; 2] = [
     ("live", Settings::live, 1.0),
     ("archive", Settings::archive, 10.0),
 ];
+
+/// The position steps of the sweep, in millimetres (rotations at fine's grid).
+pub const POSITION_STEPS_MM: [f64; 7] = [0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0];
+
+/// The rotation steps of the sweep, in degrees (positions at fine's step).
+pub const ROTATION_STEPS_DEG: [f64; 8] = [0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0];
+
+/// Fine's grid, which the sweep keeps for the quantity it does not vary.
+const FINE_STEP_MM: f64 = 0.1153;
+const FINE_M: u32 = 3600;
+
+/// The step sweep's grids: (sweep name, custom steps).
+fn step_grid() -> Result<Vec<(&'static str, CustomSteps)>, String> {
+    let mut out = Vec::new();
+    for mm in POSITION_STEPS_MM {
+        let c = CustomSteps::new((mm / 1000.0) as f32, FINE_M).map_err(|e| e.to_string())?;
+        out.push(("position", c));
+    }
+    for deg in ROTATION_STEPS_DEG {
+        let c = CustomSteps::from_mm_deg(FINE_STEP_MM, deg).map_err(|e| e.to_string())?;
+        out.push(("rotation", c));
+    }
+    Ok(out)
+}
 
 /// The general compressors, by name, in the page's order.
 pub const COMPRESSORS: [&str; 4] = ["zstd-3", "zstd-19-long", "xz-9e", "brotli-11"];
@@ -334,6 +359,24 @@ pub fn measure(files: &[PathBuf], sweep: &[f32]) -> Result<Report, Failure> {
             }
         }
     }
+    let mut steps: Vec<StepPoint> = Vec::new();
+    for (which, c) in step_grid().map_err(Failure)? {
+        for (curve, _, _) in SETTINGS {
+            let (bp, _) = c.bounds();
+            steps.push(StepPoint {
+                sweep: which,
+                curve,
+                position_step_mm: f64::from(c.position_step()) * 1000.0,
+                rotation_step_deg: c.rotation_step_deg(),
+                rotation_steps: c.rotation_steps(),
+                bound_position_mm: bp,
+                bound_rotation_deg: 72.0 / f64::from(c.rotation_steps()),
+                bytes: 0,
+                ratio: 0.0,
+                error: Errors::default(),
+            });
+        }
+    }
     let mut hists = vec![
         Histogram::new("fine", "position", 0.1),
         Histogram::new("fine", "rotation", 0.02),
@@ -344,7 +387,7 @@ pub fn measure(files: &[PathBuf], sweep: &[f32]) -> Result<Report, Failure> {
     ];
     let mut rows = Vec::new();
     let mut bsor_total = 0u64;
-    let bar = progress((files.len() * (entries.len() + points.len())) as u64);
+    let bar = progress((files.len() * (entries.len() + points.len() + steps.len())) as u64);
     for path in files {
         let bytes = read_all(path)?;
         bsor_total += bytes.len() as u64;
@@ -424,6 +467,30 @@ pub fn measure(files: &[PathBuf], sweep: &[f32]) -> Result<Report, Failure> {
             p.error.add(&one.error);
             bar.inc(1);
         }
+        bar.set_message(format!("{} steps", row.file));
+        for p in steps.iter_mut() {
+            let c = CustomSteps::new((p.position_step_mm / 1000.0) as f32, p.rotation_steps)
+                .map_err(|e| fail(path, e.to_string()))?;
+            let make = SETTINGS
+                .iter()
+                .find(|(s, _, _)| *s == p.curve)
+                .map_or(SETTINGS[1].1, |s| s.1);
+            let what = format!(
+                "steps {} {} mm {:.4}° {}",
+                p.sweep, p.position_step_mm, p.rotation_step_deg, p.curve
+            );
+            // `errors` fails the run unless the events, times and fps are exact.
+            let one =
+                stream(&bytes, make(Profile::Custom(c)), &what, None).map_err(|e| fail(path, e))?;
+            if one.error.max_position_mm > p.bound_position_mm
+                || one.error.max_rotation_deg > p.bound_rotation_deg
+            {
+                return Err(fail(path, format!("{what}: over the grid's bounds")));
+            }
+            p.bytes += one.bytes;
+            p.error.add(&one.error);
+            bar.inc(1);
+        }
         rows.push(row);
     }
     bar.finish_and_clear();
@@ -434,6 +501,9 @@ pub fn measure(files: &[PathBuf], sweep: &[f32]) -> Result<Report, Failure> {
         e.decode_mb_s = b / 1e6 / e.decode.total().max(1e-9);
     }
     for p in points.iter_mut() {
+        p.ratio = p.bytes as f64 / b;
+    }
+    for p in steps.iter_mut() {
         p.ratio = p.bytes as f64 / b;
     }
     Ok(Report {
@@ -448,6 +518,7 @@ pub fn measure(files: &[PathBuf], sweep: &[f32]) -> Result<Report, Failure> {
         entries,
         files: rows,
         sweep: points,
+        steps,
         histograms: hists,
     })
 }
