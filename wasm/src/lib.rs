@@ -270,12 +270,9 @@ fn info_json(info: &Info) -> Value {
     serde_json::to_value(info).unwrap_or(Value::Null)
 }
 
-fn profile_name(p: Profile) -> &'static str {
-    match p {
-        Profile::Lossless => "lossless",
-        Profile::Fine => "fine",
-        Profile::Compact => "compact",
-    }
+/// `lossless`, `fine`, `compact`, or `custom` with its steps (the library's `Display`).
+fn profile_name(p: Profile) -> String {
+    p.to_string()
 }
 
 /// Starts decoding a new stream (drops any earlier one).
