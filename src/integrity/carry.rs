@@ -29,12 +29,7 @@ pub fn transcode_signed(
     settings: Settings,
 ) -> Result<Vec<u8>, CarryError> {
     if settings.profile != Profile::Lossless {
-        let name = if settings.profile == Profile::Fine {
-            "fine"
-        } else {
-            "compact"
-        };
-        return Err(SignError::Lossy(name).into());
+        return Err(SignError::Lossy(settings.profile).into());
     }
     let (_, _, chunks) =
         split_stream(signed).ok_or_else(|| CarryError::Source("no stream header".into()))?;

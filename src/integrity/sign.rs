@@ -15,7 +15,7 @@ pub enum SignError {
     /// Only the lossless profile is signed: a lossy stream's records are not the recorded
     /// ones, so no checkpoint over them could verify against the recording.
     #[error("a {0} stream cannot be signed: only the lossless profile keeps the records a checkpoint hashes")]
-    Lossy(&'static str),
+    Lossy(crate::stream::Profile),
     /// The header's info makes a key chunk over the limit of a skippable chunk.
     #[error("the key chunk would be {0} bytes, over the {MAX_KEY_LEN}-byte limit of a skippable chunk (info strings too long)")]
     KeyTooLarge(usize),

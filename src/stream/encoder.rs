@@ -113,13 +113,8 @@ impl StreamEncoder {
         settings: Settings,
         mut signer: crate::integrity::Signer,
     ) -> Result<Self, crate::integrity::SignError> {
-        let profile = match settings.profile {
-            super::Profile::Lossless => None,
-            super::Profile::Fine => Some("fine"),
-            super::Profile::Compact => Some("compact"),
-        };
-        if let Some(name) = profile {
-            return Err(crate::integrity::SignError::Lossy(name));
+        if settings.profile != super::Profile::Lossless {
+            return Err(crate::integrity::SignError::Lossy(settings.profile));
         }
         let key = signer.key_chunk(&info)?;
         let mut e = StreamEncoder::new(info, settings);
