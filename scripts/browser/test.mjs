@@ -5,6 +5,7 @@
 // go to target/browser/. Everything temporary is removed at the end.
 import { spawn, execFileSync } from "node:child_process";
 import { createServer } from "node:http";
+import { createServer as createTcpServer, connect as tcpConnect } from "node:net";
 import { mkdtempSync, readFileSync, writeFileSync, rmSync, mkdirSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname, extname, basename } from "node:path";
@@ -227,6 +228,58 @@ await test("live_session_ends_with_every_frame_and_the_final_score", async (page
   assert.ok(s.firstFrameTime !== null && s.framesRendered > 0);
   const px = await saberPixels(page);
   assert.ok(px.red > 20 && px.blue > 20, `both saber colours on screen: ${JSON.stringify(px)}`);
+});
+
+// A TCP proxy in front of the relay's WebSocket/HTTP address that can cut every connection
+// through it, as a lost network would.
+function proxyTo(target) {
+  const [host, port] = [target.slice(0, target.lastIndexOf(":")), Number(target.slice(target.lastIndexOf(":") + 1))];
+  const open = new Set();
+  let accepted = 0;
+  const server = createTcpServer((client) => {
+    accepted++;
+    const upstream = tcpConnect(port, host);
+    const pair = { client, upstream };
+    open.add(pair);
+    const close = () => { client.destroy(); upstream.destroy(); open.delete(pair); };
+    client.on("error", close).on("close", close);
+    upstream.on("error", close).on("close", close);
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  return new Promise((ok) => server.listen(0, "127.0.0.1", () => ok({
+    addr: `127.0.0.1:${server.address().port}`,
+    accepted: () => accepted,
+    cut: () => { for (const { client, upstream } of [...open]) { client.destroy(); upstream.destroy(); } },
+    close: () => { server.close(); for (const { client, upstream } of [...open]) { client.destroy(); upstream.destroy(); } },
+  })));
+}
+
+await test("a_dropped_connection_reconnects_and_resumes_to_the_end", async (page) => {
+  const proxy = await proxyTo(relay.ws);
+  try {
+    // The page from the proxy, so its WebSocket (same origin) goes through it too.
+    await page.goto(`http://${proxy.addr}/?session=recon`);
+    await until(page, "the page is ready", (s) => s.ready && s.mode === "live", 10);
+    await page.waitForFunction(() => /waiting for/.test(document.getElementById("mode").textContent));
+    const published = publish(relay.tcp, "recon", synth, 2);
+    const before = await until(page, "some frames", (st) => st.framesDecoded > 300, 30);
+    const connections = proxy.accepted();
+    proxy.cut();
+    const cutAt = (await status(page)).framesDecoded;
+    const s = await until(page, "the live session ends after the cut", (st) => st.ended, 60);
+    assert.equal(await published, 0, "publish succeeded");
+    assert.ok(proxy.accepted() > connections, "the page connected again");
+    assert.ok(s.framesDecoded > cutAt, `frames after the cut: ${cutAt} -> ${s.framesDecoded}`);
+    assert.ok(s.framesDecoded <= expectedFrames, `no frame twice: ${s.framesDecoded} of ${expectedFrames}`);
+    assert.ok(before.framesDecoded <= cutAt);
+    assert.equal(s.lastError, null);
+    // A live viewer resumes at the newest keyframe group: it may skip what it missed, but it
+    // reaches the song's end.
+    assert.ok(s.songTime >= 19, `the end of the 20 s song: ${s.songTime}`);
+  } finally {
+    proxy.close();
+  }
 });
 
 // Where the parts of a stored stream are, from the project's own decoder (the page's wasm).
