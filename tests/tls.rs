@@ -98,6 +98,9 @@ struct Relay {
     tcp: String,
     ws: String,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The archive folder: a viewer whose subscription arrives after a fast publisher has
+    /// finished (on a loaded machine) is served the ended session from it.
+    _archive: tempfile::TempDir,
 }
 
 impl Drop for Relay {
@@ -109,7 +112,16 @@ impl Drop for Relay {
 }
 
 async fn tls_relay(pki: &Pki, config: RelayConfig) -> Relay {
-    let server = Server::new(config, Tokens::parse("tok\n"), ServerConfig::default()).unwrap();
+    let archive = tempfile::tempdir().unwrap();
+    let server = Server::new(
+        config,
+        Tokens::parse("tok\n"),
+        ServerConfig {
+            archive: Some(archive.path().to_path_buf()),
+            ..ServerConfig::default()
+        },
+    )
+    .unwrap();
     let tls = tls::server_config(&pki.cert, &pki.key).unwrap();
     let t = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let w = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -125,7 +137,12 @@ async fn tls_relay(pki: &Pki, config: RelayConfig) -> Relay {
         tokio::spawn(tcp::serve_tls(t, server.clone(), tls)),
         tokio::spawn(ws::serve_with(w, server, options)),
     ];
-    Relay { tcp, ws, tasks }
+    Relay {
+        tcp,
+        ws,
+        tasks,
+        _archive: archive,
+    }
 }
 
 fn target(addr: &str, websocket: bool, ca: &std::path::Path, session: &str) -> Target {
