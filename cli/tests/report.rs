@@ -113,6 +113,7 @@ fn build_and_check(files: &[PathBuf], dir: &Path) -> Value {
             p if p.starts_with("rate-distortion") => {
                 let mut w = vec!["rd-live".to_string(), "rd-archive".into()];
                 for m in [
+                    "lossless",
                     "fine",
                     "compact",
                     "butter-live",
@@ -146,7 +147,7 @@ fn build_and_check(files: &[PathBuf], dir: &Path) -> Value {
         }
     }
     // The R-D curves have a point per step of their sweep (7 position steps, 8 rotation
-    // steps); the marks for fine and compact, two each.
+    // steps); the marks for lossless, fine and compact, two each.
     let rd = std::fs::read_to_string(out_dir.join("rate-distortion.svg")).unwrap();
     let doc = roxmltree::Document::parse(&rd).unwrap();
     let count = |id: &str| {
@@ -158,6 +159,7 @@ fn build_and_check(files: &[PathBuf], dir: &Path) -> Value {
     };
     assert_eq!(count("series-rd-live"), 7);
     assert_eq!(count("series-rd-archive"), 7);
+    assert_eq!(count("series-mark-lossless"), 2);
     assert_eq!(count("series-mark-fine"), 2);
     assert_eq!(count("series-mark-compact"), 2);
 

@@ -50,6 +50,7 @@ fn rd(r: &Report, id: &str, rotation: bool, mean: bool) -> String {
         });
     }
     let mut marks: Vec<(String, String)> = vec![
+        ("lossless".into(), "lossless".into()),
         ("fine".into(), "fine".into()),
         ("compact".into(), "compact".into()),
     ];
