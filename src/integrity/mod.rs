@@ -11,6 +11,7 @@
 //! player once a key registry binds it to one (the replay server's).
 
 mod carry;
+pub mod fingerprint;
 mod layout;
 mod sign;
 mod verify;
