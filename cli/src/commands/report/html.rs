@@ -107,13 +107,7 @@ fn rd(r: &Report, id: &str, rotation: bool, mean: bool) -> String {
             max,
             zero: Some("exact"),
         },
-        &Axis {
-            label: "size (% of BSOR)".into(),
-            log: false,
-            min: 0.0,
-            max: y_max,
-            zero: None,
-        },
+        &size_axis(y_max),
         &series,
     )
 }
@@ -160,13 +154,7 @@ pub fn plots(r: &Report) -> Vec<(String, String)> {
         plot::bars(
             "sizes",
             "Size per replay",
-            &Axis {
-                label: "size (% of BSOR)".into(),
-                log: false,
-                min: 0.0,
-                max: y_max,
-                zero: None,
-            },
+            &size_axis(y_max),
             &groups,
             &series,
         ),
@@ -224,13 +212,7 @@ pub fn plots(r: &Report) -> Vec<(String, String)> {
             "keyframes",
             "Size against keyframe interval",
             &x,
-            &Axis {
-                label: "size (% of BSOR)".into(),
-                log: false,
-                min: 0.0,
-                max: y_max,
-                zero: None,
-            },
+            &size_axis(y_max),
             &series,
         ),
     ));
@@ -475,4 +457,15 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}svg.plot{{max-width:10
     }
     h.push_str("</table>\n</body></html>\n");
     h
+}
+
+/// The y axis of every size plot: percent of the BSOR, from 0.
+fn size_axis(max: f64) -> Axis {
+    Axis {
+        label: "size (% of BSOR)".into(),
+        log: false,
+        min: 0.0,
+        max,
+        zero: None,
+    }
 }

@@ -136,12 +136,7 @@ fn start(out: &mut String, id: &str, title: &str) {
 
 fn frame(out: &mut String, x: &Axis, y: &Axis) {
     let (x0, x1, y0, y1) = (LEFT, W - RIGHT, H - BOTTOM, TOP);
-    let _ = write!(
-        out,
-        r##"<g class="axes"><rect x="{x0}" y="{y1}" width="{}" height="{}" fill="none" stroke="#333"/>"##,
-        x1 - x0,
-        y0 - y1
-    );
+    plot_box(out);
     for (v, label) in x.ticks() {
         let px = x.map(v, x0, x1);
         let _ = write!(
@@ -151,6 +146,30 @@ fn frame(out: &mut String, x: &Axis, y: &Axis) {
             esc(&label)
         );
     }
+    y_grid(out, y);
+    let _ = write!(
+        out,
+        r#"<text x="{}" y="{}" text-anchor="middle">{}</text></g>"#,
+        (x0 + x1) / 2.0,
+        H - 14.0,
+        esc(&x.label)
+    );
+}
+
+/// The plot area's frame (opens the `axes` group).
+fn plot_box(out: &mut String) {
+    let (x0, x1, y0, y1) = (LEFT, W - RIGHT, H - BOTTOM, TOP);
+    let _ = write!(
+        out,
+        r##"<g class="axes"><rect x="{x0}" y="{y1}" width="{}" height="{}" fill="none" stroke="#333"/>"##,
+        x1 - x0,
+        y0 - y1
+    );
+}
+
+/// The y axis: grid lines, tick labels and the rotated axis label.
+fn y_grid(out: &mut String, y: &Axis) {
+    let (x0, x1, y0, y1) = (LEFT, W - RIGHT, H - BOTTOM, TOP);
     for (v, label) in y.ticks() {
         let py = y.map(v, y0, y1);
         let _ = write!(
@@ -163,10 +182,7 @@ fn frame(out: &mut String, x: &Axis, y: &Axis) {
     }
     let _ = write!(
         out,
-        r#"<text x="{}" y="{}" text-anchor="middle">{}</text><text transform="translate(18 {}) rotate(-90)" text-anchor="middle">{}</text></g>"#,
-        (x0 + x1) / 2.0,
-        H - 14.0,
-        esc(&x.label),
+        r#"<text transform="translate(18 {}) rotate(-90)" text-anchor="middle">{}</text>"#,
         (y0 + y1) / 2.0,
         esc(&y.label)
     );
@@ -242,28 +258,8 @@ pub fn bars(id: &str, title: &str, y: &Axis, groups: &[String], series: &[Series
     };
     let (x0, x1, y0, y1) = (LEFT, W - RIGHT, H - BOTTOM, TOP);
     // The frame without x ticks: the groups' names stand there.
-    let _ = write!(
-        out,
-        r##"<g class="axes"><rect x="{x0}" y="{y1}" width="{}" height="{}" fill="none" stroke="#333"/>"##,
-        x1 - x0,
-        y0 - y1
-    );
-    for (v, label) in y.ticks() {
-        let py = y.map(v, y0, y1);
-        let _ = write!(
-            out,
-            r##"<line x1="{x0}" y1="{py:.1}" x2="{x1}" y2="{py:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
-            x0 - 6.0,
-            py + 4.0,
-            esc(&label)
-        );
-    }
-    let _ = write!(
-        out,
-        r#"<text transform="translate(18 {}) rotate(-90)" text-anchor="middle">{}</text>"#,
-        (y0 + y1) / 2.0,
-        esc(&y.label)
-    );
+    plot_box(&mut out);
+    y_grid(&mut out, y);
     let gw = (x1 - x0) / groups.len().max(1) as f64;
     let every = groups.len().div_ceil(12).max(1);
     for (g, name) in groups.iter().enumerate() {
