@@ -490,7 +490,10 @@ function tick(now) {
     }
     movePopups(t);
     status.framesRendered++;
-    if (status.firstFrameTime === null) status.firstFrameTime = performance.now();
+    if (status.firstFrameTime === null) {
+      status.firstFrameTime = performance.now();
+      performance.mark("bsor-first-frame"); // where the benchmark's trace starts counting
+    }
     status.songTime = t;
     updateHud(t);
     const endT = liveEdge();
