@@ -14,7 +14,7 @@
 import { spawn, execFileSync } from "node:child_process";
 import { createServer } from "node:http";
 import { mkdtempSync, readFileSync, writeFileSync, rmSync, readdirSync, existsSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { tmpdir, loadavg } from "node:os";
 import { join, dirname, extname, basename } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
@@ -40,6 +40,7 @@ run("synth", "-o", join(tmp, "long.bsor"), "--seconds", "240");
 run("encode", join(tmp, "long.bsor"), "-o", join(tmp, "long.bsors"), "--archive");
 run("synth", "-o", join(tmp, "live.bsor"), "--seconds", "60");
 
+console.log(`load average at the start: ${loadavg().map((x) => x.toFixed(2)).join(" ")} (1, 5, 15 min)`);
 const native = JSON.parse(run("bench", "--json", corpus));
 const nativeSpeed = {};
 for (const profile of ["compact", "lossless"]) {
@@ -184,6 +185,7 @@ console.log(`own work per rendered frame: p50 ${perf.p50.toFixed(2)} ms, p99 ${p
   await again.close();
 }
 
+console.log(`load average at the end: ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
 await browser.close();
 for (const c of children) if (c.exitCode === null) c.kill("SIGTERM");
 server.close();
