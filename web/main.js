@@ -1,7 +1,7 @@
 // The player page: sources (live, stored, ?src=, a dropped file) go to the decoder worker;
 // what it decodes is kept here and shown at the playhead's song time. Text from a replay
 // is only ever set with textContent.
-import { Scene, gamePos } from "./scene.js";
+import { Scene, View } from "./scene.js";
 import { Score } from "./score.js";
 
 const FRAME_FLOATS = 22;
@@ -84,8 +84,12 @@ function addFrames(f, group = -1) {
   seg.n += n;
 }
 
+// Events arrive in time order (a chunk's events, and chunk after chunk): the lists are only
+// sorted again when a batch starts before their end.
 function addEvents(e) {
   let earliest = Infinity;
+  const before = [notes.length, walls.length, heights.length, pauses.length];
+  const ends = [notes, walls, heights, pauses].map((l) => (l.length ? l[l.length - 1].t : -Infinity));
   for (let i = 0; i < e.length; i += EVENT_FLOATS) {
     const r = e.subarray(i, i + EVENT_FLOATS);
     const t = r[1];
@@ -109,10 +113,11 @@ function addEvents(e) {
     }
   }
   const byTime = (a, b) => a.t - b.t;
-  notes.sort(byTime);
-  walls.sort(byTime);
-  heights.sort(byTime);
-  pauses.sort(byTime);
+  [notes, walls, heights, pauses].forEach((l, k) => {
+    let sorted = true;
+    for (let i = before[k]; i < l.length && sorted; i++) sorted = l[i].t >= (i > 0 ? l[i - 1].t : ends[k]);
+    if (!sorted) l.sort(byTime);
+  });
   score.setEvents(notes, walls, earliest);
 }
 
@@ -121,6 +126,7 @@ const segEnd = (seg) => segTime(seg, seg.n - 1);
 
 // The segment and frame shown at song time t: the last frame at or before t (the first
 // one before the start); null when that part of a stored stream is not loaded.
+const found = { seg: null, i: 0 }; // frameAt's answer, reused
 function frameAt(t) {
   let k = segs.length - 1;
   while (k > 0 && segTime(segs[k], 0) > t) k--;
@@ -129,13 +135,16 @@ function frameAt(t) {
   if (groups && (t > segEnd(seg) + 0.5 || t < segTime(seg, 0) - 0.5)) return null;
   let lo = 0;
   let hi = seg.n - 1;
-  if (t < segTime(seg, 0)) return { seg, i: 0 };
+  found.seg = seg;
+  found.i = 0;
+  if (t < segTime(seg, 0)) return found;
   while (lo < hi) {
     const mid = (lo + hi + 1) >> 1;
     if (segTime(seg, mid) <= t) lo = mid;
     else hi = mid - 1;
   }
-  return { seg, i: lo };
+  found.i = lo;
+  return found;
 }
 
 function firstTime() {
@@ -205,10 +214,21 @@ function note(text) {
 }
 
 // ---- the worker ----
-const worker = new Worker("worker.js", { type: "module" });
+// The decoder is fetched and compiled here, from the page's start, while the worker
+// starts (a worker starts a few tens of ms, and under load a few hundred, after the page's
+// script), and handed to it compiled; the worker fetches it itself if this fails.
+const compiled = typeof WebAssembly.compileStreaming === "function"
+  ? WebAssembly.compileStreaming(fetch("bsor_stream.wasm")) : Promise.reject(new Error("no compileStreaming"));
+// A classic worker (worker.js imports nothing), and index.html preloads main.js's imports:
+// both start the worker sooner (stored replay's first frame, median of 11 loads under a
+// load average of 19: 775 ms without them, 646 ms with them).
+const worker = new Worker("worker.js");
+compiled.then((module) => worker.postMessage({ op: "module", module }),
+  () => worker.postMessage({ op: "module", module: null }));
 let netState = "";
 let messageWork = 0; // ms spent on the decoder's messages since the last frame
 worker.onmessage = (ev) => {
+  if (!sceneTried) makeScene();
   const t0 = performance.now();
   handle(ev.data);
   messageWork += performance.now() - t0;
@@ -224,13 +244,15 @@ function handle(m) {
     lastArrival = performance.now();
   } else if (m.type === "groups") {
     groups = m.groups.map((g) => ({ ...g, state: null }));
+    // The worker reads the group at the start time by itself, first.
+    if (groups[m.loading]) groups[m.loading].state = "loading";
     streamEnded = true; // a stored stream with its index is whole
   } else if (m.type === "net") {
     netState = m.state;
     if (m.state === "error") fail(m.detail);
-    else if (m.state === "ended") { streamEnded = true; $("mode").textContent = `live · ended: ${m.detail}`; }
+    else if (m.state === "ended") { streamEnded = true; put("mode", `live · ended: ${m.detail}`); }
     else if (m.state === "reconnecting" || m.state === "skipped") note(m.detail);
-    else if (m.state === "subscribed" && totalFrames === 0) $("mode").textContent = `live · waiting for ${m.detail}`;
+    else if (m.state === "subscribed" && totalFrames === 0) put("mode", `live · waiting for ${m.detail}`);
     else if (m.state === "done") streamEnded = true;
   }
 }
@@ -253,6 +275,12 @@ function start(mode, msg) {
   worker.postMessage(msg, msg.bytes ? [msg.bytes] : []);
 }
 
+// The song time asked for by &t=, or null.
+function startAt() {
+  const t0 = Number(params.get("t"));
+  return Number.isFinite(t0) && t0 > 0 ? t0 : null;
+}
+
 function seek(t) {
   if (playhead !== null && t < playhead) {
     for (const n of notes) n.shown = false;
@@ -265,9 +293,8 @@ function step(dt) {
   const first = firstTime();
   const last = liveEdge();
   if (playhead === null) {
-    const t0 = Number(params.get("t"));
     if (status.mode === "live") playhead = Math.max(first, last - LIVE_DELAY);
-    else playhead = Number.isFinite(t0) && t0 > 0 ? Math.min(t0, last) : first;
+    else playhead = Math.min(startAt() ?? first, last);
   }
   if (status.mode === "live" && followLive && !streamEnded) {
     // Follow the newest frame; a tab that fell far behind jumps to it (the relay has
@@ -304,22 +331,47 @@ function wantGroups(t) {
 }
 
 // ---- the view ----
-const canvas = $("view");
-let sceneView;
-try {
-  sceneView = new Scene(canvas);
-} catch (e) {
-  fail(`cannot draw: ${e.message}`);
+// The WebGL context, its shaders and its drawing buffer are made once the worker has
+// started (its first message), while it reads the first bytes: making them takes the
+// main thread from a few tens to a few hundred ms, and a worker does not start while the
+// page's main thread is busy.
+let sceneView = null;
+let sceneTried = false;
+function makeScene() {
+  if (sceneTried) return;
+  sceneTried = true;
+  try {
+    sceneView = new Scene($("view"));
+  } catch (e) {
+    fail(`cannot draw: ${e.message}`);
+  }
 }
 
+// A cut's score popping up at a scene point: moved by transform and opacity only, so that
+// nothing is laid out again in a frame.
 const popups = [];
-function popup(pos3, text, miss) {
+function popup(x, y, z, text, miss) {
   const el = document.createElement("div");
   el.className = miss ? "popup miss" : "popup";
   el.textContent = text;
   $("popups").appendChild(el);
-  popups.push({ el, pos3, born: playhead });
+  popups.push({ el, x, y, z, born: playhead, shown: true });
   while (popups.length > 24) popups.shift().el.remove();
+}
+
+const xy = new Float64Array(2);
+function movePopups(t) {
+  for (const p of popups) {
+    const age = (t - p.born) / 0.7;
+    const visible = age >= 0 && age <= 1 && sceneView.project(p.x, p.y, p.z, xy);
+    if (visible !== p.shown) {
+      p.shown = visible;
+      p.el.hidden = !visible;
+    }
+    if (!visible) continue;
+    p.el.style.transform = `translate(${xy[0].toFixed(1)}px, ${(xy[1] - age * 40).toFixed(1)}px) translate(-50%, -50%)`;
+    p.el.style.opacity = (1 - age).toFixed(2);
+  }
 }
 
 function gridShift(t) {
@@ -331,20 +383,19 @@ function gridShift(t) {
   return (h - 1.8) * 0.5;
 }
 
-function notePosition(n, t, shift) {
-  const arrive = n.outcome === 3 ? n.spawn : n.t;
-  const x = (n.line - 1.5) * 0.6;
-  const y = 0.85 + n.layer * 0.6 + shift;
-  const z = 0.7 + (arrive - t) * NOTE_SPEED;
-  return gamePos(x, y, z);
-}
+// A note's place in the scene at song time t (the game's z mirrored, as scene.js does).
+const noteX = (n) => (n.line - 1.5) * 0.6;
+const noteY = (n, shift) => 0.85 + n.layer * 0.6 + shift;
+const noteZ = (n, t) => -(0.7 + ((n.outcome === 3 ? n.spawn : n.t) - t) * NOTE_SPEED);
 
+const view = new View();
+
+// Fills `view` with what is seen at song time t.
 function buildView(t) {
   const jd = info && info.jumpDistance > 1 && info.jumpDistance < 100 ? info.jumpDistance : 18;
   const ahead = jd / 2 / NOTE_SPEED;
   const shift = gridShift(t);
-  const shown = [];
-  const effects = [];
+  view.clear();
   // Notes sorted by event time: look at those near t.
   let lo = 0;
   let hi = notes.length;
@@ -358,38 +409,37 @@ function buildView(t) {
     if (n.t > t + ahead + 0.3) break;
     const arrive = n.outcome === 3 ? n.spawn : n.t;
     if (t < arrive - ahead) continue;
-    const pos = notePosition(n, t, shift);
+    const x = noteX(n);
+    const y = noteY(n, shift);
     if (t < n.t) {
-      shown.push({ pos, color: n.color, direction: n.dir, alpha: 1, chain: n.scoring === 7 });
+      view.note(x, y, noteZ(n, t), n.color, n.dir, 1, n.scoring === 7);
     } else {
       const age = (t - n.t) / 0.5;
       if (n.outcome === 3 && age < 1) {
-        shown.push({ pos, color: n.color, direction: n.dir, alpha: 1 - age, chain: n.scoring === 7 });
+        view.note(x, y, noteZ(n, t), n.color, n.dir, 1 - age, n.scoring === 7);
       }
       if (age < 1) {
-        const kind = n.outcome === 1 ? "cut" : n.outcome === 2 ? "bad" : n.outcome === 4 ? "bomb" : "miss";
-        effects.push({ pos: notePosition(n, n.t, shift), color: n.color, age, kind, angle: 0 });
+        const kind = n.outcome === 1 ? 0 : n.outcome === 2 ? 1 : n.outcome === 4 ? 2 : 3;
+        view.effect(x, y, noteZ(n, n.t), n.color, age, kind);
       }
       if (!n.shown && t - n.t < 0.3) {
         n.shown = true;
         const text = n.outcome === 1 ? String(n.points) : n.outcome === 2 ? "bad cut"
           : n.outcome === 3 ? "miss" : n.outcome === 4 ? "bomb" : "";
-        if (text) popup(notePosition(n, n.t, shift), text, n.outcome !== 1);
+        if (text) popup(x, y, noteZ(n, n.t), text, n.outcome !== 1);
       }
     }
   }
-  const shownWalls = [];
   for (const w of walls) {
     if (w.t > t + ahead + 0.5) break;
     const z0 = 0.3 + (w.t - t) * NOTE_SPEED;
     if (z0 < -2.5 || z0 > jd / 2) continue;
     const width = Math.max(1, Math.min(4, w.width)) * 0.6;
     const left = (w.line - 2) * 0.6;
-    const [y0, y1] = w.type === 1 ? [1.4 + shift, 3.2 + shift] : [0, 3.2 + shift];
-    const c = gamePos(left + width / 2, (y0 + y1) / 2, z0 + 0.5);
-    shownWalls.push({ center: c, size: [width, y1 - y0, 1] });
+    const y0 = w.type === 1 ? 1.4 + shift : 0;
+    const y1 = 3.2 + shift;
+    view.wall(left + width / 2, (y0 + y1) / 2, -(z0 + 0.5), width, y1 - y0, 1);
   }
-  return { notes: shown, walls: shownWalls, effects };
 }
 
 const workTimes = new Float64Array(1024);
@@ -404,7 +454,17 @@ window.bsorPerf = () => {
 };
 
 let lastNow = performance.now();
+let shownPause = null;
 function tick(now) {
+  if (!sceneTried && totalFrames > 0) makeScene();
+  if (sceneView && totalFrames === 0) {
+    try {
+      sceneView.ready();
+    } catch (e) {
+      fail(`cannot draw: ${e.message}`);
+      sceneView = null;
+    }
+  }
   const started = performance.now();
   const dt = Math.min(0.25, (now - lastNow) / 1000);
   lastNow = now;
@@ -412,34 +472,39 @@ function tick(now) {
   const at = playhead === null ? null : frameAt(playhead);
   if (groups && playhead !== null) wantGroups(playhead);
   if (sceneView && at) {
-    const { seg, i } = at;
-    const f = seg.data.subarray(i * FRAME_FLOATS, (i + 1) * FRAME_FLOATS);
+    const seg = at.seg;
+    const i = at.i;
     // The trail: the frames of the last 80 ms or so (at most 12).
     let j = i;
     while (j > 0 && i - j < 12 && segTime(seg, j - 1) > segTime(seg, i) - 0.08) j--;
-    const history = seg.data.subarray(j * FRAME_FLOATS, (i + 1) * FRAME_FLOATS);
     const t = playhead;
     score.advanceTo(t);
-    const v = buildView(t);
-    sceneView.render({ frame: f, history, camera, ...v });
-    for (const p of popups) {
-      const age = (t - p.born) / 0.7;
-      const xy = sceneView.project(p.pos3);
-      if (!xy || age > 1 || age < 0) { p.el.hidden = true; continue; }
-      p.el.hidden = false;
-      p.el.style.left = `${xy[0]}px`;
-      p.el.style.top = `${xy[1] - age * 40}px`;
-      p.el.style.opacity = String(1 - age);
+    buildView(t);
+    view.data = seg.data;
+    view.at = i * FRAME_FLOATS;
+    view.from = j * FRAME_FLOATS;
+    view.camera = camera;
+    try {
+      sceneView.render(view);
+    } catch (e) {
+      fail(`cannot draw: ${e.message}`);
+      sceneView = null;
+      return;
     }
+    movePopups(t);
     status.framesRendered++;
-    if (status.firstFrameTime === null) status.firstFrameTime = performance.now();
+    if (status.firstFrameTime === null) {
+      status.firstFrameTime = performance.now();
+      performance.mark("bsor-first-frame"); // where the benchmark's trace starts counting
+    }
     status.songTime = t;
     updateHud(t);
     const endT = liveEdge();
     status.ended = streamEnded && t >= endT;
     let paused = null;
     for (const p of pauses) if (p.t <= t && t < p.t + 2) paused = p;
-    if (paused) note(`the player paused for ${paused.duration} s`);
+    if (paused && paused !== shownPause) note(`the player paused for ${paused.duration} s`);
+    shownPause = paused;
   }
   // The page's own work for this frame: the decoder's messages handled since the last
   // frame and this frame's scene update and draw calls.
@@ -457,35 +522,58 @@ function clock(t) {
   return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
 }
 
+// The HUD's elements and what each shows: an element is written only when its text
+// changes (a write costs the page its layout again).
+const shownText = new Map();
+function put(id, text) {
+  let e = shownText.get(id);
+  if (!e) {
+    e = { el: $(id), text: null };
+    shownText.set(id, e);
+  }
+  if (e.text !== text) {
+    e.text = text;
+    e.el.textContent = text;
+  }
+}
+
+const timeline = $("timeline");
+const shownRange = { min: NaN, max: NaN, value: NaN };
+function putRange(key, v) {
+  if (shownRange[key] !== v) {
+    shownRange[key] = v;
+    timeline[key] = String(v);
+  }
+}
+
 function updateHud(t) {
   const s = score.state;
   status.score = s.total;
   status.combo = s.combo;
   status.misses = s.misses;
-  $("score").textContent = String(s.total);
-  $("accuracy").textContent = s.max > 0 ? `${((100 * s.total) / s.max).toFixed(2)}%` : "-";
-  $("combo").textContent = String(s.combo);
-  $("mult").textContent = `x${s.multiplier}`;
-  $("misses").textContent = String(s.misses);
-  $("bombs").textContent = String(s.bombs);
-  const tl = $("timeline");
-  tl.min = String(firstTime());
-  tl.max = String(liveEdge());
-  if (!dragging) tl.value = String(t);
-  $("clock").textContent = clock(t);
-  $("length").textContent = clock(liveEdge());
-  $("play").textContent = playing ? "pause" : "play";
+  put("score", String(s.total));
+  put("accuracy", s.max > 0 ? `${((100 * s.total) / s.max).toFixed(2)}%` : "-");
+  put("combo", String(s.combo));
+  put("mult", `x${s.multiplier}`);
+  put("misses", String(s.misses));
+  put("bombs", String(s.bombs));
+  putRange("min", firstTime());
+  putRange("max", liveEdge());
+  if (!dragging) putRange("value", t);
+  put("clock", clock(t));
+  put("length", clock(liveEdge()));
+  put("play", playing ? "pause" : "play");
   if (status.mode === "live") {
     const behind = liveEdge() - t;
     const since = (performance.now() - lastArrival) / 1000;
-    $("latency").textContent = streamEnded ? "stream ended"
+    put("latency", streamEnded ? "stream ended"
       : `${(behind * 1000).toFixed(0)} ms behind the newest frame; last data ${since.toFixed(1)} s ago` +
-        (netState === "reconnecting" ? " · reconnecting" : "");
+        (netState === "reconnecting" ? " · reconnecting" : ""));
     const joined = firstTime() > 1 ? ` · joined at ${clock(firstTime())}: the score counts from there` : "";
-    if (!streamEnded) $("mode").textContent = (followLive ? "live" : "live (paused or rewound)") + joined;
+    if (!streamEnded) put("mode", (followLive ? "live" : "live (paused or rewound)") + joined);
   } else {
-    $("mode").textContent = status.mode === "file" ? "local file" : "stored replay";
-    $("latency").textContent = streamEnded ? "" : "loading…";
+    put("mode", status.mode === "file" ? "local file" : "stored replay");
+    put("latency", streamEnded ? "" : "loading…");
   }
 }
 
@@ -598,11 +686,12 @@ if (params.has("session")) {
 } else if (params.has("replay")) {
   const name = params.get("replay");
   if (!NAME.test(name) || /^\.+$/.test(name)) fail("the replay name must be 1 to 64 of A-Z a-z 0-9 . _ -");
-  else start("replay", { op: "ranges", url: `replays/${encodeURIComponent(name)}.bsors` });
+  else start("replay", { op: "ranges", url: `replays/${encodeURIComponent(name)}.bsors`, t: startAt() });
 } else if (params.has("src")) {
-  start("replay", { op: "ranges", url: params.get("src") });
+  start("replay", { op: "ranges", url: params.get("src"), t: startAt() });
 } else {
   showList();
 }
+
 $("speedNote").textContent = `notes fly in at an assumed ${NOTE_SPEED} m/s (BSOR does not record the jump speed)`;
 requestAnimationFrame(tick);

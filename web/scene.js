@@ -1,16 +1,22 @@
 // The WebGL 2 scene: the play space (4 lanes x 3 layers, 0.6 m apart), notes, bombs, walls,
 // sabers with trails and the headset. Poses arrive in the game's (Unity's, left-handed,
 // z forward) coordinates; the scene mirrors z to draw them right-handed.
+//
+// Drawing a frame allocates nothing: matrices and vectors are scratch typed arrays filled
+// in place, the view comes in as typed arrays (see `View`), the static play space's
+// matrices are made once, and the projection-view matrix is uploaded once a frame (each
+// draw uploads its model matrix, colour and lighting only). A garbage collection pause
+// was one of the sources of the page's slow frames.
 
 const VS = `#version 300 es
 in vec3 pos;
 in vec3 nrm;
-uniform mat4 mvp;
+uniform mat4 vp;
 uniform mat4 model;
 out vec3 vN;
 void main() {
   vN = mat3(model) * nrm;
-  gl_Position = mvp * vec4(pos, 1.0);
+  gl_Position = vp * (model * vec4(pos, 1.0));
 }`;
 
 const FS = `#version 300 es
@@ -25,10 +31,10 @@ void main() {
   outColor = vec4(color.rgb * l, color.a);
 }`;
 
-// ---- small matrix and quaternion helpers (column-major, as WebGL wants) ----
+// ---- small matrix and quaternion helpers (column-major, as WebGL wants), in place ----
 
-export function mul(a, b) {
-  const o = new Float32Array(16);
+// o = a * b (o must not be a or b).
+function mulInto(o, a, b) {
   for (let c = 0; c < 4; c++) {
     for (let r = 0; r < 4; r++) {
       let s = 0;
@@ -39,9 +45,13 @@ export function mul(a, b) {
   return o;
 }
 
-function perspective(fovy, aspect, near, far) {
+export function mul(a, b) {
+  return mulInto(new Float32Array(16), a, b);
+}
+
+function perspectiveInto(o, fovy, aspect, near, far) {
   const f = 1 / Math.tan(fovy / 2);
-  const o = new Float32Array(16);
+  o.fill(0);
   o[0] = f / aspect;
   o[5] = f;
   o[10] = (far + near) / (near - far);
@@ -50,32 +60,48 @@ function perspective(fovy, aspect, near, far) {
   return o;
 }
 
-// Model matrix from translation t, unit quaternion q and scale s.
-export function trs(t, q, s) {
-  const [x, y, z, w] = q;
-  const [sx, sy, sz] = s;
-  const o = new Float32Array(16);
+// Model matrix from translation (tx, ty, tz), unit quaternion (x, y, z, w) and scale.
+function trsInto(o, tx, ty, tz, x, y, z, w, sx, sy, sz) {
   o[0] = (1 - 2 * (y * y + z * z)) * sx;
   o[1] = 2 * (x * y + z * w) * sx;
   o[2] = 2 * (x * z - y * w) * sx;
+  o[3] = 0;
   o[4] = 2 * (x * y - z * w) * sy;
   o[5] = (1 - 2 * (x * x + z * z)) * sy;
   o[6] = 2 * (y * z + x * w) * sy;
+  o[7] = 0;
   o[8] = 2 * (x * z + y * w) * sz;
   o[9] = 2 * (y * z - x * w) * sz;
   o[10] = (1 - 2 * (x * x + y * y)) * sz;
-  o[12] = t[0];
-  o[13] = t[1];
-  o[14] = t[2];
+  o[11] = 0;
+  o[12] = tx;
+  o[13] = ty;
+  o[14] = tz;
   o[15] = 1;
   return o;
 }
 
+export function trs(t, q, s) {
+  return trsInto(new Float32Array(16), t[0], t[1], t[2], q[0], q[1], q[2], q[3], s[0], s[1], s[2]);
+}
+
+// o = p + q v: the point at v in the frame at position p with rotation q (arrays of 3, 4).
+function offsetInto(o, p, q, vx, vy, vz) {
+  const x = q[0];
+  const y = q[1];
+  const z = q[2];
+  const w = q[3];
+  o[0] = p[0] + (1 - 2 * (y * y + z * z)) * vx + 2 * (x * y - z * w) * vy + 2 * (x * z + y * w) * vz;
+  o[1] = p[1] + 2 * (x * y + z * w) * vx + (1 - 2 * (x * x + z * z)) * vy + 2 * (y * z - x * w) * vz;
+  o[2] = p[2] + 2 * (x * z - y * w) * vx + 2 * (y * z + x * w) * vy + (1 - 2 * (x * x + y * y)) * vz;
+  return o;
+}
+
 // The inverse of a rigid transform (rotation and translation only): a view matrix.
-function rigidInverse(m) {
-  const o = new Float32Array(16);
+function rigidInverseInto(o, m) {
   for (let r = 0; r < 3; r++) for (let c = 0; c < 3; c++) o[c * 4 + r] = m[r * 4 + c];
   for (let r = 0; r < 3; r++) {
+    o[r * 4 + 3] = 0;
     o[12 + r] = -(o[r] * m[12] + o[4 + r] * m[13] + o[8 + r] * m[14]);
   }
   o[15] = 1;
@@ -120,31 +146,59 @@ export function gameQuat(x, y, z, w) {
   return normQuat([-x, -y, z, w]);
 }
 
-export function slerp(a, b, t) {
+// The pose of record f[o..o+7] (position, then rotation) into p (3) and q (4), in the
+// scene's coordinates; a rotation that is not a unit quaternion becomes the identity.
+function poseInto(p, q, f, o) {
+  p[0] = f[o];
+  p[1] = f[o + 1];
+  p[2] = -f[o + 2];
+  const x = -f[o + 3];
+  const y = -f[o + 4];
+  const z = f[o + 5];
+  const w = f[o + 6];
+  const l = Math.sqrt(x * x + y * y + z * z + w * w);
+  if (l > 1e-6 && Number.isFinite(l)) {
+    q[0] = x / l;
+    q[1] = y / l;
+    q[2] = z / l;
+    q[3] = w / l;
+  } else {
+    q[0] = 0;
+    q[1] = 0;
+    q[2] = 0;
+    q[3] = 1;
+  }
+}
+
+// a = slerp(a, b, t), in place (a, b unit quaternions).
+function slerpInPlace(a, b, t) {
   let d = a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3];
   const s = d < 0 ? -1 : 1;
   d *= s;
+  let k0;
+  let k1;
   if (d > 0.9995) {
-    return normQuat(a.map((v, i) => v + (s * b[i] - v) * t));
+    k0 = 1 - t;
+    k1 = s * t;
+  } else {
+    const th = Math.acos(d);
+    k0 = Math.sin((1 - t) * th) / Math.sin(th);
+    k1 = (s * Math.sin(t * th)) / Math.sin(th);
   }
-  const th = Math.acos(d);
-  const k0 = Math.sin((1 - t) * th) / Math.sin(th);
-  const k1 = (s * Math.sin(t * th)) / Math.sin(th);
-  return a.map((v, i) => v * k0 + b[i] * k1);
+  let l = 0;
+  for (let i = 0; i < 4; i++) {
+    a[i] = a[i] * k0 + b[i] * k1;
+    l += a[i] * a[i];
+  }
+  l = Math.sqrt(l);
+  if (l > 1e-6 && Number.isFinite(l)) for (let i = 0; i < 4; i++) a[i] /= l;
+  else a.set(b);
 }
 
-function rotate(q, v) {
-  const m = trs([0, 0, 0], q, [1, 1, 1]);
-  return [
-    m[0] * v[0] + m[4] * v[1] + m[8] * v[2],
-    m[1] * v[0] + m[5] * v[1] + m[9] * v[2],
-    m[2] * v[0] + m[6] * v[1] + m[10] * v[2],
-  ];
-}
-
-function axisAngle(axis, a) {
-  const s = Math.sin(a / 2);
-  return [axis[0] * s, axis[1] * s, axis[2] * s, Math.cos(a / 2)];
+export function slerp(a, b, t) {
+  const o = Float64Array.from(a);
+  slerpInPlace(o, b, t);
+  return Array.from(o);
 }
 
 // ---- meshes ----
@@ -208,6 +262,81 @@ function discMesh(seg = 16) {
 
 export const RED = [0.9, 0.15, 0.15];
 export const BLUE = [0.15, 0.45, 0.95];
+const GREY = [0.7, 0.7, 0.7];
+const WHITE = [1, 1, 1];
+const FLOOR = [0.12, 0.13, 0.18];
+const LANE = [0.3, 0.35, 0.5];
+const WALL = [0.9, 0.2, 0.3];
+const HANDLE = [0.25, 0.25, 0.28];
+const BOMB = [0.12, 0.12, 0.14];
+const BLAST = [1, 0.6, 0.2];
+const BAD = [0.5, 0.5, 0.5];
+const HEADSET = [0.85, 0.85, 0.9];
+const VISOR = [0.05, 0.05, 0.08];
+const IDENTITY = new Float32Array([1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1]);
+
+// The most frames a saber's trail is drawn from (main.js gives at most 13).
+const TRAIL_MAX = 16;
+
+// What the page shows in one frame, in typed arrays the page refills each frame:
+//   data, at, from: the decoded frames (records of 22 floats), the shown frame's offset
+//     in data (or -1 for none) and the first trail frame's offset (history: from..at);
+//   notes: records of NOTE (x, y, z in the scene, color: -1 bomb, 0 red, 1 blue, cut
+//     direction, alpha, chain 0/1), nNotes of them;
+//   walls: records of WALL (center x, y, z, size x, y, z), nWalls;
+//   effects: records of EFFECT (x, y, z, color, age 0..1, kind: 0 cut, 1 bad cut, 2 bomb,
+//     3 miss), nEffects;
+//   camera: "first" | "behind" | "side".
+export const NOTE = 7;
+export const WALL_SIZE = 6;
+export const EFFECT = 6;
+export class View {
+  constructor(max = 256) {
+    this.max = max;
+    this.data = null;
+    this.at = -1;
+    this.from = -1;
+    this.camera = "behind";
+    this.notes = new Float32Array(max * NOTE);
+    this.walls = new Float32Array(max * WALL_SIZE);
+    this.effects = new Float32Array(max * EFFECT);
+    this.nNotes = 0;
+    this.nWalls = 0;
+    this.nEffects = 0;
+  }
+
+  clear() {
+    this.nNotes = 0;
+    this.nWalls = 0;
+    this.nEffects = 0;
+  }
+
+  // Each add returns false when the view is full (the rest is not drawn).
+  note(x, y, z, color, direction, alpha, chain) {
+    if (this.nNotes >= this.max) return false;
+    const o = this.nNotes++ * NOTE;
+    const a = this.notes;
+    a[o] = x; a[o + 1] = y; a[o + 2] = z; a[o + 3] = color; a[o + 4] = direction;
+    a[o + 5] = alpha; a[o + 6] = chain ? 1 : 0;
+    return true;
+  }
+
+  wall(x, y, z, sx, sy, sz) {
+    if (this.nWalls >= this.max) return false;
+    const o = this.nWalls++ * WALL_SIZE;
+    const a = this.walls;
+    a[o] = x; a[o + 1] = y; a[o + 2] = z; a[o + 3] = sx; a[o + 4] = sy; a[o + 5] = sz;
+    return true;
+  }
+
+  effect(x, y, z, color, age, kind) {
+    if (this.nEffects >= this.max) return false;
+    const o = this.nEffects++ * EFFECT;
+    const a = this.effects;
+    a[o] = x; a[o + 1] = y; a[o + 2] = z; a[o + 3] = color; a[o + 4] = age; a[o + 5] = kind;
+    return true;
+  }
+}
 
 export class Scene {
   constructor(canvas) {
@@ -220,31 +349,70 @@ export class Scene {
       const s = gl.createShader(type);
       gl.shaderSource(s, src);
       gl.compileShader(s);
-      if (!gl.getShaderParameter(s, gl.COMPILE_STATUS)) throw new Error(gl.getShaderInfoLog(s));
       gl.attachShader(prog, s);
+      this.shaders = [...(this.shaders || []), s];
     }
     gl.bindAttribLocation(prog, 0, "pos");
     gl.bindAttribLocation(prog, 1, "nrm");
     gl.linkProgram(prog);
-    if (!gl.getProgramParameter(prog, gl.LINK_STATUS)) throw new Error(gl.getProgramInfoLog(prog));
+    // The link's status is asked for once the compiler is done (`ready`, polled by the
+    // page while it waits for data; asking earlier would wait for the compiler), or at the
+    // first frame.
     this.prog = prog;
-    this.u = {};
-    for (const name of ["mvp", "model", "color", "lit"]) this.u[name] = gl.getUniformLocation(prog, name);
+    this.linked = false;
+    this.parallel = gl.getExtension("KHR_parallel_shader_compile");
     this.meshes = {
       cube: this.mesh(cubeMesh()),
       sphere: this.mesh(sphereMesh()),
       arrow: this.mesh(arrowMesh()),
       dot: this.mesh(discMesh()),
     };
+    this.trailData = new Float32Array(TRAIL_MAX * 6);
     this.trailVao = gl.createVertexArray();
     this.trailBuf = gl.createBuffer();
     gl.bindVertexArray(this.trailVao);
     gl.bindBuffer(gl.ARRAY_BUFFER, this.trailBuf);
+    gl.bufferData(gl.ARRAY_BUFFER, this.trailData.byteLength, gl.STREAM_DRAW);
     gl.enableVertexAttribArray(0);
     gl.vertexAttribPointer(0, 3, gl.FLOAT, false, 0, 0);
     gl.vertexAttrib3f(1, 0, 1, 0);
     gl.bindVertexArray(null);
-    this.eye = null;
+
+    // Scratch space: nothing below allocates per frame.
+    this.proj = new Float32Array(16);
+    this.view = new Float32Array(16);
+    this.vp = new Float32Array(16);
+    this.model = new Float32Array(16);
+    this.eyeM = new Float32Array(16);
+    this.p = new Float64Array(3);
+    this.q = new Float64Array(4);
+    this.hp = new Float64Array(3);
+    this.hq = new Float64Array(4);
+    this.v3 = new Float64Array(3);
+    this.eyeP = new Float64Array(3);
+    this.eyeQ = new Float64Array(4);
+    this.eyeSet = false;
+    this.cameras = {
+      side: lookAt([3.2, 1.7, -0.8], [0, 1.1, -1.8]),
+      behind: lookAt([0, 2.0, 2.3], [0, 1.1, -3]),
+    };
+    // The play space: platform, and the lanes' edges.
+    this.floor = [trs([0, -0.05, -0.5], [0, 0, 0, 1], [3, 0.1, 3])];
+    for (let line = 0; line <= 4; line++) {
+      this.floor.push(trs([(line - 2) * 0.6, 0.005, -25], [0, 0, 0, 1], [0.02, 0.01, 50]));
+    }
+    // The canvas's size in CSS pixels, kept by an observer: reading clientWidth in a frame
+    // would make the browser lay the page out there and then.
+    this.cssW = canvas.clientWidth;
+    this.cssH = canvas.clientHeight;
+    this.resize(); // (the drawing buffer's first allocation takes a while: not in a frame)
+    if (typeof ResizeObserver === "function") {
+      new ResizeObserver((entries) => {
+        const r = entries[entries.length - 1].contentRect;
+        this.cssW = r.width;
+        this.cssH = r.height;
+      }).observe(canvas);
+    }
   }
 
   mesh({ p, n }) {
@@ -262,41 +430,71 @@ export class Scene {
     return { vao, count: p.length / 3 };
   }
 
-  draw(mesh, model, color, alpha = 1, lit = 1) {
+  // Draws a mesh with model matrix m.
+  draw(mesh, m, color, alpha = 1, lit = 1) {
     const gl = this.gl;
-    gl.uniformMatrix4fv(this.u.mvp, false, mul(this.vp, model));
-    gl.uniformMatrix4fv(this.u.model, false, model);
+    gl.uniformMatrix4fv(this.u.model, false, m);
     gl.uniform4f(this.u.color, color[0], color[1], color[2], alpha);
     gl.uniform1f(this.u.lit, lit);
     gl.bindVertexArray(mesh.vao);
     gl.drawArrays(gl.TRIANGLES, 0, mesh.count);
   }
 
+  // Draws a mesh at position p (3), rotation q (4), scale (sx, sy, sz).
+  drawAt(mesh, p, q, sx, sy, sz, color, alpha = 1, lit = 1) {
+    trsInto(this.model, p[0], p[1], p[2], q[0], q[1], q[2], q[3], sx, sy, sz);
+    this.draw(mesh, this.model, color, alpha, lit);
+  }
+
   resize() {
     const c = this.canvas;
     const dpr = Math.min(window.devicePixelRatio || 1, 2);
-    const w = Math.max(1, Math.round(c.clientWidth * dpr));
-    const h = Math.max(1, Math.round(c.clientHeight * dpr));
+    const w = Math.max(1, Math.round(this.cssW * dpr));
+    const h = Math.max(1, Math.round(this.cssH * dpr));
     if (c.width !== w || c.height !== h) {
       c.width = w;
       c.height = h;
     }
   }
 
-  // Where a scene point lands on the canvas, in CSS pixels (null behind the camera).
-  project(p) {
+  // Where scene point (x, y, z) lands on the canvas, in CSS pixels, into out (2); false
+  // when it is behind the camera.
+  project(x, y, z, out) {
     const m = this.vp;
-    const x = m[0] * p[0] + m[4] * p[1] + m[8] * p[2] + m[12];
-    const y = m[1] * p[0] + m[5] * p[1] + m[9] * p[2] + m[13];
-    const w = m[3] * p[0] + m[7] * p[1] + m[11] * p[2] + m[15];
-    if (w <= 0.05) return null;
-    return [((x / w + 1) / 2) * this.canvas.clientWidth, ((1 - y / w) / 2) * this.canvas.clientHeight];
+    const px = m[0] * x + m[4] * y + m[8] * z + m[12];
+    const py = m[1] * x + m[5] * y + m[9] * z + m[13];
+    const w = m[3] * x + m[7] * y + m[11] * z + m[15];
+    if (w <= 0.05) return false;
+    out[0] = ((px / w + 1) / 2) * this.cssW;
+    out[1] = ((1 - py / w) / 2) * this.cssH;
+    return true;
   }
 
-  // Renders one view. `view`: {frame (Float32Array of 22 or null), camera, notes, walls,
-  // bombs, effects, gridShift}.
+  // True once the shaders are compiled and linked (without waiting for them where the
+  // browser can say).
+  ready() {
+    if (this.linked) return true;
+    const done = this.parallel
+      ? this.gl.getProgramParameter(this.prog, this.parallel.COMPLETION_STATUS_KHR) : true;
+    if (done) this.checkProgram();
+    return this.linked;
+  }
+
+  checkProgram() {
+    const gl = this.gl;
+    if (!gl.getProgramParameter(this.prog, gl.LINK_STATUS)) {
+      const log = this.shaders.map((s) => gl.getShaderInfoLog(s)).join(" ");
+      throw new Error(`${gl.getProgramInfoLog(this.prog)} ${log}`.trim());
+    }
+    this.u = {};
+    for (const name of ["vp", "model", "color", "lit"]) this.u[name] = gl.getUniformLocation(this.prog, name);
+    this.linked = true;
+  }
+
+  // Renders one view (a View).
   render(v) {
     const gl = this.gl;
+    if (!this.linked) this.checkProgram();
     this.resize();
     gl.viewport(0, 0, this.canvas.width, this.canvas.height);
     gl.clearColor(0.035, 0.04, 0.07, 1);
@@ -305,118 +503,144 @@ export class Scene {
     gl.enable(gl.BLEND);
     gl.blendFunc(gl.SRC_ALPHA, gl.ONE_MINUS_SRC_ALPHA);
     gl.useProgram(this.prog);
-    const proj = perspective((70 * Math.PI) / 180, this.canvas.width / this.canvas.height, 0.05, 200);
-    this.vp = mul(proj, this.viewMatrix(v));
+    perspectiveInto(this.proj, (70 * Math.PI) / 180, this.canvas.width / this.canvas.height, 0.05, 200);
+    mulInto(this.vp, this.proj, this.viewMatrix(v));
+    gl.uniformMatrix4fv(this.u.vp, false, this.vp);
 
-    // The play space: platform, lanes and the layers' marks.
-    this.draw(this.meshes.cube, trs([0, -0.05, -0.5], [0, 0, 0, 1], [3, 0.1, 3]), [0.12, 0.13, 0.18]);
-    for (let line = 0; line <= 4; line++) {
-      const x = (line - 2) * 0.6;
-      this.draw(this.meshes.cube, trs([x, 0.005, -25], [0, 0, 0, 1], [0.02, 0.01, 50]), [0.3, 0.35, 0.5], 1, 0);
+    this.draw(this.meshes.cube, this.floor[0], FLOOR);
+    for (let k = 1; k < this.floor.length; k++) this.draw(this.meshes.cube, this.floor[k], LANE, 1, 0);
+    if (v.data && v.at >= 0) this.drawPlayer(v.data, v.at, v.from, v.camera !== "first");
+    const n = v.notes;
+    for (let k = 0; k < v.nNotes; k++) {
+      const o = k * NOTE;
+      this.drawNote(n[o], n[o + 1], n[o + 2], n[o + 3], n[o + 4], n[o + 5], n[o + 6] !== 0);
     }
-    const f = v.frame;
-    if (f) this.drawPlayer(f, v.camera !== "first", v.history);
-    for (const n of v.notes) this.drawNote(n);
-    for (const w of v.walls) {
-      this.draw(this.meshes.cube, trs(w.center, [0, 0, 0, 1], w.size), [0.9, 0.2, 0.3], 0.35);
+    const w = v.walls;
+    for (let k = 0; k < v.nWalls; k++) {
+      const o = k * WALL_SIZE;
+      trsInto(this.model, w[o], w[o + 1], w[o + 2], 0, 0, 0, 1, w[o + 3], w[o + 4], w[o + 5]);
+      this.draw(this.meshes.cube, this.model, WALL, 0.35);
     }
-    for (const e of v.effects) this.drawEffect(e);
+    const e = v.effects;
+    for (let k = 0; k < v.nEffects; k++) {
+      const o = k * EFFECT;
+      this.drawEffect(e[o], e[o + 1], e[o + 2], e[o + 3], e[o + 4], e[o + 5]);
+    }
   }
 
   viewMatrix(v) {
-    const f = v.frame;
-    if (v.camera === "first" && f) {
-      const p = gamePos(f[1], f[2], f[3]);
-      const q = gameQuat(f[4], f[5], f[6], f[7]);
-      if (!this.eye) this.eye = { p, q };
-      const k = 0.15; // smoothing: each frame moves this much of the way
-      this.eye.p = this.eye.p.map((x, i) => x + (p[i] - x) * k);
-      this.eye.q = slerp(this.eye.q, q, k);
-      return rigidInverse(trs(this.eye.p, this.eye.q, [1, 1, 1]));
-    }
-    this.eye = null;
-    if (v.camera === "side") return lookAt([3.2, 1.7, -0.8], [0, 1.1, -1.8]);
-    return lookAt([0, 2.0, 2.3], [0, 1.1, -3]);
-  }
-
-  // f: the frame shown; history: the frames just before it and f (records of 22), for the
-  // sabers' trails.
-  drawPlayer(f, headset, history) {
-    const hands = [[8, RED], [15, BLUE]];
-    hands.forEach(([o, color]) => {
-      const p = gamePos(f[o], f[o + 1], f[o + 2]);
-      const q = gameQuat(f[o + 3], f[o + 4], f[o + 5], f[o + 6]);
-      // The blade runs 1 m along the controller's forward (-z in the scene's frame).
-      this.draw(this.meshes.cube, trs(p, q, [0.035, 0.035, 0.2]), [0.25, 0.25, 0.28]);
-      const mid = rotate(q, [0, 0, -0.5]).map((x, k) => x + p[k]);
-      this.draw(this.meshes.cube, trs(mid, q, [0.025, 0.025, 1]), color, 1, 0.3);
-      const t = [];
-      for (let i = 0; i + 22 <= history.length; i += 22) {
-        const h = history.subarray(i, i + 22);
-        const hp = gamePos(h[o], h[o + 1], h[o + 2]);
-        const hq = gameQuat(h[o + 3], h[o + 4], h[o + 5], h[o + 6]);
-        const tip = rotate(hq, [0, 0, -1]).map((x, k) => x + hp[k]);
-        const base = rotate(hq, [0, 0, -0.3]).map((x, k) => x + hp[k]);
-        t.push([base, tip]);
+    if (v.camera === "first" && v.data && v.at >= 0) {
+      const p = this.p;
+      const q = this.q;
+      poseInto(p, q, v.data, v.at + 1);
+      if (!this.eyeSet) {
+        this.eyeP.set(p);
+        this.eyeQ.set(q);
+        this.eyeSet = true;
       }
-      this.drawTrail(t, color);
-    });
+      const k = 0.15; // smoothing: each frame moves this much of the way
+      for (let i = 0; i < 3; i++) this.eyeP[i] += (p[i] - this.eyeP[i]) * k;
+      slerpInPlace(this.eyeQ, q, k);
+      const e = this.eyeP;
+      const r = this.eyeQ;
+      trsInto(this.eyeM, e[0], e[1], e[2], r[0], r[1], r[2], r[3], 1, 1, 1);
+      return rigidInverseInto(this.view, this.eyeM);
+    }
+    this.eyeSet = false;
+    return v.camera === "side" ? this.cameras.side : this.cameras.behind;
+  }
+
+  // The frame at offset `at` of data, with the frames from offset `from` to it (records of
+  // 22) for the sabers' trails.
+  drawPlayer(f, at, from, headset) {
+    const p = this.p;
+    const q = this.q;
+    const hp = this.hp;
+    const hq = this.hq;
+    const v3 = this.v3;
+    for (let hand = 0; hand < 2; hand++) {
+      const o = hand === 0 ? 8 : 15;
+      const color = hand === 0 ? RED : BLUE;
+      poseInto(p, q, f, at + o);
+      // The blade runs 1 m along the controller's forward (-z in the scene's frame).
+      this.drawAt(this.meshes.cube, p, q, 0.035, 0.035, 0.2, HANDLE);
+      offsetInto(v3, p, q, 0, 0, -0.5);
+      this.drawAt(this.meshes.cube, v3, q, 0.025, 0.025, 1, color, 1, 0.3);
+      const t = this.trailData;
+      let n = 0;
+      for (let i = Math.max(from, at - (TRAIL_MAX - 1) * 22); i <= at; i += 22) {
+        poseInto(hp, hq, f, i + o);
+        offsetInto(v3, hp, hq, 0, 0, -0.3);
+        t[n * 6] = v3[0];
+        t[n * 6 + 1] = v3[1];
+        t[n * 6 + 2] = v3[2];
+        offsetInto(v3, hp, hq, 0, 0, -1);
+        t[n * 6 + 3] = v3[0];
+        t[n * 6 + 4] = v3[1];
+        t[n * 6 + 5] = v3[2];
+        n++;
+      }
+      this.drawTrail(n, color);
+    }
     if (headset) {
-      const p = gamePos(f[1], f[2], f[3]);
-      const q = gameQuat(f[4], f[5], f[6], f[7]);
-      this.draw(this.meshes.cube, trs(p, q, [0.19, 0.11, 0.12]), [0.85, 0.85, 0.9]);
-      const visor = rotate(q, [0, 0, -0.065]).map((x, k) => x + p[k]);
-      this.draw(this.meshes.cube, trs(visor, q, [0.17, 0.08, 0.02]), [0.05, 0.05, 0.08]);
+      poseInto(p, q, f, at + 1);
+      this.drawAt(this.meshes.cube, p, q, 0.19, 0.11, 0.12, HEADSET);
+      offsetInto(v3, p, q, 0, 0, -0.065);
+      this.drawAt(this.meshes.cube, v3, q, 0.17, 0.08, 0.02, VISOR);
     }
   }
 
-  drawTrail(t, color) {
-    if (t.length < 2) return;
+  // A trail of n base-and-tip pairs in this.trailData.
+  drawTrail(n, color) {
+    if (n < 2) return;
     const gl = this.gl;
-    const data = new Float32Array(t.length * 6);
-    t.forEach(([b, tip], i) => data.set([...b, ...tip], i * 6));
     gl.bindBuffer(gl.ARRAY_BUFFER, this.trailBuf);
-    gl.bufferData(gl.ARRAY_BUFFER, data, gl.STREAM_DRAW);
-    gl.uniformMatrix4fv(this.u.mvp, false, this.vp);
-    gl.uniformMatrix4fv(this.u.model, false, trs([0, 0, 0], [0, 0, 0, 1], [1, 1, 1]));
+    gl.bufferSubData(gl.ARRAY_BUFFER, 0, this.trailData, 0, n * 6);
+    gl.uniformMatrix4fv(this.u.model, false, IDENTITY);
     gl.uniform4f(this.u.color, color[0], color[1], color[2], 0.3);
     gl.uniform1f(this.u.lit, 0);
     gl.depthMask(false);
     gl.bindVertexArray(this.trailVao);
-    gl.drawArrays(gl.TRIANGLE_STRIP, 0, t.length * 2);
+    gl.drawArrays(gl.TRIANGLE_STRIP, 0, n * 2);
     gl.depthMask(true);
   }
 
-  // n: {pos (scene), color (-1 bomb, 0 red, 1 blue), direction, alpha, chain}
-  drawNote(n) {
-    if (n.color < 0) {
-      this.draw(this.meshes.sphere, trs(n.pos, [0, 0, 0, 1], [0.45, 0.45, 0.45]), [0.12, 0.12, 0.14], n.alpha);
+  // A note at (x, y, z): color -1 bomb, 0 red, 1 blue; its cut direction; alpha; chain.
+  drawNote(x, y, z, color, direction, alpha, chain) {
+    const m = this.model;
+    if (color < 0) {
+      trsInto(m, x, y, z, 0, 0, 0, 1, 0.45, 0.45, 0.45);
+      this.draw(this.meshes.sphere, m, BOMB, alpha);
       return;
     }
-    const color = n.color === 0 ? RED : n.color === 1 ? BLUE : [0.7, 0.7, 0.7];
-    const angle = DIRECTION_ANGLES[n.direction] ?? 0;
-    const q = axisAngle([0, 0, 1], angle);
-    const size = n.chain ? [0.5, 0.2, 0.5] : [0.5, 0.5, 0.5];
-    this.draw(this.meshes.cube, trs(n.pos, q, size), color, n.alpha);
-    const face = rotate(q, [0, 0, 0.252]).map((x, k) => x + n.pos[k]);
-    const mark = n.direction >= 8 || n.chain ? this.meshes.dot : this.meshes.arrow;
-    this.draw(mark, trs(face, q, [1.3, 1.3, 1]), [1, 1, 1], n.alpha, 0);
+    const c = color === 0 ? RED : color === 1 ? BLUE : GREY;
+    const angle = DIRECTION_ANGLES[direction] ?? 0;
+    const qz = Math.sin(angle / 2);
+    const qw = Math.cos(angle / 2);
+    trsInto(m, x, y, z, 0, 0, qz, qw, 0.5, chain ? 0.2 : 0.5, 0.5);
+    this.draw(this.meshes.cube, m, c, alpha);
+    // The mark on the face (+z; a rotation about z keeps it there).
+    const mark = direction >= 8 || chain ? this.meshes.dot : this.meshes.arrow;
+    trsInto(m, x, y, z + 0.252, 0, 0, qz, qw, 1.3, 1.3, 1);
+    this.draw(mark, m, WHITE, alpha, 0);
   }
 
-  // e: {pos, color, age (0..1), kind: "cut"|"bad"|"bomb"|"miss", angle}
-  drawEffect(e) {
-    const a = 1 - e.age;
-    if (e.kind === "bomb") {
-      this.draw(this.meshes.sphere, trs(e.pos, [0, 0, 0, 1], [0.5 + e.age, 0.5 + e.age, 0.5 + e.age]), [1, 0.6, 0.2], a * 0.6, 0);
+  // An effect at (x, y, z): color, age (0..1), kind (0 cut, 1 bad cut, 2 bomb, 3 miss).
+  drawEffect(x, y, z, color, age, kind) {
+    const a = 1 - age;
+    const m = this.model;
+    if (kind === 2) {
+      const s = 0.5 + age;
+      trsInto(m, x, y, z, 0, 0, 0, 1, s, s, s);
+      this.draw(this.meshes.sphere, m, BLAST, a * 0.6, 0);
       return;
     }
-    if (e.kind === "miss") return;
-    const color = e.color === 0 ? RED : BLUE;
-    const q = axisAngle([0, 0, 1], e.angle);
-    const side = rotate(q, [0.12 + e.age * 0.5, 0, 0]);
-    for (const s of [-1, 1]) {
-      const p = e.pos.map((x, k) => x + side[k] * s + (k === 2 ? e.age * 1.5 : 0) - (k === 1 ? e.age * e.age : 0));
-      this.draw(this.meshes.cube, trs(p, q, [0.24, 0.5, 0.5]), e.kind === "bad" ? [0.5, 0.5, 0.5] : color, a * 0.8);
+    if (kind === 3) return;
+    const c = kind === 1 ? BAD : color === 0 ? RED : BLUE;
+    const side = 0.12 + age * 0.5;
+    for (let s = -1; s <= 1; s += 2) {
+      trsInto(m, x + side * s, y - age * age, z + age * 1.5, 0, 0, 0, 1, 0.24, 0.5, 0.5);
+      this.draw(this.meshes.cube, m, c, a * 0.8);
     }
   }
 }

@@ -8,7 +8,15 @@
 // {op:"group", index} for a keyframe group of the stored stream being read by ranges.
 
 let wasm = null;
+// The page sends the module compiled ({op: "module", module}), or null when it could not.
+let fromPage;
+const pageModule = new Promise((ok) => { fromPage = ok; });
 const ready = (async () => {
+  const module = await pageModule;
+  if (module) {
+    wasm = (await WebAssembly.instantiate(module, {})).exports;
+    return;
+  }
   const res = await fetch("bsor_stream.wasm");
   if (!res.ok) throw new Error(`bsor_stream.wasm: HTTP ${res.status}`);
   // Compiled while it downloads when served as application/wasm (the relay does).
@@ -27,18 +35,23 @@ function input(bytes) {
   new Uint8Array(wasm.memory.buffer, at, bytes.length).set(bytes);
 }
 
+// The last call's messages (the decoder's JSON output).
+function outputMessages() {
+  const mem = wasm.memory.buffer;
+  const text = new TextDecoder().decode(new Uint8Array(mem, wasm.output_ptr(), wasm.output_len()));
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    return [{ type: "error", message: `decoder output: ${e.message}` }];
+  }
+}
+
 // Copies the last call's results out of the module's memory and posts them.
 function collect(code) {
   const mem = wasm.memory.buffer;
   const frames = new Float32Array(mem, wasm.frames_ptr(), wasm.frames_len()).slice();
   const events = new Float32Array(mem, wasm.events_ptr(), wasm.events_len()).slice();
-  const text = new TextDecoder().decode(new Uint8Array(mem, wasm.output_ptr(), wasm.output_len()));
-  let messages = [];
-  try {
-    messages = JSON.parse(text);
-  } catch (e) {
-    messages = [{ type: "error", message: `decoder output: ${e.message}` }];
-  }
+  const messages = outputMessages();
   if (frames.length || events.length || messages.length) {
     postMessage({ type: "data", frames, events, messages, bytes: bytesIn },
       [frames.buffer, events.buffer]);
@@ -128,7 +141,8 @@ function text() {
   return new TextDecoder().decode(new Uint8Array(wasm.memory.buffer, wasm.output_ptr(), wasm.output_len()));
 }
 
-async function rangesSource(url, gen) {
+// t: the song time the page starts at (null: the start).
+async function rangesSource(url, gen, t) {
   net("fetching", url);
   let res;
   // The header's and the footer's reads go out at once, while the decoder compiles.
@@ -221,8 +235,15 @@ async function rangesSource(url, gen) {
     return { offset: e[1], end, t0: e[4], t1: e[5] };
   });
   stored = { url, size, groups, gen };
-  // The page asks for the group it shows while the event chunks load.
-  postMessage({ type: "groups", groups: groups.map((g) => ({ t0: g.t0, t1: g.t1 })), bytes: bytesIn });
+  // The group the page starts at is read first, by the worker itself (one message less
+  // on the way to the first frame; the page marks it loading); then the event chunks
+  // (the first frame needs none of them). The page asks for any other group it needs.
+  let first = 0;
+  while (first + 1 < groups.length && t !== null && groups[first + 1].t0 <= t) first++;
+  postMessage({ type: "groups", groups: groups.map((g) => ({ t0: g.t0, t1: g.t1 })),
+    loading: groups.length ? first : -1, bytes: bytesIn });
+  if (groups.length) await loadGroup(first);
+  if (gen !== generation) return;
 
   // 4. The event chunks: each one's header, then the rest of it.
   const next = (k) => (k + 1 < entries.length ? entries[k + 1][1] : indexAt);
@@ -240,15 +261,32 @@ async function rangesSource(url, gen) {
     return all;
   }));
   if (gen !== generation) return;
+  // Decoded chunk by chunk, posted as one message: the page takes them in one go (a
+  // message per chunk made the page sort its lists once per chunk, in one frame).
   let newGroup = 0;
   let c = 0;
+  const parts = [];
+  const messages = [];
+  let floats = 0;
   for (const e of entries) {
     if (e[0] === 1) newGroup = 1;
     if (e[0] !== 3) continue;
     input(chunks[c++]);
-    collect(wasm.seek_events(newGroup));
+    wasm.seek_events(newGroup);
     newGroup = 0;
+    const part = new Float32Array(wasm.memory.buffer, wasm.events_ptr(), wasm.events_len()).slice();
+    parts.push(part);
+    floats += part.length;
+    messages.push(...outputMessages());
   }
+  const all = new Float32Array(floats);
+  let at = 0;
+  for (const p of parts) {
+    all.set(p, at);
+    at += p.length;
+  }
+  postMessage({ type: "data", frames: new Float32Array(0), events: all, messages, bytes: bytesIn },
+    [all.buffer]);
 }
 
 async function loadGroup(i) {
@@ -417,6 +455,10 @@ let live = null;
 
 onmessage = async (ev) => {
   const msg = ev.data;
+  if (msg.op === "module") {
+    fromPage(msg.module instanceof WebAssembly.Module ? msg.module : null);
+    return;
+  }
   if (msg.op === "group") {
     loadGroup(msg.index).catch((e) => net("error", `a keyframe group: ${e.message}`));
     return;
@@ -439,7 +481,7 @@ onmessage = async (ev) => {
       break;
     case "ranges":
       stored = null;
-      rangesSource(msg.url, gen).catch((e) => net("error", `${msg.url}: ${e.message}`));
+      rangesSource(msg.url, gen, Number.isFinite(msg.t) ? msg.t : null).catch((e) => net("error", `${msg.url}: ${e.message}`));
       break;
     case "file": {
       const sink = new Sink();

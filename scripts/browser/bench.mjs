@@ -6,17 +6,22 @@
 // 2. load to first frame (the page's firstFrameTime) for a live session and for a 4-minute
 //    stored replay;
 // 3. the page's own work per rendered frame (decode messages, scene update and drawing
-//    calls, p50 and p99 over about 10 s of a replay at 1x).
+//    calls, p50 and p99 over about 10 s of a replay at 1x), in wall-clock time
+//    (`performance.now()`, the page's own figure); then, on a second load of the same
+//    replay, the main thread's CPU time for the same work and the same frames, from a
+//    DevTools trace: on a loaded machine the wall-clock figure also counts the time the
+//    thread waited for a core.
 import { spawn, execFileSync } from "node:child_process";
 import { createServer } from "node:http";
 import { mkdtempSync, readFileSync, writeFileSync, rmSync, readdirSync, existsSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { tmpdir, loadavg } from "node:os";
 import { join, dirname, extname, basename } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const web = join(here, "..", "..", "web");
+// BSOR_WEB: another checkout's web/ (to compare a change against its parent).
+const web = process.env.BSOR_WEB || join(here, "..", "..", "web");
 const [bin, corpus] = process.argv.slice(2);
 const tmp = mkdtempSync(join(tmpdir(), "bsor-bench-"));
 const run = (...a) => execFileSync(bin, a, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
@@ -35,6 +40,7 @@ run("synth", "-o", join(tmp, "long.bsor"), "--seconds", "240");
 run("encode", join(tmp, "long.bsor"), "-o", join(tmp, "long.bsors"), "--archive");
 run("synth", "-o", join(tmp, "live.bsor"), "--seconds", "60");
 
+console.log(`load average at the start: ${loadavg().map((x) => x.toFixed(2)).join(" ")} (1, 5, 15 min)`);
 const native = JSON.parse(run("bench", "--json", corpus));
 const nativeSpeed = {};
 for (const profile of ["compact", "lossless"]) {
@@ -136,6 +142,50 @@ await stored.waitForTimeout(10000);
 const perf = await stored.evaluate(() => window.bsorPerf());
 console.log(`own work per rendered frame: p50 ${perf.p50.toFixed(2)} ms, p99 ${perf.p99.toFixed(2)} ms over ${perf.frames} frames`);
 
+// The same work in CPU time: a trace of a second load of the replay, counted from its first
+// frame (the page's mark) for 10 s, the first 10 frames left out as in the page's figure.
+{
+  const again = await browser.newPage();
+  const cdp = await browser.newCDPSession(again);
+  const events = [];
+  cdp.on("Tracing.dataCollected", (e) => events.push(...e.value));
+  const complete = new Promise((ok) => cdp.on("Tracing.tracingComplete", ok));
+  await cdp.send("Tracing.start", { categories: "devtools.timeline,blink.user_timing", transferMode: "ReportEvents" });
+  await again.goto(`${base}?src=long.bsors`);
+  await again.waitForFunction(() => window.bsorStatus.firstFrameTime !== null, null, { timeout: 20000 });
+  const frameId = (await cdp.send("Page.getFrameTree")).frameTree.frame.id;
+  await again.waitForTimeout(10000);
+  await cdp.send("Tracing.end");
+  await complete;
+  // On the page's main thread, from its first frame: each animation frame (the tick), plus
+  // the calls into the page's code since the frame before (the worker's messages).
+  const mark = events.find((e) => e.name === "bsor-first-frame");
+  const raf = events.filter((e) => e.name === "FireAnimationFrame" && e.ph === "X" && e.args?.data?.frame === frameId);
+  const main = raf.length ? [raf[0].pid, raf[0].tid] : [0, 0];
+  const mine = events.filter((e) => e.pid === main[0] && e.tid === main[1] && e.ph === "X" &&
+    mark && e.ts >= mark.ts - 50000 &&
+    (e.name === "FireAnimationFrame" ? e.args?.data?.frame === frameId
+      : e.name === "FunctionCall" && e.args?.data?.frame === frameId && e.args?.data?.functionName !== "tick"))
+    .sort((a, b) => a.ts - b.ts);
+  const cpu = [];
+  let pending = 0;
+  for (const e of mine) {
+    if (e.name === "FunctionCall") pending += (e.tdur ?? e.dur) / 1000;
+    else if (e.ts + e.dur >= mark.ts) {
+      cpu.push((e.tdur ?? e.dur) / 1000 + pending);
+      pending = 0;
+    }
+  }
+  const s = cpu.slice(10).sort((a, b) => a - b);
+  const q = (p) => s[Math.min(s.length - 1, Math.floor(p * s.length))];
+  if (s.length) {
+    console.log(`own work per rendered frame in CPU time (trace): p50 ${q(0.5).toFixed(2)} ms, p99 ${q(0.99).toFixed(2)} ms over ${s.length} frames` +
+      ` (${mine.filter((e) => e.name === "FunctionCall").length} calls from messages)`);
+  }
+  await again.close();
+}
+
+console.log(`load average at the end: ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
 await browser.close();
 for (const c of children) if (c.exitCode === null) c.kill("SIGTERM");
 server.close();
