@@ -1,0 +1,82 @@
+//! The fingerprint (proto-spec/integrity.md §11): the same digest and a matching score in
+//! every profile and format; repeats that do not match and disguised copies that do.
+#![cfg(feature = "integrity")]
+
+mod common;
+
+use bsor_stream::bsor::{self, Replay};
+use bsor_stream::integrity::fingerprint::eval::{disguised_copy, Evaluation};
+use bsor_stream::integrity::fingerprint::{event_digest, similarity, MotionSignature};
+use bsor_stream::stream::{CustomSteps, Profile, Settings};
+use bsor_stream::{synth, transcode};
+
+fn synthetic(seed: u64) -> Replay {
+    synth::replay(synth::Settings {
+        seed,
+        ..synth::Settings::default()
+    })
+}
+
+/// The synthetic replays, and the corpus when it is there.
+fn bases() -> Vec<Replay> {
+    let mut v = vec![synthetic(1), synthetic(2)];
+    for (name, bytes) in common::corpus_files() {
+        v.push(bsor::parse(&bytes).unwrap_or_else(|e| panic!("{name}: {e}")));
+    }
+    v
+}
+
+#[test]
+fn every_profile_and_format_has_the_same_digest_and_matches() {
+    let profiles = [
+        Profile::Lossless,
+        Profile::Fine,
+        Profile::Compact,
+        Profile::Custom(CustomSteps::new(2e-3, 360).unwrap()),
+    ];
+    for r in bases() {
+        let digest = event_digest(&r);
+        let sig = MotionSignature::of(&r);
+        let bsor_back = bsor::parse(&bsor::to_vec(&r).unwrap()).unwrap();
+        assert_eq!(event_digest(&bsor_back), digest);
+        let mut settings: Vec<Settings> = profiles.map(Settings::archive).to_vec();
+        settings.push(Settings::live(Profile::Lossless));
+        for settings in settings {
+            let p = settings.profile;
+            let stream = transcode::encode_replay(&r, settings);
+            let (back, rec) = transcode::decode_replay(&stream).unwrap();
+            assert!(rec.complete);
+            assert_eq!(event_digest(&back), digest, "{p:?}");
+            let s = similarity(&sig, &MotionSignature::of(&back));
+            assert!(s.same_play && s.score > 0.5, "{p:?}: {s:?}");
+            // A disguised copy of the lossy stream still matches the original.
+            let s = similarity(&sig, &MotionSignature::of(&disguised_copy(&back, 9)));
+            assert!(s.same_play, "{p:?} copy: {s:?}");
+        }
+    }
+}
+
+#[test]
+fn no_false_match_in_200_repeats_and_no_miss_in_100_copies() {
+    let e = Evaluation::run(&bases(), 200, 100, 1);
+    assert_eq!((e.repeats.len(), e.copies.len()), (200, 100));
+    assert_eq!(e.false_matches(), 0, "repeats: {:?}", e.repeats.last());
+    assert_eq!(e.misses(), 0, "copies: {:?}", e.copies.first());
+}
+
+#[test]
+fn different_plays_do_not_match() {
+    let a = MotionSignature::of(&synthetic(1));
+    let b = MotionSignature::of(&synthetic(3));
+    let s = similarity(&a, &b);
+    assert!(!s.same_play && s.score == 0.0, "{s:?}");
+    assert_ne!(event_digest(&synthetic(1)), event_digest(&synthetic(3)));
+    // The same notes with other motion (the synthetic motion depends on the time only, so
+    // shift it by 0.37 s): comparable, and not a match.
+    let mut moved = synthetic(1);
+    for f in &mut moved.frames {
+        f.time += 0.37;
+    }
+    let s = similarity(&a, &MotionSignature::of(&moved));
+    assert!(!s.same_play && s.matched == a.samples.len(), "{s:?}");
+}
