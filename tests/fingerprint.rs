@@ -80,3 +80,68 @@ fn different_plays_do_not_match() {
     let s = similarity(&a, &MotionSignature::of(&moved));
     assert!(!s.same_play && s.matched == a.samples.len(), "{s:?}");
 }
+
+/// `proto-spec/vectors/fingerprint.json` (integrity.md §11.3): each file's event digest and
+/// motion signature, and scores between them. `BLESS=1` rewrites it.
+#[test]
+fn the_fingerprint_vector_holds() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("proto-spec/vectors");
+    let load = |name: &str| {
+        let bytes = std::fs::read(dir.join(name)).unwrap();
+        if name.ends_with(".bsors") {
+            transcode::decode_replay(&bytes).unwrap().0
+        } else {
+            bsor::parse(&bytes).unwrap()
+        }
+    };
+    let files = [
+        "synthetic.bsor",
+        "synthetic.compact.bsors",
+        "cuts.bsor",
+        "cuts.compact.bsors",
+        "cuts.compact.decoded.bsor",
+    ];
+    let entries: Vec<serde_json::Value> = files
+        .iter()
+        .map(|&name| {
+            let r = load(name);
+            let sig = MotionSignature::of(&r);
+            serde_json::json!({
+                "file": name,
+                "eventDigest": bsor_stream::integrity::hex(&event_digest(&r)),
+                "motionHash": blake3::hash(&sig.to_bytes()).to_hex().to_string(),
+                "motion": sig,
+            })
+        })
+        .collect();
+    let pairs = [
+        ("cuts.bsor", "cuts.bsor"),
+        ("cuts.bsor", "cuts.compact.decoded.bsor"),
+        ("synthetic.bsor", "synthetic.compact.bsors"),
+    ];
+    let scores: Vec<serde_json::Value> = pairs
+        .iter()
+        .map(|&(a, b)| {
+            let s = similarity(
+                &MotionSignature::of(&load(a)),
+                &MotionSignature::of(&load(b)),
+            );
+            serde_json::json!({
+                "a": a, "b": b, "score": s.score, "matched": s.matched, "samePlay": s.same_play,
+            })
+        })
+        .collect();
+    let v = serde_json::json!({ "files": entries, "scores": scores });
+    let path = dir.join("fingerprint.json");
+    if std::env::var_os("BLESS").is_some() {
+        std::fs::write(&path, serde_json::to_string_pretty(&v).unwrap() + "\n").unwrap();
+    }
+    let stored: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("fingerprint.json; BLESS=1 makes it"))
+            .unwrap();
+    assert_eq!(stored, v, "fingerprint.json is stale: BLESS=1 rewrites it");
+    // What the vector shows: one digest per play whatever the profile.
+    assert_eq!(v["files"][0]["eventDigest"], v["files"][1]["eventDigest"]);
+    assert_eq!(v["files"][2]["eventDigest"], v["files"][3]["eventDigest"]);
+    assert_eq!(v["scores"][1]["samePlay"], true);
+}
