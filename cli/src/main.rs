@@ -117,6 +117,27 @@ enum Command {
         /// A `.bsor` or `.bsors` file.
         file: PathBuf,
     },
+    /// Print the play's event digest as hex, the same in every format and profile
+    /// (proto-spec/integrity.md §11); with --json also its motion signature.
+    Fingerprint {
+        /// A `.bsor` or `.bsors` file.
+        file: PathBuf,
+        /// Print one JSON object with the digest and the motion signature.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compare two plays' motion and timing: the score, the threshold, the verdict (same
+    /// play / different play) and whether the event digests are equal. Exits 0 for the same
+    /// play, 1 for a different one.
+    Similar {
+        /// A `.bsor` or `.bsors` file.
+        a: PathBuf,
+        /// Another.
+        b: PathBuf,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a synthetic replay (smooth motion, notes, bombs, walls, heights, a pause).
     Synth {
         /// Where to write it.
@@ -349,6 +370,8 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
     match cli.command {
         Command::Info { file, json } => commands::classic::info(&file, json),
         Command::Export { file } => commands::classic::export(&file),
+        Command::Fingerprint { file, json } => commands::fingerprint::fingerprint(&file, json),
+        Command::Similar { a, b, json } => commands::fingerprint::similar(&a, &b, json),
         Command::Synth {
             output,
             seconds,

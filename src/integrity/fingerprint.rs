@@ -1,10 +1,22 @@
 //! The fingerprint of a play (proto-spec/integrity.md §11): an exact digest of its events,
-//! the same in every profile and format, since every profile keeps events exact.
+//! the same in every profile and format, since every profile keeps events exact, and a motion
+//! signature with a similarity score that recognises a disguised copy of the play.
 //!
 //! The digest leaves out the info block (player ID and name, which a thief changes) and the
 //! frames (which lossy profiles round): two files with the same digest hold the same play.
 
 use crate::bsor::{encode_height, encode_note, encode_pause, encode_wall, Replay};
+
+#[path = "fingerprint_eval.rs"]
+pub mod eval;
+#[path = "fingerprint_motion.rs"]
+mod motion;
+
+pub use motion::{
+    similarity, MotionSignature, Poses, Sample, Similarity, MIN_MATCHED, POSITION_UNIT,
+    ROTATION_SCALE, SCORE_POSITION_MM, SCORE_ROTATION_DEG, SCORE_TIME_S, SIGNATURE_VERSION,
+    THRESHOLD, TIME_UNIT,
+};
 
 /// The derive-key context of the event digest.
 pub const CONTEXT_EVENTS: &str = "bsor-stream fingerprint v1 events";

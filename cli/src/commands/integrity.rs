@@ -110,7 +110,14 @@ pub fn verify_signatures(file: &Path, json: bool) -> Result<Outcome, Failure> {
     let r = integrity::verify_stream(&bytes);
     let mut out = io::BufWriter::new(io::stdout().lock());
     if json {
-        serde_json::to_writer(&mut out, &report_json(&r)).map_err(json_err)?;
+        let mut v = report_json(&r);
+        // The event digest of the whole play; none for a stream that does not decode whole.
+        if let Ok((replay, rec)) = bsor_stream::transcode::decode_replay(&bytes) {
+            if rec.complete {
+                v["fingerprint"] = super::fingerprint::digest_hex(&replay).into();
+            }
+        }
+        serde_json::to_writer(&mut out, &v).map_err(json_err)?;
         writeln!(out).map_err(stdout_err)?;
     } else {
         let key = r.signer_key.map_or("-".into(), |k| integrity::hex(&k));
