@@ -670,3 +670,73 @@ fn signing_chunks_pass_through_and_the_archive_verifies() {
         assert!(rep.checkpoints >= 5);
     }
 }
+
+/// A live viewer that joins a signed session late gets the key chunk after the header
+/// (wire.md §3), so what it receives verifies as far as it goes: `incomplete`, with every
+/// checkpoint of the groups it saw, never `invalid`.
+#[cfg(feature = "integrity")]
+#[test]
+fn a_late_joiner_of_a_signed_session_gets_the_key_chunk_and_verifies_what_it_saw() {
+    use bsor_stream::integrity::{self, Signer, SigningKey, Verdict, CHECKPOINT_CHUNK, KEY_CHUNK};
+    let r = synth::replay(synth::Settings {
+        seed: 21,
+        seconds: 8.0,
+        fps: 60,
+    });
+    let signer = Signer::new(SigningKey::from_bytes(&[0x42; 32]), [0x4e; 16]);
+    let s = integrity::sign_replay(&r, Settings::live(Profile::Lossless), signer).unwrap();
+    let (_, header_len, spans) = split_stream(&s).unwrap();
+    let mut net = Net::new(RelayConfig::default());
+    let p = net.publisher("signed", "sekrit", false, 1);
+    net.send(
+        p,
+        Message::StreamHeader(Bytes::copy_from_slice(&s[..header_len])),
+    );
+    let half = spans.len() / 2;
+    for c in &spans[..half] {
+        net.send(p, Message::Chunk(Bytes::copy_from_slice(c.bytes(&s))));
+    }
+    let late = net.viewer("signed", ViewMode::Live);
+    // Only part of the rest comes before the check: the session is still live.
+    let upto = half + (spans.len() - half) / 2;
+    for c in &spans[half..upto] {
+        net.send(p, Message::Chunk(Bytes::copy_from_slice(c.bytes(&s))));
+    }
+    let chunks: Vec<Bytes> = net.inbox[&late]
+        .iter()
+        .filter_map(|m| match m {
+            Message::Chunk(c) => Some(c.clone()),
+            _ => None,
+        })
+        .collect();
+    let head = |c: &Bytes| ChunkHeader::parse_at(c).unwrap().0;
+    assert_eq!(head(&chunks[0]).seq, 0);
+    assert_eq!(head(&chunks[0]).kind, ChunkType::Unknown(KEY_CHUNK));
+    assert_eq!(head(&chunks[1]).kind, ChunkType::Keyframes);
+    assert!(head(&chunks[1]).seq > 1, "joined after the first group");
+    let (seen, _) = net.received(late);
+    let rep = integrity::verify_stream(&seen);
+    assert_eq!(rep.verdict, Verdict::Incomplete, "{:?}", rep.reason);
+    assert!(rep.reason.unwrap().contains("joined late"));
+    let checkpoints: Vec<u32> = chunks[1..]
+        .iter()
+        .map(head)
+        .filter(|h| h.kind == ChunkType::Unknown(CHECKPOINT_CHUNK))
+        .map(|h| h.seq)
+        .collect();
+    assert!(checkpoints.len() >= 2, "{checkpoints:?}");
+    assert_eq!(rep.checkpoints as usize, checkpoints.len());
+    assert_eq!(rep.chain_valid_to_chunk, checkpoints.last().copied());
+    // A viewer that joins at the start gets the key chunk once, in its place.
+    let early = net.viewer("signed", ViewMode::Complete);
+    for c in &spans[upto..] {
+        net.send(p, Message::Chunk(Bytes::copy_from_slice(c.bytes(&s))));
+    }
+    net.send(p, Message::End(EndReason::Finished));
+    let (all, _) = net.received(early);
+    assert!(all == s[..s.len() - 16]);
+    assert_eq!(integrity::verify_stream(&all).verdict, Verdict::Valid);
+    let (seen, _) = net.received(late);
+    let rep = integrity::verify_stream(&seen);
+    assert_eq!(rep.verdict, Verdict::Incomplete, "{:?}", rep.reason);
+}
