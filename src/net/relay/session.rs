@@ -386,8 +386,37 @@ impl Relay {
         self.actions
             .push_back(RelayAction::ArchiveChunk(name.to_string(), c.clone()));
         self.ack(conn, seq);
-        for v in viewers {
+        for &v in &viewers {
             self.deliver(v, &c, keyframe);
+        }
+        #[cfg(feature = "integrity")]
+        self.witness(conn, name, &c, &viewers);
+    }
+
+    /// A witness relay countersigns a checkpoint or final checkpoint it stored: the
+    /// statement goes to the publisher, the session's viewers and the shell.
+    #[cfg(feature = "integrity")]
+    fn witness(&mut self, conn: ConnId, name: &str, chunk: &Bytes, viewers: &[ConnId]) {
+        let Some((w, zero)) = &self.witness else {
+            return;
+        };
+        let Some((h, hl)) = ChunkHeader::parse_at(chunk) else {
+            return;
+        };
+        let ChunkType::Unknown(kind) = h.kind else {
+            return;
+        };
+        let Some(payload) = chunk.get(hl..hl + h.len as usize) else {
+            return;
+        };
+        let Some(statement) = w.countersign(kind, payload, zero.saturating_add(self.now)) else {
+            return;
+        };
+        let bytes = Bytes::copy_from_slice(&statement.to_bytes());
+        self.actions
+            .push_back(RelayAction::ArchiveWitness(name.to_string(), bytes.clone()));
+        for &c in std::iter::once(&conn).chain(viewers) {
+            self.send_witness(c, bytes.clone());
         }
     }
 
