@@ -759,7 +759,7 @@ fn a_witness_relay_countersigns_each_checkpoint_and_leaves_the_archive_as_publis
     use bsor_stream::integrity::{self, Signer, SigningKey, CHECKPOINT_CHUNK, FINAL_CHUNK};
     let r = synth::replay(synth::Settings {
         seed: 21,
-        seconds: 5.0,
+        seconds: 12.0,
         fps: 60,
     });
     let signer = Signer::new(SigningKey::from_bytes(&[0x42; 32]), [0x4e; 16]);
@@ -783,6 +783,9 @@ fn a_witness_relay_countersigns_each_checkpoint_and_leaves_the_archive_as_publis
     net.relay.set_witness(w, zero);
     let p = net.publisher("signed", "sekrit", false, 1);
     let v = net.viewer("signed", ViewMode::Live);
+    // A viewer that never reads has at most 8 statements waiting.
+    let stalled = net.viewer("signed", ViewMode::Live);
+    net.slow.push(stalled);
     net.send(
         p,
         Message::StreamHeader(Bytes::copy_from_slice(&s[..header_len])),
@@ -791,6 +794,13 @@ fn a_witness_relay_countersigns_each_checkpoint_and_leaves_the_archive_as_publis
         net.send(p, Message::Chunk(Bytes::copy_from_slice(c.bytes(&s))));
     }
     net.send(p, Message::End(EndReason::Finished));
+    let waiting: Vec<Message> = std::iter::from_fn(|| net.relay.poll_outgoing(stalled)).collect();
+    let waiting_statements = waiting
+        .iter()
+        .filter(|m| matches!(m, Message::Witness(_)))
+        .count();
+    assert!(witnessed > 8, "{witnessed}");
+    assert_eq!(waiting_statements, 8);
     let statements = |c: ConnId| -> Vec<Bytes> {
         net.inbox[&c]
             .iter()

@@ -304,10 +304,13 @@ pub struct WitnessReport {
     pub cut: bool,
 }
 
+/// A stream's checkpoints and final checkpoint by chain value: (subject, index).
+type ByChain = BTreeMap<[u8; 32], (Subject, u32)>;
+
 /// The signing chunks of a stream a statement may name: the recording's nonce (from its
 /// key chunk) and each checkpoint's and final checkpoint's (subject, index) with its chain
 /// value.
-fn subjects(stream: &[u8]) -> (Option<[u8; NONCE_LEN]>, BTreeMap<[u8; 32], (Subject, u32)>) {
+fn subjects(stream: &[u8]) -> (Option<[u8; NONCE_LEN]>, ByChain) {
     let mut nonce = None;
     let mut out = BTreeMap::new();
     let Some((_, _, spans)) = split_stream(stream) else {
