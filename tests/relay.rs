@@ -39,6 +39,8 @@ struct Net {
     archive: HashMap<String, Vec<u8>>,
     /// Archive reads the shell was asked for.
     fetches: usize,
+    /// What the shell would have written to each session's `.witness` file.
+    witness: HashMap<String, Vec<u8>>,
 }
 
 impl Net {
@@ -51,6 +53,7 @@ impl Net {
             now: 0,
             archive: HashMap::new(),
             fetches: 0,
+            witness: HashMap::new(),
         }
     }
 
@@ -94,6 +97,11 @@ impl Net {
                         }
                     });
                     self.relay.restored(&s, found, self.now);
+                }
+                RelayAction::ArchiveWitness(s, b) => {
+                    let file = self.witness.entry(s).or_default();
+                    file.extend_from_slice(&(b.len() as u32).to_le_bytes());
+                    file.extend_from_slice(&b);
                 }
                 RelayAction::SessionEnded(..) | RelayAction::Refused { .. } => {}
                 other => panic!("an action this harness does not know: {other:?}"),
@@ -669,4 +677,184 @@ fn signing_chunks_pass_through_and_the_archive_verifies() {
         assert_eq!(rep.verdict, Verdict::Valid, "{:?}", rep.reason);
         assert!(rep.checkpoints >= 5);
     }
+}
+
+/// A live viewer that joins a signed session late gets the key chunk after the header
+/// (wire.md §3), so what it receives verifies as far as it goes: `incomplete`, with every
+/// checkpoint of the groups it saw, never `invalid`.
+#[cfg(feature = "integrity")]
+#[test]
+fn a_late_joiner_of_a_signed_session_gets_the_key_chunk_and_verifies_what_it_saw() {
+    use bsor_stream::integrity::{self, Signer, SigningKey, Verdict, CHECKPOINT_CHUNK, KEY_CHUNK};
+    let r = synth::replay(synth::Settings {
+        seed: 21,
+        seconds: 8.0,
+        fps: 60,
+    });
+    let signer = Signer::new(SigningKey::from_bytes(&[0x42; 32]), [0x4e; 16]);
+    let s = integrity::sign_replay(&r, Settings::live(Profile::Lossless), signer).unwrap();
+    let (_, header_len, spans) = split_stream(&s).unwrap();
+    let mut net = Net::new(RelayConfig::default());
+    let p = net.publisher("signed", "sekrit", false, 1);
+    net.send(
+        p,
+        Message::StreamHeader(Bytes::copy_from_slice(&s[..header_len])),
+    );
+    let half = spans.len() / 2;
+    for c in &spans[..half] {
+        net.send(p, Message::Chunk(Bytes::copy_from_slice(c.bytes(&s))));
+    }
+    let late = net.viewer("signed", ViewMode::Live);
+    // Only part of the rest comes before the check: the session is still live.
+    let upto = half + (spans.len() - half) / 2;
+    for c in &spans[half..upto] {
+        net.send(p, Message::Chunk(Bytes::copy_from_slice(c.bytes(&s))));
+    }
+    let chunks: Vec<Bytes> = net.inbox[&late]
+        .iter()
+        .filter_map(|m| match m {
+            Message::Chunk(c) => Some(c.clone()),
+            _ => None,
+        })
+        .collect();
+    let head = |c: &Bytes| ChunkHeader::parse_at(c).unwrap().0;
+    assert_eq!(head(&chunks[0]).seq, 0);
+    assert_eq!(head(&chunks[0]).kind, ChunkType::Unknown(KEY_CHUNK));
+    assert_eq!(head(&chunks[1]).kind, ChunkType::Keyframes);
+    assert!(head(&chunks[1]).seq > 1, "joined after the first group");
+    let (seen, _) = net.received(late);
+    let rep = integrity::verify_stream(&seen);
+    assert_eq!(rep.verdict, Verdict::Incomplete, "{:?}", rep.reason);
+    assert!(rep.reason.unwrap().contains("joined late"));
+    let checkpoints: Vec<u32> = chunks[1..]
+        .iter()
+        .map(head)
+        .filter(|h| h.kind == ChunkType::Unknown(CHECKPOINT_CHUNK))
+        .map(|h| h.seq)
+        .collect();
+    assert!(checkpoints.len() >= 2, "{checkpoints:?}");
+    assert_eq!(rep.checkpoints as usize, checkpoints.len());
+    assert_eq!(rep.chain_valid_to_chunk, checkpoints.last().copied());
+    // A viewer that joins at the start gets the key chunk once, in its place.
+    let early = net.viewer("signed", ViewMode::Complete);
+    for c in &spans[upto..] {
+        net.send(p, Message::Chunk(Bytes::copy_from_slice(c.bytes(&s))));
+    }
+    net.send(p, Message::End(EndReason::Finished));
+    let (all, _) = net.received(early);
+    assert!(all == s[..s.len() - 16]);
+    assert_eq!(integrity::verify_stream(&all).verdict, Verdict::Valid);
+    let (seen, _) = net.received(late);
+    let rep = integrity::verify_stream(&seen);
+    assert_eq!(rep.verdict, Verdict::Incomplete, "{:?}", rep.reason);
+}
+
+/// A witness relay (integrity.md §12) countersigns every checkpoint and the final
+/// checkpoint: the publisher and the viewers get each statement, the shell appends it to
+/// the session's `.witness` file, and the archive stays byte for byte what was published.
+#[cfg(feature = "integrity")]
+#[test]
+fn a_witness_relay_countersigns_each_checkpoint_and_leaves_the_archive_as_published() {
+    use bsor_stream::integrity::witness::{check_witnesses, Witness};
+    use bsor_stream::integrity::{self, Signer, SigningKey, CHECKPOINT_CHUNK, FINAL_CHUNK};
+    let r = synth::replay(synth::Settings {
+        seed: 21,
+        seconds: 12.0,
+        fps: 60,
+    });
+    let signer = Signer::new(SigningKey::from_bytes(&[0x42; 32]), [0x4e; 16]);
+    let s = integrity::sign_replay(&r, Settings::live(Profile::Lossless), signer).unwrap();
+    let (_, header_len, spans) = split_stream(&s).unwrap();
+    let witnessed = spans
+        .iter()
+        .filter(|c| {
+            c.header.kind == ChunkType::Unknown(CHECKPOINT_CHUNK)
+                || c.header.kind == ChunkType::Unknown(FINAL_CHUNK)
+        })
+        .count();
+    let mut net = Net::new(RelayConfig {
+        archive: true,
+        ..RelayConfig::default()
+    });
+    let w = Witness::new(SigningKey::from_bytes(&[0x57; 32]));
+    let public = w.public_key();
+    // The shell's time 0 is this Unix time.
+    let zero = 1_700_000_000_000;
+    net.relay.set_witness(w, zero);
+    let p = net.publisher("signed", "sekrit", false, 1);
+    let v = net.viewer("signed", ViewMode::Live);
+    // A viewer that never reads has at most 8 statements waiting.
+    let stalled = net.viewer("signed", ViewMode::Live);
+    net.slow.push(stalled);
+    net.send(
+        p,
+        Message::StreamHeader(Bytes::copy_from_slice(&s[..header_len])),
+    );
+    for c in &spans {
+        net.send(p, Message::Chunk(Bytes::copy_from_slice(c.bytes(&s))));
+    }
+    net.send(p, Message::End(EndReason::Finished));
+    let waiting: Vec<Message> = std::iter::from_fn(|| net.relay.poll_outgoing(stalled)).collect();
+    let waiting_statements = waiting
+        .iter()
+        .filter(|m| matches!(m, Message::Witness(_)))
+        .count();
+    assert!(witnessed > 8, "{witnessed}");
+    assert_eq!(waiting_statements, 8);
+    let statements = |c: ConnId| -> Vec<Bytes> {
+        net.inbox[&c]
+            .iter()
+            .filter_map(|m| match m {
+                Message::Witness(b) => Some(b.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let (to_publisher, to_viewer) = (statements(p), statements(v));
+    assert_eq!(to_publisher.len(), witnessed);
+    assert_eq!(to_viewer, to_publisher);
+    // The archive holds the published chunks only; the viewer saw the same stream.
+    assert!(net.archive["signed"] == s[..s.len() - 16]);
+    assert!(net.received(v).0 == s[..s.len() - 16]);
+    let file = &net.witness["signed"];
+    assert_eq!(file.len(), witnessed * (4 + to_publisher[0].len()));
+    let rep = check_witnesses(&s, file, &[public]);
+    assert!(rep.rejected.is_empty(), "{:?}", rep.rejected);
+    assert_eq!(rep.witnesses.len(), 1);
+    assert!(rep.witnesses[0].final_checkpoint);
+    assert_eq!(rep.witnesses[0].checkpoints.len(), witnessed - 1);
+    // Receive times are the relay's clock from `zero` on (the harness ticks 1 ms a message).
+    let t = rep.existed_by_ms.unwrap();
+    assert!(t > zero && t < zero + 10_000, "{t}");
+}
+
+/// Without a witness key nothing changes: no statements on the wire or for the shell.
+#[cfg(feature = "integrity")]
+#[test]
+fn a_relay_without_a_witness_key_makes_no_statements() {
+    use bsor_stream::integrity::{self, Signer, SigningKey};
+    let r = synth::replay(synth::Settings {
+        seed: 21,
+        seconds: 3.0,
+        fps: 60,
+    });
+    let signer = Signer::new(SigningKey::from_bytes(&[0x42; 32]), [0x4e; 16]);
+    let s = integrity::sign_replay(&r, Settings::live(Profile::Lossless), signer).unwrap();
+    let (_, header_len, spans) = split_stream(&s).unwrap();
+    let mut net = Net::new(RelayConfig::default());
+    let p = net.publisher("signed", "sekrit", false, 1);
+    let v = net.viewer("signed", ViewMode::Live);
+    net.send(
+        p,
+        Message::StreamHeader(Bytes::copy_from_slice(&s[..header_len])),
+    );
+    for c in &spans {
+        net.send(p, Message::Chunk(Bytes::copy_from_slice(c.bytes(&s))));
+    }
+    for c in [p, v] {
+        assert!(!net.inbox[&c]
+            .iter()
+            .any(|m| matches!(m, Message::Witness(_))));
+    }
+    assert!(net.witness.is_empty());
 }

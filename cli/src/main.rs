@@ -226,6 +226,12 @@ enum Command {
         /// Check the signatures of a stream (proto-spec/integrity.md) instead.
         #[arg(long, conflicts_with = "archive")]
         signatures: bool,
+        /// With --signatures: a witness's public key (hex) to trust; repeatable.
+        #[arg(long, value_name = "PUBHEX", requires = "signatures")]
+        witness_key: Vec<String>,
+        /// With --signatures: the witness statements (default: FILE's `.witness` sibling).
+        #[arg(long, value_name = "FILE.witness", requires = "signatures")]
+        witnesses: Option<PathBuf>,
         /// Use the archive settings instead of the live ones.
         #[arg(long)]
         archive: bool,
@@ -268,6 +274,11 @@ enum Command {
         /// browser reached the relay at. Clients that send no Origin are always accepted.
         #[arg(long, value_name = "ORIGIN")]
         allow_origin: Vec<String>,
+        /// Witness what is published with this key (from `keygen`): countersign each
+        /// checkpoint with its receive time, to the publisher, the viewers and
+        /// DIR/SESSION.witness (proto-spec/integrity.md §12).
+        #[arg(long, value_name = "FILE")]
+        witness_key: Option<PathBuf>,
         #[command(flatten)]
         budgets: commands::serve::Budgets,
     },
@@ -409,9 +420,17 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             files,
             signatures: true,
             json,
+            witness_key,
+            witnesses,
             ..
         } => match files.as_slice() {
-            [file] => commands::integrity::verify_signatures(file, json),
+            [file] => {
+                let w = commands::integrity::WitnessArgs {
+                    trusted: witness_key,
+                    file: witnesses,
+                };
+                commands::integrity::verify_signatures(file, json, &w)
+            }
             _ => Err(commands::Failure(
                 "verify --signatures takes one stream".into(),
             )),
@@ -453,11 +472,13 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             tls_cert,
             tls_key,
             allow_origin,
+            witness_key,
             budgets,
         } => {
             let exposure = commands::serve::Exposure {
                 tls: tls_cert.as_deref().zip(tls_key.as_deref()),
                 allowed_origins: allow_origin,
+                witness_key: witness_key.as_deref(),
             };
             commands::serve::serve(
                 &tcp,

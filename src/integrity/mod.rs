@@ -15,6 +15,7 @@ pub mod fingerprint;
 mod layout;
 mod sign;
 mod verify;
+pub mod witness;
 
 pub use carry::{sign_replay, transcode_signed, CarryError};
 pub use ed25519_dalek::{SigningKey, VerifyingKey};

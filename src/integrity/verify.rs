@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use ed25519_dalek::VerifyingKey;
 
 use crate::bsor::{BsorString, Frame, Height, NoteEvent, Pause, Wall};
-use crate::stream::{ChunkHeader, ChunkType, StreamDecoder, StreamItem, Trailer};
+use crate::stream::{ChunkHeader, ChunkType, DamageKind, StreamDecoder, StreamItem, Trailer};
 
 use super::layout::{
     binding_of, chain_hash, final_hash, Checkpoint, FinalCheckpoint, KeyChunk, Ranges,
@@ -276,6 +276,21 @@ impl Verifier {
                 self.fail("a second trailer".into())
             }
             StreamItem::Trailer(t) => self.trailer = Some((**t).clone()),
+            StreamItem::Damage(d) if self.late_join_gap(&d.kind) => {
+                // Header and key chunk, then a gap to some later chunk: what a relay gives
+                // a viewer that joined late (wire.md §3). Verified as a joiner (§8).
+                self.joining = true;
+                self.chain = false;
+                self.covered = None;
+                self.valid_to = None;
+                self.missing = Some(format!(
+                    "joined late: chunks 1 to {} were not received",
+                    match d.kind {
+                        DamageKind::SequenceGap { found, .. } => found.saturating_sub(1),
+                        _ => 0,
+                    }
+                ));
+            }
             StreamItem::Damage(d) if !self.joining || self.checkpoints > 0 => {
                 self.miss(format!("damage at byte offset {}: {}", d.offset, d.what()))
             }
@@ -287,6 +302,19 @@ impl Verifier {
             ));
             self.held = Held::default();
         }
+    }
+
+    /// A sequence gap right after the key chunk (chunk 0), before anything else: a late
+    /// joiner's stream.
+    fn late_join_gap(&self, kind: &DamageKind) -> bool {
+        !self.joining
+            && self.key.is_some()
+            && self.valid_to.is_some_and(|v| v.0 == 0)
+            && self.checkpoints == 0
+            && self.held.len() == 0
+            && self.fin.is_none()
+            && self.missing.is_none()
+            && matches!(kind, DamageKind::SequenceGap { expected: 1, .. })
     }
 
     /// A signing chunk: its sequence number, byte offset, type and payload. Other types are

@@ -219,6 +219,9 @@ pub enum ClientEvent {
         /// Bytes skipped (as the relay counts them).
         bytes: u64,
     },
+    /// A witness statement from the relay (`integrity.md` §12.1), publisher or viewer: the
+    /// relay countersigned a checkpoint it received.
+    Witness(Bytes),
     /// The stream ended (viewer), or the publisher's `End` went out after its last
     /// acknowledgement. The client is done.
     End(EndReason),
@@ -506,6 +509,7 @@ impl Client {
                 let acked = outbox.acked();
                 self.events.push_back(ClientEvent::Acked(acked));
             }
+            Message::Witness(w) => self.events.push_back(ClientEvent::Witness(w)),
             m => self.unexpected(&m, "publishing", now),
         }
     }
@@ -553,6 +557,7 @@ impl Client {
                 self.events.push_back(ClientEvent::End(reason));
                 self.close();
             }
+            Message::Witness(w) => self.events.push_back(ClientEvent::Witness(w)),
             m => self.unexpected(&m, "viewing", now),
         }
     }

@@ -92,6 +92,63 @@ struct Shared {
     /// one address may have ([`RelayConfig::connections_per_address`]; 0: no limit).
     handshakes: Mutex<HashMap<std::net::IpAddr, usize>>,
     handshakes_per_address: usize,
+    /// The sessions' `.witness` files, with an archive.
+    witness_files: Option<Mutex<WitnessFiles>>,
+}
+
+/// The `.witness` files beside the archive (`integrity.md` §12.2): opened for appending on
+/// a session's first statement, each record written whole; synced after a final
+/// checkpoint's statement, when the session ends, and at shutdown.
+struct WitnessFiles {
+    dir: PathBuf,
+    open: HashMap<String, std::fs::File>,
+}
+
+impl WitnessFiles {
+    /// Appends one record (its length as a `u32`, then the statement).
+    fn append(&mut self, session: &str, statement: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        let file = match self.open.entry(session.to_string()) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let path = archive::path(&self.dir, session).with_extension("witness");
+                e.insert(
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(path)?,
+                )
+            }
+        };
+        let mut record = Vec::with_capacity(4 + statement.len());
+        record.extend_from_slice(&(statement.len() as u32).to_le_bytes());
+        record.extend_from_slice(statement);
+        file.write_all(&record)?;
+        // Byte 49 of a statement is its subject: 1 for the final checkpoint.
+        if statement.get(49) == Some(&1) {
+            file.sync_data()?;
+        }
+        Ok(())
+    }
+
+    /// A session ended: its file is synced and closed.
+    fn end(&mut self, session: &str) -> std::io::Result<()> {
+        match self.open.remove(session) {
+            Some(f) => f.sync_data(),
+            None => Ok(()),
+        }
+    }
+
+    /// Every file synced and closed.
+    fn close_all(&mut self) -> std::io::Result<()> {
+        let mut first = Ok(());
+        for (_, f) in self.open.drain() {
+            if let Err(e) = f.sync_data() {
+                first = first.and(Err(e));
+            }
+        }
+        first
+    }
 }
 
 impl Drop for Shared {
@@ -124,6 +181,12 @@ impl Server {
             None => None,
         };
         relay.archive = archive.is_some();
+        let witness_files = config.archive.as_ref().map(|dir| {
+            Mutex::new(WitnessFiles {
+                dir: dir.clone(),
+                open: HashMap::new(),
+            })
+        });
         let handshake = Duration::from_millis(relay.handshake_timeout_ms);
         let handshakes_per_address = relay.connections_per_address;
         relay.publisher_frame_limit = relay.publisher_frame_limit.min(config.max_frame);
@@ -141,6 +204,7 @@ impl Server {
             readers: Arc::new(tokio::sync::Semaphore::new(READERS)),
             handshakes: Mutex::new(HashMap::new()),
             handshakes_per_address,
+            witness_files,
         });
         tokio::spawn(run_timer(Arc::downgrade(&shared), shared.timer.clone()));
         Ok(Server { shared })
@@ -202,6 +266,17 @@ impl Server {
         lock(&self.shared.relay).is_live(name)
     }
 
+    /// Makes the relay a witness with this key (`integrity.md` §12): its statements carry
+    /// the system clock's Unix time at which each checkpoint came.
+    #[cfg(feature = "integrity")]
+    pub fn set_witness(&self, witness: crate::integrity::witness::Witness) {
+        let unix_now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let zero = unix_now.saturating_sub(self.shared.now());
+        lock(&self.shared.relay).set_witness(witness, zero);
+    }
+
     /// The archive's folder, if sessions are archived.
     pub fn archive_dir(&self) -> Option<&std::path::Path> {
         self.shared.config.archive.as_deref()
@@ -211,6 +286,11 @@ impl Server {
     /// stream (sessions still live get no footer). Call before the process exits.
     pub fn shutdown(&self) -> Result<(), ArchiveError> {
         let _relay = lock(&self.shared.relay);
+        if let Some(w) = &self.shared.witness_files {
+            if let Err(err) = lock(w).close_all() {
+                tracing::warn!(%err, "syncing the witness files failed");
+            }
+        }
         match &self.shared.archive {
             Some(a) => lock(a).close_all(),
             None => Ok(()),
@@ -367,6 +447,17 @@ impl Shared {
                     | RelayAction::SessionEnded(..)
             )
         });
+        let witness_writes = actions.iter().any(|e| {
+            matches!(
+                e,
+                RelayAction::ArchiveWitness(..) | RelayAction::SessionEnded(..)
+            )
+        });
+        // The same for the witness files: statements in the order the relay made them.
+        let witness = match (&self.witness_files, witness_writes) {
+            (Some(w), true) => Some(lock(w)),
+            _ => None,
+        };
         // Archive writes keep the relay's order: their lock is taken before the relay's
         // is let go.
         let archive = match (&self.archive, writes) {
@@ -374,6 +465,9 @@ impl Shared {
             _ => None,
         };
         drop(relay);
+        if let Some(mut w) = witness {
+            write_witness(&mut w, &actions);
+        }
         // Most calls (a viewer's ack of nothing, a chunk with no viewer) ask for nothing:
         // skip the writers' lock then (with 1000 viewers it cost as much as the fan-out).
         if !actions.is_empty() {
@@ -415,7 +509,7 @@ impl Shared {
                 RelayAction::ArchiveHeader(session, _) => {
                     tracing::info!(%session, "session started");
                 }
-                RelayAction::ArchiveChunk(..) => {}
+                RelayAction::ArchiveChunk(..) | RelayAction::ArchiveWitness(..) => {}
                 RelayAction::Refused {
                     conn,
                     session,
@@ -494,6 +588,22 @@ fn write_archive(a: &mut ArchiveWriter, actions: &[RelayAction]) -> Vec<String> 
         }
     }
     failed
+}
+
+/// Appends the witness statements among `actions` to their sessions' files, and closes
+/// the files of sessions that ended. A failed write is logged; the relay goes on (the
+/// statements still went to the publisher and the viewers).
+fn write_witness(w: &mut WitnessFiles, actions: &[RelayAction]) {
+    for action in actions {
+        let (session, result) = match action {
+            RelayAction::ArchiveWitness(s, statement) => (s, w.append(s, statement)),
+            RelayAction::SessionEnded(s, _) => (s, w.end(s)),
+            _ => continue,
+        };
+        if let Err(err) = result {
+            tracing::warn!(%session, %err, "witness file write failed");
+        }
+    }
 }
 
 /// An error that only says the peer went away.

@@ -206,6 +206,9 @@ pub enum Message {
         /// Bytes skipped.
         bytes: u64,
     },
+    /// A witness statement the relay made for a checkpoint it received (`integrity.md`
+    /// §12.1); relay to publisher and viewers.
+    Witness(Bytes),
 }
 
 /// Why bytes are not a message: which rule they break, and where (the message type, the
@@ -641,6 +644,7 @@ impl Message {
             Message::Ping(_) => 0x0A,
             Message::Pong(_) => 0x0B,
             Message::Skipped { .. } => 0x0C,
+            Message::Witness(_) => 0x0D,
         }
     }
 
@@ -659,6 +663,7 @@ impl Message {
             Message::Ping(_) => "Ping",
             Message::Pong(_) => "Pong",
             Message::Skipped { .. } => "Skipped",
+            Message::Witness(_) => "Witness",
         }
     }
 
@@ -706,7 +711,7 @@ impl Message {
                 });
                 out.put_u32_le(*wait_ms);
             }
-            Message::StreamHeader(b) | Message::Chunk(b) => out.put_slice(b),
+            Message::StreamHeader(b) | Message::Chunk(b) | Message::Witness(b) => out.put_slice(b),
             Message::Ack(seq) | Message::Resume(seq) => out.put_u32_le(*seq),
             Message::End(reason) => out.put_u8(match reason {
                 EndReason::Finished => 0,
@@ -741,6 +746,7 @@ impl Message {
             0x0A => "Ping",
             0x0B => "Pong",
             0x0C => "Skipped",
+            0x0D => "Witness",
             k => return Err(WireError::UnknownMessage(k)),
         };
         let mut r = Body::new(body, name);
@@ -775,6 +781,7 @@ impl Message {
             },
             0x0A => Message::Ping(r.u64("nonce")?),
             0x0B => Message::Pong(r.u64("nonce")?),
+            0x0D => Message::Witness(std::mem::take(&mut r.b)),
             _ => Message::Skipped {
                 chunks: r.u32("chunks")?,
                 bytes: r.u64("bytes")?,
@@ -979,6 +986,7 @@ mod tests {
                 chunks: 12,
                 bytes: 3456,
             },
+            Message::Witness(Bytes::from_static(&[1; 158])),
         ]
     }
 

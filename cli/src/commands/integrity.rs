@@ -4,6 +4,7 @@
 use std::io::{self, Write};
 use std::path::Path;
 
+use bsor_stream::integrity::witness::{check_witnesses, WitnessReport};
 use bsor_stream::integrity::{self, Report, Signer, SigningKey, Verdict};
 use bsor_stream::stream::Settings;
 
@@ -104,10 +105,78 @@ pub fn report_json(r: &Report) -> serde_json::Value {
     })
 }
 
-/// Verifies a stream's signatures: exits 0 valid, 1 invalid or unsigned, 2 incomplete.
-pub fn verify_signatures(file: &Path, json: bool) -> Result<Outcome, Failure> {
+/// `verify --signatures`' witness options.
+pub struct WitnessArgs {
+    /// Public keys (hex) of the witnesses to trust.
+    pub trusted: Vec<String>,
+    /// The `.witness` file (default: the stream's sibling, if there is one).
+    pub file: Option<std::path::PathBuf>,
+}
+
+/// The witnesses' part of `verify --signatures --json` (integrity.md §12.3).
+pub fn witness_json(w: &WitnessReport) -> (serde_json::Value, serde_json::Value) {
+    let witnesses = w
+        .witnesses
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "key": integrity::hex(&s.key),
+                "time": s.earliest_ms,
+                "earliest": s.earliest_ms,
+                "latest": s.latest_ms,
+                "checkpoints": s.checkpoints,
+                "finalCheckpoint": s.final_checkpoint,
+                "trusted": s.trusted,
+            })
+        })
+        .collect();
+    let rejected = w
+        .rejected
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "record": r.record,
+                "key": r.key.map(|k| integrity::hex(&k)),
+                "reason": r.reason,
+            })
+        })
+        .collect();
+    (witnesses, rejected)
+}
+
+/// Reads the witness statements for `file` and checks them against `bytes`.
+fn witnesses(file: &Path, bytes: &[u8], args: &WitnessArgs) -> Result<WitnessReport, Failure> {
+    let mut trusted = Vec::new();
+    for k in &args.trusted {
+        let key = integrity::from_hex(k)
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .ok_or_else(|| {
+                Failure(format!(
+                    "--witness-key {k}: not a public key (64 hex digits)"
+                ))
+            })?;
+        trusted.push(key);
+    }
+    let statements = match &args.file {
+        Some(path) => read_all(path)?,
+        None => {
+            let sibling = file.with_extension("witness");
+            match std::fs::read(&sibling) {
+                Ok(b) => b,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+                Err(e) => return Err((sibling.as_path(), e).into()),
+            }
+        }
+    };
+    Ok(check_witnesses(bytes, &statements, &trusted))
+}
+
+/// Verifies a stream's signatures and its witnesses' statements: exits 0 valid, 1 invalid
+/// or unsigned, 2 incomplete (a statement that does not hold never changes the verdict).
+pub fn verify_signatures(file: &Path, json: bool, args: &WitnessArgs) -> Result<Outcome, Failure> {
     let bytes = read_all(file)?;
     let r = integrity::verify_stream(&bytes);
+    let w = witnesses(file, &bytes, args)?;
     let mut out = io::BufWriter::new(io::stdout().lock());
     if json {
         let mut v = report_json(&r);
@@ -117,6 +186,10 @@ pub fn verify_signatures(file: &Path, json: bool) -> Result<Outcome, Failure> {
                 v["fingerprint"] = super::fingerprint::digest_hex(&replay).into();
             }
         }
+        let (witnesses, rejected) = witness_json(&w);
+        v["witnesses"] = witnesses;
+        v["witnessStatementsRejected"] = rejected;
+        v["existedBy"] = w.existed_by_ms.into();
         serde_json::to_writer(&mut out, &v).map_err(json_err)?;
         writeln!(out).map_err(stdout_err)?;
     } else {
@@ -136,6 +209,34 @@ pub fn verify_signatures(file: &Path, json: bool) -> Result<Outcome, Failure> {
         }
         if let Some(why) = &r.reason {
             writeln!(out, "  reason       {why}").map_err(stdout_err)?;
+        }
+        for s in &w.witnesses {
+            let trust = if s.trusted { "trusted" } else { "not trusted" };
+            writeln!(
+                out,
+                "  witness      {} ({trust}): {} checkpoints{}, {} to {} (Unix ms)",
+                integrity::hex(&s.key),
+                s.checkpoints.len(),
+                if s.final_checkpoint {
+                    " and the final one"
+                } else {
+                    ""
+                },
+                s.earliest_ms,
+                s.latest_ms
+            )
+            .map_err(stdout_err)?;
+        }
+        for x in &w.rejected {
+            writeln!(out, "  statement {}  rejected: {}", x.record, x.reason)
+                .map_err(stdout_err)?;
+        }
+        if let Some(t) = w.existed_by_ms {
+            writeln!(
+                out,
+                "  existed by   {t} (Unix ms, the earliest trusted witness)"
+            )
+            .map_err(stdout_err)?;
         }
     }
     out.flush().map_err(stdout_err)?;

@@ -34,6 +34,8 @@ pub struct Exposure<'a> {
     pub tls: Option<(&'a Path, &'a Path)>,
     /// Origins whose pages may connect over WebSocket (empty: the same host only).
     pub allowed_origins: Vec<String>,
+    /// The witness key file (`keygen`'s), if the relay witnesses.
+    pub witness_key: Option<&'a Path>,
 }
 
 /// `serve --tcp ADDR [--ws ADDR] [--archive DIR] --token-file FILE [--tls-cert PEM --tls-key
@@ -63,6 +65,12 @@ pub fn serve(
         Some((cert, key)) => {
             Some(tls::server_config(cert, key).map_err(|e| Failure(e.to_string()))?)
         }
+        None => None,
+    };
+    let witness = match exposure.witness_key {
+        Some(path) => Some(bsor_stream::integrity::witness::Witness::new(
+            super::integrity::load_key(path)?,
+        )),
         None => None,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -101,6 +109,12 @@ pub fn serve(
                 archive.unwrap_or(Path::new("")).display()
             ))
         })?;
+        if let Some(w) = witness {
+            // The public key only: the secret is never logged.
+            let key = bsor_stream::integrity::hex(&w.public_key());
+            tracing::info!(witness_key = %key, "witnessing checkpoints");
+            server.set_witness(w);
+        }
         // Before the `listening` line: from then on a signal finds its handler.
         let mut signals = Signals::new().map_err(|e| Failure(format!("signals: {e}")))?;
         let mut tasks = vec![match &tls {

@@ -11,6 +11,10 @@ use super::viewer::Viewer;
 use super::{ConnId, Relay, RelayAction};
 use crate::net::wire::{ErrorCode, Message, Role};
 
+/// Witness statements that may wait for one connection (`wire.md` §3).
+#[cfg(feature = "integrity")]
+pub(super) const WITNESS_WAITING: usize = 8;
+
 /// Where a connection stands in the protocol.
 #[derive(Clone, Debug)]
 pub(super) enum Stage {
@@ -106,6 +110,34 @@ impl Relay {
         if c.push(m) {
             self.actions.push_back(RelayAction::Ready(conn));
         }
+    }
+
+    /// Queues a witness statement for `conn`: at most [`WITNESS_WAITING`] wait, an older
+    /// one is dropped for a newer (the `.witness` file keeps them all), so a peer that does
+    /// not read does not grow the relay's memory.
+    #[cfg(feature = "integrity")]
+    pub(super) fn send_witness(&mut self, conn: ConnId, statement: Bytes) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if matches!(c.stage, Stage::Closing) {
+            return;
+        }
+        let waiting = c
+            .queue
+            .iter()
+            .filter(|m| matches!(m, Message::Witness(_)))
+            .count();
+        if waiting >= WITNESS_WAITING {
+            if let Some(i) = c
+                .queue
+                .iter()
+                .position(|m| matches!(m, Message::Witness(_)))
+            {
+                c.queue.remove(i);
+            }
+        }
+        self.send(conn, Message::Witness(statement));
     }
 
     /// Queues a chunk for `conn`.

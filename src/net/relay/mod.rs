@@ -170,6 +170,9 @@ pub enum RelayAction {
     Fetch(Fetch),
     /// Look for a session in the archive, and say what was found with [`Relay::restored`].
     Lookup(String),
+    /// A witness statement the relay made for a session (`integrity.md` §12), to append to
+    /// the session's `.witness` file beside its archive.
+    ArchiveWitness(String, Bytes),
     /// A publisher was refused a session (a wrong token, a token for another session, or
     /// not the session's publisher), for the shell's log: the connection is told and
     /// closed as usual. It never carries the token.
@@ -252,6 +255,9 @@ pub struct Relay {
     per_address: HashMap<IpAddr, usize>,
     /// Bytes of chunks in all sessions' backlogs.
     backlog_total: usize,
+    /// The relay's witness key and the Unix time (ms) of the shell's time 0.
+    #[cfg(feature = "integrity")]
+    witness: Option<(crate::integrity::witness::Witness, u64)>,
 }
 
 impl Relay {
@@ -270,7 +276,23 @@ impl Relay {
             now: 0,
             per_address: HashMap::new(),
             backlog_total: 0,
+            #[cfg(feature = "integrity")]
+            witness: None,
         }
+    }
+
+    /// Makes the relay a witness (`integrity.md` §12): it countersigns every checkpoint and
+    /// final checkpoint it stores with its receive time, the shell's time plus
+    /// `unix_ms_at_zero` (the Unix time in milliseconds at the shell's time 0), and sends the
+    /// statement to the session's publisher and viewers ([`Message::Witness`]) and to the
+    /// shell ([`RelayAction::ArchiveWitness`]).
+    #[cfg(feature = "integrity")]
+    pub fn set_witness(
+        &mut self,
+        witness: crate::integrity::witness::Witness,
+        unix_ms_at_zero: u64,
+    ) {
+        self.witness = Some((witness, unix_ms_at_zero));
     }
 
     /// A new connection, opened at `now` (the shell's milliseconds, as for every call),

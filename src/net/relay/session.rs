@@ -43,6 +43,9 @@ pub(super) struct Session {
     pub(super) bytes: u64,
     /// The latest song time of a frame chunk received (its `t0`), in seconds.
     pub(super) song_time: f32,
+    /// The session's key chunk (a signed stream's chunk 0, `integrity.md` §3), kept for
+    /// the whole session: every live viewer gets it after the header (`wire.md` §3).
+    pub(super) key_chunk: Option<Bytes>,
 }
 
 impl Session {
@@ -62,6 +65,7 @@ impl Session {
             armed: None,
             bytes: 0,
             song_time: 0.0,
+            key_chunk: None,
         }
     }
 
@@ -74,6 +78,22 @@ impl Session {
     pub(super) fn forgettable(&self) -> bool {
         self.ended.is_some() && self.viewers.is_empty()
     }
+}
+
+/// The chunk type byte of a signed stream's key chunk (`integrity.md` §2), a type from the
+/// skippable range the relay otherwise forwards without looking. Named here rather than
+/// taken from `crate::integrity`, which the `net` layer does not require.
+pub(super) const KEY_CHUNK_TYPE: u8 = 0x10;
+
+/// The longest key chunk a session keeps for late joiners (`wire.md` §3), so that what a
+/// session holds outside its backlog budget stays small: a key chunk with real info strings
+/// is about 180 bytes.
+pub(super) const KEY_CHUNK_KEPT_MAX: usize = 4096;
+
+/// Is this chunk a session's key chunk: sequence number 0, type `0x10`?
+pub(super) fn is_key_chunk(chunk: &[u8]) -> bool {
+    ChunkHeader::parse_at(chunk)
+        .is_some_and(|(h, _)| h.seq == 0 && h.kind == ChunkType::Unknown(KEY_CHUNK_TYPE))
 }
 
 /// A chunk's sequence number and whether it starts a keyframe group.
@@ -335,6 +355,9 @@ impl Relay {
         }
         s.next_seq += 1;
         s.bytes += c.len() as u64;
+        if seq == 0 && c.len() <= KEY_CHUNK_KEPT_MAX && is_key_chunk(&c) {
+            s.key_chunk = Some(c.clone());
+        }
         if let Some((h, _)) = ChunkHeader::parse_at(&c) {
             let frames = matches!(h.kind, ChunkType::Keyframes | ChunkType::Frames);
             if frames && h.t0.is_finite() && h.t0 > s.song_time {
@@ -363,8 +386,37 @@ impl Relay {
         self.actions
             .push_back(RelayAction::ArchiveChunk(name.to_string(), c.clone()));
         self.ack(conn, seq);
-        for v in viewers {
+        for &v in &viewers {
             self.deliver(v, &c, keyframe);
+        }
+        #[cfg(feature = "integrity")]
+        self.witness(conn, name, &c, &viewers);
+    }
+
+    /// A witness relay countersigns a checkpoint or final checkpoint it stored: the
+    /// statement goes to the publisher, the session's viewers and the shell.
+    #[cfg(feature = "integrity")]
+    fn witness(&mut self, conn: ConnId, name: &str, chunk: &Bytes, viewers: &[ConnId]) {
+        let Some((w, zero)) = &self.witness else {
+            return;
+        };
+        let Some((h, hl)) = ChunkHeader::parse_at(chunk) else {
+            return;
+        };
+        let ChunkType::Unknown(kind) = h.kind else {
+            return;
+        };
+        let Some(payload) = chunk.get(hl..hl + h.len as usize) else {
+            return;
+        };
+        let Some(statement) = w.countersign(kind, payload, zero.saturating_add(self.now)) else {
+            return;
+        };
+        let bytes = Bytes::copy_from_slice(&statement.to_bytes());
+        self.actions
+            .push_back(RelayAction::ArchiveWitness(name.to_string(), bytes.clone()));
+        for &c in std::iter::once(&conn).chain(viewers) {
+            self.send_witness(c, bytes.clone());
         }
     }
 

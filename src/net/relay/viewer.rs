@@ -5,6 +5,7 @@
 use bytes::Bytes;
 
 use super::connection::Stage;
+use super::session::is_key_chunk;
 use super::{ConnId, Fetch, Relay, RelayAction};
 use crate::net::archive::ArchiveError;
 use crate::net::wire::{ErrorCode, Message, ViewMode};
@@ -31,9 +32,16 @@ pub(super) struct Viewer {
 
 impl Viewer {
     /// Drops the chunks (and folds the skip notices) waiting in `queue` into this viewer's
-    /// skip count.
-    fn drop_waiting_chunks(&mut self, queue: &mut std::collections::VecDeque<Message>) {
+    /// skip count, all but the session's key chunk; returns the bytes of chunks still
+    /// waiting.
+    fn drop_waiting_chunks(&mut self, queue: &mut std::collections::VecDeque<Message>) -> usize {
+        let mut kept = 0;
         queue.retain(|m| match m {
+            // The key chunk stays: a viewer has no other way to get it (wire.md §3).
+            Message::Chunk(b) if is_key_chunk(b) => {
+                kept += b.len();
+                true
+            }
             Message::Chunk(b) => {
                 self.skipped_chunks = self.skipped_chunks.saturating_add(1);
                 self.skipped_bytes = self.skipped_bytes.saturating_add(b.len() as u64);
@@ -46,6 +54,7 @@ impl Viewer {
             }
             _ => true,
         });
+        kept
     }
 }
 
@@ -115,6 +124,10 @@ impl Relay {
             return;
         };
         let group_start = s.backlog.iter().rposition(|c| c.keyframe).unwrap_or(0);
+        // A signed session's key chunk goes after the header when the chunks sent do not
+        // start with it: without it a late joiner cannot verify what it gets (wire.md §3).
+        let group_seq = s.backlog.get(group_start).map_or(s.next_seq, |c| c.seq);
+        let key_chunk = s.key_chunk.clone().filter(|_| group_seq > 0);
         let mode = if s.ended.is_some() {
             ViewMode::Complete
         } else {
@@ -130,7 +143,8 @@ impl Relay {
         // viewer starts at the next keyframe chunk, told how much it missed.
         let group_bytes: usize = live_chunks.iter().map(Bytes::len).sum();
         let max_msgs = self.config.viewer_queue_messages.max(1);
-        let fits = c.queue.len() + 1 + live_chunks.len() <= max_msgs
+        let key_msgs = usize::from(key_chunk.is_some());
+        let fits = c.queue.len() + 1 + key_msgs + live_chunks.len() <= max_msgs
             && group_bytes <= self.config.viewer_queue_bytes;
         let skipped = (mode == ViewMode::Live && !fits).then_some((live_chunks.len(), group_bytes));
         if let Some(v) = self.conns.get_mut(&conn).and_then(|c| c.viewer_mut()) {
@@ -145,6 +159,9 @@ impl Relay {
             }
         }
         self.send(conn, Message::StreamHeader(header));
+        if let Some(k) = key_chunk.filter(|_| mode == ViewMode::Live) {
+            self.send_chunk(conn, k);
+        }
         if skipped.is_none() {
             for c in live_chunks {
                 self.send_chunk(conn, c);
@@ -287,9 +304,13 @@ impl Relay {
             // group. What else waits stays (the stream header above all); a skip notice
             // still waiting is folded into the next one.
             v.skipping = true;
-            v.drop_waiting_chunks(&mut c.queue);
+            c.queued_bytes = v.drop_waiting_chunks(&mut c.queue);
             queued = c.queue.len();
-            c.queued_bytes = 0;
+        }
+        if v.skipping && is_key_chunk(chunk) {
+            // The key chunk is never skipped: it is the first chunk of the stream, and the
+            // only one a viewer cannot do without to verify the rest.
+            return self.send_chunk(conn, chunk.clone());
         }
         if v.skipping {
             // It resumes at a keyframe chunk, and only if the queue has room for it: control

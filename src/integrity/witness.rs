@@ -1,0 +1,457 @@
+//! Witnesses (`integrity.md` §12): a relay with a key of its own countersigns each
+//! checkpoint and the final checkpoint it receives with its receive time. A *witness
+//! statement* says "this key saw the signing chunk whose chain value is C, of the recording
+//! with nonce N, by time T"; the earliest trusted one is how a recording proves it existed
+//! by then (backdating, `integrity-notes.md`).
+//!
+//! Sans-IO: [`Witness::countersign`] turns a chunk's payload and a time into a statement;
+//! the relay's session logic calls it, its shell stores the statements in the
+//! `SESSION.witness` file ([`append_record`], [`parse_file`]). [`check_witnesses`] checks a
+//! file's statements against a stream.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
+
+use super::layout::{chain_hash, CHECKPOINT_CHUNK, CHECKPOINT_LEN, FINAL_CHUNK, FINAL_LEN};
+use super::{KEY_CHUNK, NONCE_LEN, VERSION};
+use crate::stream::{split_stream, ChunkType};
+
+/// Bytes of a witness statement.
+pub const STATEMENT_LEN: usize = 1 + 32 + NONCE_LEN + 1 + 4 + 32 + 8 + 64;
+
+/// The domain string of a witness statement's signature.
+pub const DOMAIN_WITNESS: &[u8] = b"bsor-stream integrity v1 witness statement";
+
+/// The most statements [`parse_file`] reads from one file (a 5-minute live recording has
+/// about 300 checkpoints; a witness file from several relays' runs stays far below this).
+pub const MAX_STATEMENTS: usize = 1 << 20;
+
+/// Where the signed part of a statement ends (and the signature starts).
+const SIGNED_LEN: usize = STATEMENT_LEN - 64;
+
+/// Which signing chunk a statement countersigns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Subject {
+    /// A checkpoint (`0x11`).
+    Checkpoint,
+    /// The final checkpoint (`0x12`).
+    Final,
+}
+
+impl Subject {
+    fn byte(self) -> u8 {
+        match self {
+            Subject::Checkpoint => 0,
+            Subject::Final => 1,
+        }
+    }
+}
+
+/// A witness statement (`integrity.md` §12.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Statement {
+    /// The witness's public key.
+    pub witness: [u8; 32],
+    /// The recording's nonce (its key chunk's).
+    pub nonce: [u8; NONCE_LEN],
+    /// Checkpoint or final checkpoint.
+    pub subject: Subject,
+    /// The countersigned chunk's index field.
+    pub index: u32,
+    /// The countersigned chunk's chain value (`integrity.md` §7).
+    pub chain: [u8; 32],
+    /// When the witness received it, in Unix milliseconds.
+    pub time_ms: u64,
+    /// The witness's signature over the domain string and bytes `0..94`.
+    pub signature: [u8; 64],
+}
+
+/// Why a statement was not accepted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WitnessError {
+    /// Not 158 bytes, an unknown version or subject, or a key that is not a curve point.
+    Layout(String),
+    /// The signature does not verify under the statement's key.
+    Signature,
+}
+
+impl fmt::Display for WitnessError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WitnessError::Layout(s) => write!(f, "{s}"),
+            WitnessError::Signature => write!(f, "its signature does not verify"),
+        }
+    }
+}
+
+impl Statement {
+    /// The statement's bytes (`integrity.md` §12.1).
+    pub fn to_bytes(&self) -> [u8; STATEMENT_LEN] {
+        let mut out = [0u8; STATEMENT_LEN];
+        out[..SIGNED_LEN].copy_from_slice(&self.signed_part());
+        out[SIGNED_LEN..].copy_from_slice(&self.signature);
+        out
+    }
+
+    fn signed_part(&self) -> [u8; SIGNED_LEN] {
+        let mut out = [0u8; SIGNED_LEN];
+        out[0] = VERSION;
+        out[1..33].copy_from_slice(&self.witness);
+        out[33..49].copy_from_slice(&self.nonce);
+        out[49] = self.subject.byte();
+        out[50..54].copy_from_slice(&self.index.to_le_bytes());
+        out[54..86].copy_from_slice(&self.chain);
+        out[86..94].copy_from_slice(&self.time_ms.to_le_bytes());
+        out
+    }
+
+    /// What the signature is over: the domain string, then bytes `0..94`.
+    pub fn message(&self) -> Vec<u8> {
+        let mut m = Vec::with_capacity(DOMAIN_WITNESS.len() + SIGNED_LEN);
+        m.extend_from_slice(DOMAIN_WITNESS);
+        m.extend_from_slice(&self.signed_part());
+        m
+    }
+
+    /// Reads a statement's layout (its signature is not checked: [`verify`](Self::verify)).
+    pub fn parse(bytes: &[u8]) -> Result<Statement, WitnessError> {
+        if bytes.len() != STATEMENT_LEN {
+            return Err(WitnessError::Layout(format!(
+                "{} bytes where a statement has {STATEMENT_LEN}",
+                bytes.len()
+            )));
+        }
+        if bytes[0] != VERSION {
+            return Err(WitnessError::Layout(format!("version {}", bytes[0])));
+        }
+        let subject = match bytes[49] {
+            0 => Subject::Checkpoint,
+            1 => Subject::Final,
+            b => return Err(WitnessError::Layout(format!("subject {b}"))),
+        };
+        let arr = |r: std::ops::Range<usize>| bytes[r].to_vec();
+        let mut s = Statement {
+            witness: [0; 32],
+            nonce: [0; NONCE_LEN],
+            subject,
+            index: u32::from_le_bytes([bytes[50], bytes[51], bytes[52], bytes[53]]),
+            chain: [0; 32],
+            time_ms: u64::from_le_bytes(bytes[86..94].try_into().unwrap_or([0; 8])),
+            signature: [0; 64],
+        };
+        s.witness.copy_from_slice(&arr(1..33));
+        s.nonce.copy_from_slice(&arr(33..49));
+        s.chain.copy_from_slice(&arr(54..86));
+        s.signature.copy_from_slice(&arr(SIGNED_LEN..STATEMENT_LEN));
+        Ok(s)
+    }
+
+    /// The witness's key, if it is a valid curve point.
+    pub fn key(&self) -> Result<VerifyingKey, WitnessError> {
+        VerifyingKey::from_bytes(&self.witness)
+            .map_err(|_| WitnessError::Layout("the witness key is not a curve point".into()))
+    }
+
+    /// Checks the signature with `verify_strict` (`integrity.md` §1).
+    pub fn verify(&self) -> Result<(), WitnessError> {
+        let key = self.key()?;
+        key.verify_strict(&self.message(), &Signature::from_bytes(&self.signature))
+            .map_err(|_| WitnessError::Signature)
+    }
+}
+
+/// A relay's witness key. Its `Debug` shows the public key only: the secret is never
+/// logged.
+pub struct Witness {
+    key: SigningKey,
+}
+
+impl fmt::Debug for Witness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Witness")
+            .field(
+                "public_key",
+                &super::hex(self.key.verifying_key().as_bytes()),
+            )
+            .finish()
+    }
+}
+
+impl Witness {
+    /// A witness signing with `key`.
+    pub fn new(key: SigningKey) -> Self {
+        Witness { key }
+    }
+
+    /// The public key that verifies its statements.
+    pub fn public_key(&self) -> [u8; 32] {
+        self.key.verifying_key().to_bytes()
+    }
+
+    /// The statement for a signing chunk of type `kind` with `payload`, received at
+    /// `time_ms` (Unix milliseconds); `None` for a chunk that is not a checkpoint or final
+    /// checkpoint of this version's layout (its length and version byte). The chunk's own
+    /// signature is not checked: the statement says what was received when, and a verifier
+    /// matches it to a stream by its chain value.
+    pub fn countersign(&self, kind: u8, payload: &[u8], time_ms: u64) -> Option<Statement> {
+        let subject = match (kind, payload.len()) {
+            (CHECKPOINT_CHUNK, CHECKPOINT_LEN) => Subject::Checkpoint,
+            (FINAL_CHUNK, FINAL_LEN) => Subject::Final,
+            _ => return None,
+        };
+        if payload[0] != VERSION {
+            return None;
+        }
+        let mut s = Statement {
+            witness: self.public_key(),
+            nonce: payload[1..1 + NONCE_LEN].try_into().ok()?,
+            subject,
+            index: u32::from_le_bytes(payload[17..21].try_into().ok()?),
+            chain: chain_hash(payload),
+            time_ms,
+            signature: [0; 64],
+        };
+        s.signature = self.key.sign(&s.message()).to_bytes();
+        Some(s)
+    }
+}
+
+/// Appends one record of a `.witness` file (`integrity.md` §12.2): the statement's length
+/// as a `u32`, then the statement.
+pub fn append_record(out: &mut Vec<u8>, s: &Statement) {
+    out.extend_from_slice(&(STATEMENT_LEN as u32).to_le_bytes());
+    out.extend_from_slice(&s.to_bytes());
+}
+
+/// A `.witness` file read: its statements' bytes in file order, and whether it ends inside
+/// a record (a write cut short: that record is left out).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WitnessFile<'a> {
+    /// Each record's bytes (a statement, if its layout holds).
+    pub records: Vec<&'a [u8]>,
+    /// The file ends inside a record.
+    pub cut: bool,
+    /// Records past [`MAX_STATEMENTS`] that were not read.
+    pub left_out: usize,
+}
+
+/// Splits a `.witness` file into its records (`integrity.md` §12.2).
+pub fn parse_file(bytes: &[u8]) -> WitnessFile<'_> {
+    let mut f = WitnessFile::default();
+    let mut at = 0usize;
+    while at < bytes.len() {
+        let Some(len) = bytes.get(at..at + 4) else {
+            f.cut = true;
+            break;
+        };
+        let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+        let Some(rec) = bytes.get(at + 4..(at + 4).saturating_add(len)) else {
+            f.cut = true;
+            break;
+        };
+        if f.records.len() < MAX_STATEMENTS {
+            f.records.push(rec);
+        } else {
+            f.left_out += 1;
+        }
+        at += 4 + len;
+    }
+    f
+}
+
+/// What one witness key witnessed of a recording.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WitnessSummary {
+    /// Its public key.
+    pub key: [u8; 32],
+    /// The earliest receive time it signed, Unix milliseconds.
+    pub earliest_ms: u64,
+    /// The latest.
+    pub latest_ms: u64,
+    /// Indices of the checkpoints it countersigned, ascending.
+    pub checkpoints: Vec<u32>,
+    /// It countersigned the final checkpoint.
+    pub final_checkpoint: bool,
+    /// Its key was among those the verifier trusts.
+    pub trusted: bool,
+}
+
+/// A statement that was not accepted, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejected {
+    /// The record's place in the file (0 first).
+    pub record: usize,
+    /// The key it names, if its layout held.
+    pub key: Option<[u8; 32]>,
+    /// Why.
+    pub reason: String,
+}
+
+/// The witnesses of a recording: who witnessed what, and since when (`integrity.md`
+/// §12.3). It never changes a stream's verdict.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WitnessReport {
+    /// Each witness key with accepted statements, in key order.
+    pub witnesses: Vec<WitnessSummary>,
+    /// The statements not accepted.
+    pub rejected: Vec<Rejected>,
+    /// The earliest time a trusted witness countersigned a part of the recording: the
+    /// recording existed by then.
+    pub existed_by_ms: Option<u64>,
+    /// The file ends inside a record.
+    pub cut: bool,
+}
+
+/// A stream's checkpoints and final checkpoint by chain value: (subject, index).
+type ByChain = BTreeMap<[u8; 32], (Subject, u32)>;
+
+/// The signing chunks of a stream a statement may name: the recording's nonce (from its
+/// key chunk) and each checkpoint's and final checkpoint's (subject, index) with its chain
+/// value.
+fn subjects(stream: &[u8]) -> (Option<[u8; NONCE_LEN]>, ByChain) {
+    let mut nonce = None;
+    let mut out = BTreeMap::new();
+    let Some((_, _, spans)) = split_stream(stream) else {
+        return (nonce, out);
+    };
+    for c in &spans {
+        let ChunkType::Unknown(kind) = c.header.kind else {
+            continue;
+        };
+        let bytes = c.bytes(stream);
+        let Some(payload) = bytes.get(bytes.len() - c.header.len as usize..) else {
+            continue;
+        };
+        match (kind, payload.len()) {
+            (KEY_CHUNK, n) if n >= 1 + 32 + NONCE_LEN && nonce.is_none() => {
+                nonce = payload[33..33 + NONCE_LEN].try_into().ok();
+            }
+            (CHECKPOINT_CHUNK, CHECKPOINT_LEN) | (FINAL_CHUNK, FINAL_LEN) => {
+                let subject = if kind == FINAL_CHUNK {
+                    Subject::Final
+                } else {
+                    Subject::Checkpoint
+                };
+                let index =
+                    u32::from_le_bytes([payload[17], payload[18], payload[19], payload[20]]);
+                out.insert(chain_hash(payload), (subject, index));
+            }
+            _ => {}
+        }
+    }
+    (nonce, out)
+}
+
+/// Whether `verify_strict` would accept this signature's `R` and this key on the points
+/// alone: `R` a canonical encoding of a point not of small order, the key not of small
+/// order. `verify_batch` checks neither.
+fn strict_points(s: &Statement, key: &VerifyingKey) -> bool {
+    let r: [u8; 32] = s.signature[..32].try_into().unwrap_or([0; 32]);
+    let point = curve25519_dalek::edwards::CompressedEdwardsY(r).decompress();
+    !key.is_weak() && point.is_some_and(|p| !p.is_small_order() && p.compress().to_bytes() == r)
+}
+
+/// Checks statements' signatures (`integrity.md` §12.3): all of them in one
+/// `ed25519_dalek::verify_batch` when every `R` and key passes [`strict_points`]; if that
+/// fails (or a point does not pass), each one alone with `verify_strict`. Returns, for each,
+/// whether it verifies.
+pub fn verify_statements(statements: &[Statement]) -> Vec<bool> {
+    let keys: Option<Vec<VerifyingKey>> = statements
+        .iter()
+        .map(|s| s.key().ok().filter(|k| strict_points(s, k)))
+        .collect();
+    if let Some(keys) = keys.filter(|k| !k.is_empty()) {
+        let messages: Vec<Vec<u8>> = statements.iter().map(Statement::message).collect();
+        let refs: Vec<&[u8]> = messages.iter().map(Vec::as_slice).collect();
+        let sigs: Vec<Signature> = statements
+            .iter()
+            .map(|s| Signature::from_bytes(&s.signature))
+            .collect();
+        if ed25519_dalek::verify_batch(&refs, &sigs, &keys).is_ok() {
+            return vec![true; statements.len()];
+        }
+    }
+    statements.iter().map(|s| s.verify().is_ok()).collect()
+}
+
+/// Reads a `.witness` file's statements against a stream: each statement's layout, its
+/// signature, that it names this recording (its nonce) and one of this stream's
+/// checkpoints (its chain value, subject and index). Keys in `trusted` are marked trusted;
+/// the earliest time among their accepted statements is the recording's "existed by" time.
+pub fn check_witnesses(stream: &[u8], file: &[u8], trusted: &[[u8; 32]]) -> WitnessReport {
+    let parsed = parse_file(file);
+    let (nonce, chunks) = subjects(stream);
+    let mut report = WitnessReport {
+        cut: parsed.cut,
+        ..WitnessReport::default()
+    };
+    let mut laid_out = Vec::new();
+    for (i, rec) in parsed.records.iter().enumerate() {
+        match Statement::parse(rec) {
+            Ok(s) => laid_out.push((i, s)),
+            Err(e) => report.rejected.push(Rejected {
+                record: i,
+                key: None,
+                reason: e.to_string(),
+            }),
+        }
+    }
+    let sigs = verify_statements(&laid_out.iter().map(|(_, s)| *s).collect::<Vec<_>>());
+    let mut by_key: BTreeMap<[u8; 32], WitnessSummary> = BTreeMap::new();
+    for ((i, s), ok) in laid_out.into_iter().zip(sigs) {
+        let reject = |reason: String| Rejected {
+            record: i,
+            key: Some(s.witness),
+            reason,
+        };
+        if !ok {
+            report
+                .rejected
+                .push(reject(WitnessError::Signature.to_string()));
+            continue;
+        }
+        if Some(s.nonce) != nonce {
+            report
+                .rejected
+                .push(reject("it names another recording (nonce)".into()));
+            continue;
+        }
+        match chunks.get(&s.chain) {
+            Some(&(subject, index)) if subject == s.subject && index == s.index => {}
+            _ => {
+                report.rejected.push(reject(format!(
+                    "it names a checkpoint (index {}) this stream does not hold",
+                    s.index
+                )));
+                continue;
+            }
+        }
+        let w = by_key.entry(s.witness).or_insert_with(|| WitnessSummary {
+            key: s.witness,
+            earliest_ms: s.time_ms,
+            latest_ms: s.time_ms,
+            checkpoints: Vec::new(),
+            final_checkpoint: false,
+            trusted: trusted.contains(&s.witness),
+        });
+        w.earliest_ms = w.earliest_ms.min(s.time_ms);
+        w.latest_ms = w.latest_ms.max(s.time_ms);
+        match s.subject {
+            Subject::Checkpoint => w.checkpoints.push(s.index),
+            Subject::Final => w.final_checkpoint = true,
+        }
+    }
+    for w in by_key.values_mut() {
+        w.checkpoints.sort_unstable();
+        w.checkpoints.dedup();
+    }
+    report.existed_by_ms = by_key
+        .values()
+        .filter(|w| w.trusted)
+        .map(|w| w.earliest_ms)
+        .min();
+    report.witnesses = by_key.into_values().collect();
+    report
+}
