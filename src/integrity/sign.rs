@@ -80,6 +80,23 @@ impl Signer {
         self.kept.as_deref()
     }
 
+    /// Whether a stream whose header has `info` can be signed: its key chunk within the
+    /// limit of a skippable chunk (checked without signing anything).
+    pub fn fits(info: &Info) -> Result<(), SignError> {
+        let len = 1
+            + 32
+            + NONCE_LEN
+            + 64
+            + binding_of(info)
+                .iter()
+                .map(|s| 4 + s.bytes.len())
+                .sum::<usize>();
+        if len > MAX_KEY_LEN {
+            return Err(SignError::KeyTooLarge(len));
+        }
+        Ok(())
+    }
+
     /// The public key.
     pub fn public_key(&self) -> [u8; 32] {
         self.key.verifying_key().to_bytes()
