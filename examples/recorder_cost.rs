@@ -75,8 +75,13 @@ fn main() {
         rec.set_controller_offsets(o);
     }
     assert!(rec.finish(r.info.clone()));
-    let st = rec.wait(Duration::from_secs(600)).expect("the recorder ends");
-    assert_eq!((st.stream_file, st.classic), (SinkState::Done, SinkState::Done));
+    let st = rec
+        .wait(Duration::from_secs(600))
+        .expect("the recorder ends");
+    assert_eq!(
+        (st.stream_file, st.classic),
+        (SinkState::Done, SinkState::Done)
+    );
     let wall = started.elapsed().as_secs_f64();
     let stream = std::fs::metadata(dir.path().join("song.bsors")).map_or(0, |m| m.len());
     let classic = std::fs::metadata(dir.path().join("song.bsor")).map_or(0, |m| m.len());
