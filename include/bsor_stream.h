@@ -109,9 +109,10 @@ typedef void (*BsrsLogFn)(void *user, int32_t level, const char *message);
 //
 // Compatibility: fields are only ever added at the end. A mod built against an older
 // header passes its smaller `struct_size` and gets the defaults for the fields it does not
-// know. The sizes accepted are `sizeof(BsrsConfig)` and that of the base layout,
-// `offsetof(BsrsConfig, live_ca_file)` (`struct_size` through `log_user`), with which the
-// fields marked "past the base layout" take their defaults.
+// know. The sizes accepted are `sizeof(BsrsConfig)`, that of the base layout,
+// `offsetof(BsrsConfig, live_ca_file)` (`struct_size` through `log_user`), and that of the
+// layout before `signing_key`, `offsetof(BsrsConfig, signing_key)`; the fields past the
+// size given take their defaults.
 typedef struct BsrsConfig {
   // `sizeof(BsrsConfig)` as the mod's header declares it (set by `bsrs_config_default`).
   // Another value than the sizes above (0, a size cutting a field, a larger struct from
@@ -177,6 +178,18 @@ typedef struct BsrsConfig {
   // acknowledge the last chunk, connected or not, before it gives up: 0 to 600,000
   // (10,000 by default). `bsrs_recorder_free` never waits for it.
   uint32_t live_finish_timeout_ms;
+  // Past the base layout. The player's signing key: NULL (default: the recording is not
+  // signed), or 32 bytes, the Ed25519 secret seed (RFC 8032) of the key the player
+  // registered, copied by `bsrs_recorder_start`. With it the stream (file and live) is
+  // signed (proto-spec/integrity.md) and the classic file carries the signature entry
+  // (§13); only the lossless profile can be signed (another is bad settings). The
+  // hashing and signing run on the background thread; `bsrs_push_*` do no more than
+  // without a key. The seed is the player's secret: the mod keeps it in the player's
+  // own storage, never in a replay, a log or a file it shares, and wipes its copy when
+  // the recorder has started; whoever holds it signs as the player. Needs a library
+  // built with the `sign` feature (on by default); without it a non-NULL value is bad
+  // settings.
+  const uint8_t *signing_key;
 } BsrsConfig;
 
 // The info block. Strings are NUL-terminated and copied during the call; NULL is an empty

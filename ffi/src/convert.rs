@@ -224,11 +224,16 @@ pub(crate) fn default_config() -> BsrsConfig {
         live_retry_interval_ms: 500,
         live_max_retries: 120,
         live_finish_timeout_ms: 10_000,
+        signing_key: std::ptr::null(),
     }
 }
 
 /// The size of the base layout: `struct_size` through `log_user`.
 pub(crate) const BASE_CONFIG_SIZE: usize = std::mem::offset_of!(BsrsConfig, live_ca_file);
+
+/// The size of the layout before `signing_key` (`sizeof(BsrsConfig)` of ABI 2's first
+/// headers: the field starts where their padded size ended).
+pub(crate) const UNSIGNED_CONFIG_SIZE: usize = std::mem::offset_of!(BsrsConfig, signing_key);
 
 /// The configuration behind `p` as this library's `BsrsConfig`: the caller's bytes up to
 /// its `struct_size`, and the defaults past them.
@@ -243,10 +248,11 @@ pub(crate) unsafe fn read_config(p: *const BsrsConfig) -> Result<BsrsConfig, Str
     // Each accepted size ends at a field boundary of this `BsrsConfig` (the base layout is
     // a prefix of it), so the copy below writes whole fields only, never padding the
     // caller did not initialise into a field.
-    if size != full && size != BASE_CONFIG_SIZE {
+    if size != full && size != BASE_CONFIG_SIZE && size != UNSIGNED_CONFIG_SIZE {
         return Err(format!(
-            "struct_size {size} is neither sizeof(BsrsConfig) ({full}) nor the base layout's \
-             ({BASE_CONFIG_SIZE}): set it with bsrs_config_default"
+            "struct_size {size} is neither sizeof(BsrsConfig) ({full}) nor that of an older \
+             layout ({BASE_CONFIG_SIZE} or {UNSIGNED_CONFIG_SIZE}): set it with \
+             bsrs_config_default"
         ));
     }
     let mut c = default_config();
@@ -538,6 +544,13 @@ pub(crate) unsafe fn config(c: &BsrsConfig) -> Result<Config, String> {
     let live = unsafe { live(c) }?;
     #[cfg(not(feature = "live"))]
     live(c)?;
+    // SAFETY: the caller guarantees 32 readable bytes behind a non-NULL `signing_key`.
+    let signing_key = unsafe { signing_key(c.signing_key) }?;
+    if signing_key.is_some() && profile != Profile::Lossless {
+        return Err(
+            "signing_key: only the lossless profile (BSRS_PROFILE_LOSSLESS) is signed".into(),
+        );
+    }
     Ok(Config {
         settings,
         queue_capacity,
@@ -549,8 +562,40 @@ pub(crate) unsafe fn config(c: &BsrsConfig) -> Result<Config, String> {
         #[cfg(feature = "live")]
         live,
         log: c.log.map(|f| log_fn(f, c.log_user)),
+        #[cfg(feature = "sign")]
+        signing_key,
         ..Config::default()
     })
+}
+
+/// The signing key behind `p`: `None` for NULL.
+///
+/// # Safety
+/// `p` is NULL or points to 32 readable bytes.
+#[cfg(feature = "sign")]
+unsafe fn signing_key(p: *const u8) -> Result<Option<bsor_stream::integrity::SigningKey>, String> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    let mut seed = [0u8; 32];
+    // SAFETY: not NULL, and the caller guarantees 32 readable bytes; `seed` is a distinct
+    // local of 32 bytes; any bytes are a valid seed.
+    unsafe { std::ptr::copy_nonoverlapping(p, seed.as_mut_ptr(), 32) };
+    let key = bsor_stream::integrity::SigningKey::from_bytes(&seed);
+    // The copy on the stack goes; the key wipes itself when dropped (`zeroize`).
+    seed.fill(0);
+    std::hint::black_box(&seed);
+    Ok(Some(key))
+}
+
+/// Built without signing: a configuration that asks for it is refused, unread.
+#[cfg(not(feature = "sign"))]
+unsafe fn signing_key(p: *const u8) -> Result<Option<std::convert::Infallible>, String> {
+    if p.is_null() {
+        Ok(None)
+    } else {
+        Err("signing_key: signing is not in this build (feature `sign`)".into())
+    }
 }
 
 #[cfg(all(test, feature = "live"))]
@@ -584,5 +629,26 @@ mod tests {
             let e = got.expect_err("a build without TLS refuses the CA file");
             assert!(e.contains("live_ca_file") && e.contains("`tls`"), "{e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::{default_config, read_config, UNSIGNED_CONFIG_SIZE};
+
+    /// A mod built against the header before `signing_key` passes the smaller size and
+    /// gets no key, whatever lies past its struct.
+    #[test]
+    fn the_layout_before_the_signing_key_is_accepted_without_a_key() {
+        let mut c = default_config();
+        c.struct_size = UNSIGNED_CONFIG_SIZE as u32;
+        c.signing_key = [0x42u8; 32].as_ptr();
+        // SAFETY: `c` is a whole `BsrsConfig`, readable for any accepted size.
+        let read = unsafe { read_config(&c) }.unwrap();
+        assert!(read.signing_key.is_null());
+        assert_eq!(read.struct_size as usize, UNSIGNED_CONFIG_SIZE);
+        c.struct_size = UNSIGNED_CONFIG_SIZE as u32 + 4;
+        // SAFETY: as above.
+        assert!(unsafe { read_config(&c) }.is_err());
     }
 }

@@ -5,8 +5,12 @@
 use crate::bsor::Replay;
 use crate::stream::{split_stream, ChunkType, Profile, Settings, StreamEncoder};
 
-use super::layout::{Checkpoint, KeyChunk, CHECKPOINT_CHUNK, FINAL_CHUNK, KEY_CHUNK, KINDS};
+use super::entry::{take_entry, SigningChunks, ENTRY_KEY};
+use super::layout::{
+    Checkpoint, KeyChunk, CHECKPOINT_CHUNK, CHECKPOINT_LEN, FINAL_CHUNK, KEY_CHUNK, KINDS,
+};
 use super::sign::{SignError, Signer};
+use super::verify::{verify_stream, Report, Verdict, Verifier};
 
 /// Why a signed stream's chunks cannot be carried over.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -48,20 +52,95 @@ pub fn transcode_signed(
     let (_, vk) =
         KeyChunk::parse(key).map_err(|e| CarryError::Source(format!("key chunk: {e}")))?;
 
-    let mut enc = StreamEncoder::new(replay.info.clone(), settings);
-    enc.push_extension(KEY_CHUNK, key);
-    let mut next = [0usize; KINDS];
     for &(kind, payload) in &signing[1..] {
+        if kind == CHECKPOINT_CHUNK {
+            Checkpoint::parse(payload, &vk)
+                .map_err(|e| CarryError::Source(format!("checkpoint: {e}")))?;
+        }
+    }
+    Ok(carry(&signing, replay, settings))
+}
+
+/// Encodes `replay` with lossless `settings`, carrying the signing chunks a signed BSOR's
+/// entry holds (`integrity.md` §13.4): the stream the BSOR was decoded from, as far as its
+/// records and signatures go. The chunks are not checked here: a verifier of the output
+/// checks them.
+pub fn transcode_with_entry(
+    chunks: &SigningChunks,
+    replay: &Replay,
+    settings: Settings,
+) -> Result<Vec<u8>, CarryError> {
+    if settings.profile != Profile::Lossless {
+        return Err(SignError::Lossy(settings.profile).into());
+    }
+    Ok(carry(&chunks.chunks(), replay, settings))
+}
+
+/// Verifies a signed BSOR (`integrity.md` §13.4): its entry taken out, the replay and the
+/// entry's chunks encoded again as a live lossless stream, and that stream verified.
+/// Sequence numbers and byte offsets in the reason are that stream's. A BSOR without an
+/// entry is unsigned.
+pub fn verify_bsor(bytes: &[u8]) -> Report {
+    let fail = |why: String| {
+        let mut r = Verifier::new().report();
+        r.signed = true;
+        r.verdict = Verdict::Invalid;
+        r.reason = Some(why);
+        r
+    };
+    let mut replay = match crate::bsor::parse(bytes) {
+        Ok(r) => r,
+        Err(e) => {
+            let mut r = fail(format!("the BSOR cannot be read: {e}"));
+            r.signed = false;
+            return r;
+        }
+    };
+    match take_entry(&mut replay) {
+        Err(e) => fail(e.to_string()),
+        Ok(None) => {
+            let mut r = Verifier::new().report();
+            r.reason = Some(format!("no {ENTRY_KEY} entry in the user data"));
+            r
+        }
+        Ok(Some(chunks)) => {
+            match transcode_with_entry(&chunks, &replay, Settings::live(Profile::Lossless)) {
+                Ok(stream) => verify_stream(&stream),
+                Err(e) => fail(e.to_string()),
+            }
+        }
+    }
+}
+
+/// Encodes `replay` with the signing chunks placed after the records each covers: the key
+/// chunk first, each checkpoint once the records up to the end of its ranges are in (its
+/// ranges read from its layout, `integrity.md` §4), the final checkpoint before the trailer.
+fn carry(signing: &[(u8, &[u8])], replay: &Replay, settings: Settings) -> Vec<u8> {
+    let mut enc = StreamEncoder::new(replay.info.clone(), settings);
+    let mut next = [0usize; KINDS];
+    for &(kind, payload) in signing {
         let end = match kind {
-            CHECKPOINT_CHUNK => Checkpoint::parse(payload, &vk)
-                .map_err(|e| CarryError::Source(format!("checkpoint: {e}")))?
-                .ranges
-                .end()
-                .map(|e| e as usize),
+            KEY_CHUNK => [0; KINDS],
+            CHECKPOINT_CHUNK if payload.len() == CHECKPOINT_LEN => {
+                // Ranges at bytes 53..93: `first` and `count` `u32` for each kind.
+                std::array::from_fn(|k| {
+                    let at = 53 + 8 * k;
+                    let word = |i: usize| {
+                        u32::from_le_bytes([
+                            payload[i],
+                            payload[i + 1],
+                            payload[i + 2],
+                            payload[i + 3],
+                        ])
+                    };
+                    word(at).wrapping_add(word(at + 4)) as usize
+                })
+            }
             _ => [usize::MAX; KINDS],
         };
         push_until(&mut enc, replay, &mut next, end);
-        enc.push_extension(kind, payload);
+        // A payload over the skippable limit is left out; the verifier then misses it.
+        let _ = enc.push_extension(kind, payload);
     }
     push_until(&mut enc, replay, &mut next, [usize::MAX; KINDS]);
     enc.finish(
@@ -70,7 +149,7 @@ pub fn transcode_signed(
         replay.user_data.clone(),
         replay.trailing.clone(),
     );
-    Ok(enc.take_output())
+    enc.take_output()
 }
 
 /// Encodes and signs a whole replay in the lossless profile, as a recorder would have:

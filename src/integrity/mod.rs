@@ -11,14 +11,19 @@
 //! player once a key registry binds it to one (the replay server's).
 
 mod carry;
+mod entry;
 pub mod fingerprint;
 mod layout;
 mod sign;
 mod verify;
 pub mod witness;
 
-pub use carry::{sign_replay, transcode_signed, CarryError};
+pub use carry::{sign_replay, transcode_signed, transcode_with_entry, verify_bsor, CarryError};
 pub use ed25519_dalek::{SigningKey, VerifyingKey};
+pub use entry::{
+    add_entry, neutral_offsets, take_entry, EntryError, SigningChunks, ADDED_OFFSETS,
+    ADDED_USER_DATA, ENTRY_KEY, ENTRY_VERSION,
+};
 pub use layout::{
     final_hash, Checkpoint, FinalCheckpoint, KeyChunk, Ranges, CHECKPOINT_CHUNK, CHECKPOINT_LEN,
     FINAL_CHUNK, FINAL_LEN, KEY_CHUNK, MAX_KEY_LEN, NONCE_LEN, VERSION,

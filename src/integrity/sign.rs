@@ -4,6 +4,7 @@ use ed25519_dalek::SigningKey;
 
 use crate::bsor::{ControllerOffsets, Frame, Height, Info, NoteEvent, Pause, Wall};
 
+use super::entry::SigningChunks;
 use super::layout::{
     binding_of, chain_hash, final_hash, Checkpoint, FinalCheckpoint, KeyChunk, Ranges,
     RecordHasher, KINDS, MAX_KEY_LEN, NONCE_LEN,
@@ -35,6 +36,8 @@ pub struct Signer {
     covered: [u32; KINDS],
     pending: [u32; KINDS],
     hasher: RecordHasher,
+    /// A copy of every signing chunk made, when asked for ([`keeping`](Self::keeping)).
+    kept: Option<Box<SigningChunks>>,
 }
 
 impl std::fmt::Debug for Signer {
@@ -60,7 +63,38 @@ impl Signer {
             covered: [0; KINDS],
             pending: [0; KINDS],
             hasher: RecordHasher::default(),
+            kept: None,
         }
+    }
+
+    /// Keeps a copy of every signing chunk it makes, for a signed BSOR's entry
+    /// ([`kept`](Self::kept)): 189 bytes a checkpoint, one per keyframe group.
+    pub fn keeping(mut self) -> Self {
+        self.kept = Some(Box::default());
+        self
+    }
+
+    /// The signing chunks made so far, if [`keeping`](Self::keeping); whole once
+    /// [`finish`](Self::finish) has run.
+    pub fn kept(&self) -> Option<&SigningChunks> {
+        self.kept.as_deref()
+    }
+
+    /// Whether a stream whose header has `info` can be signed: its key chunk within the
+    /// limit of a skippable chunk (checked without signing anything).
+    pub fn fits(info: &Info) -> Result<(), SignError> {
+        let len = 1
+            + 32
+            + NONCE_LEN
+            + 64
+            + binding_of(info)
+                .iter()
+                .map(|s| 4 + s.bytes.len())
+                .sum::<usize>();
+        if len > MAX_KEY_LEN {
+            return Err(SignError::KeyTooLarge(len));
+        }
+        Ok(())
     }
 
     /// The public key.
@@ -80,6 +114,9 @@ impl Signer {
             return Err(SignError::KeyTooLarge(payload.len()));
         }
         self.prev = chain_hash(&payload);
+        if let Some(k) = &mut self.kept {
+            k.key = payload.clone();
+        }
         Ok(payload)
     }
 
@@ -132,6 +169,9 @@ impl Signer {
         self.pending = [0; KINDS];
         self.index = self.index.wrapping_add(1);
         self.prev = chain_hash(&payload);
+        if let Some(k) = &mut self.kept {
+            k.checkpoints.push(payload.clone());
+        }
         payload
     }
 
@@ -152,6 +192,9 @@ impl Signer {
         }
         .encode(&self.key);
         self.prev = chain_hash(&payload);
+        if let Some(k) = &mut self.kept {
+            k.fin = payload.clone();
+        }
         payload
     }
 }

@@ -7,7 +7,7 @@ use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::bsor::{self, ControllerOffsets, Height, Info, NoteEvent, Pause, Replay, Wall};
+use crate::bsor::{self, Height, Info, NoteEvent, Pause, Replay, Wall};
 
 use super::Record;
 
@@ -57,12 +57,8 @@ impl ClassicSink {
         Ok(())
     }
 
-    pub(super) fn finish(
-        self,
-        info: Info,
-        controller_offsets: Option<ControllerOffsets>,
-        user_data: Option<Vec<u8>>,
-    ) -> io::Result<()> {
+    /// Writes the file: `tail` gives the controller offsets, user data and trailing bytes.
+    pub(super) fn finish(self, info: Info, tail: Replay) -> io::Result<()> {
         let spool = self.spool.into_inner().map_err(|e| e.into_error())?;
         drop(spool);
         let part = with_suffix(&self.path, ".part");
@@ -86,8 +82,9 @@ impl ClassicSink {
             walls: self.walls,
             heights: self.heights,
             pauses: self.pauses,
-            controller_offsets,
-            user_data,
+            controller_offsets: tail.controller_offsets,
+            user_data: tail.user_data,
+            trailing: tail.trailing,
             ..Replay::default()
         };
         let mut bytes = Vec::new();

@@ -112,6 +112,14 @@ pub struct Config {
     pub live: Option<LiveConfig>,
     /// Receives log messages.
     pub log: Option<LogFn>,
+    /// Sign the recording with the player's key (feature `integrity`,
+    /// `proto-spec/integrity.md`): the stream (file and live) gets the key chunk, a
+    /// checkpoint each keyframe group and the final checkpoint, and the classic file the
+    /// signature entry (§13). Only the lossless profile is signed. Hashing and signing run
+    /// on the background thread; a push does no more than without it. The key is the
+    /// player's secret: whoever holds it signs as the player.
+    #[cfg(feature = "integrity")]
+    pub signing_key: Option<crate::integrity::SigningKey>,
 }
 
 impl Default for Config {
@@ -128,6 +136,8 @@ impl Default for Config {
             #[cfg(feature = "live")]
             live: None,
             log: None,
+            #[cfg(feature = "integrity")]
+            signing_key: None,
         }
     }
 }
@@ -145,6 +155,14 @@ impl std::fmt::Debug for Config {
             .field("classic_file", &self.classic_file);
         #[cfg(feature = "live")]
         d.field("live", &self.live);
+        #[cfg(feature = "integrity")]
+        d.field(
+            "signing_key",
+            &self
+                .signing_key
+                .as_ref()
+                .map(|k| crate::integrity::hex(k.verifying_key().as_bytes())),
+        );
         d.field("log", &self.log.as_ref().map(|_| "callback"))
             .finish()
     }
@@ -169,6 +187,48 @@ pub enum StartError {
     /// The background thread could not be started.
     #[error("starting the background thread: {0}")]
     Thread(std::io::Error),
+    /// A signing key was given for a recording that cannot be signed (a lossy profile,
+    /// info strings too long for the key chunk).
+    #[cfg(feature = "integrity")]
+    #[error("signing: {0}")]
+    Sign(#[from] crate::integrity::SignError),
+    /// The recording nonce could not be drawn from the OS's randomness.
+    #[cfg(feature = "integrity")]
+    #[error("drawing the recording nonce: {0}")]
+    Nonce(String),
+}
+
+/// The signer the background thread drives, if the recording is signed.
+#[cfg(feature = "integrity")]
+type MaybeSigner = Option<crate::integrity::Signer>;
+#[cfg(not(feature = "integrity"))]
+type MaybeSigner = Option<std::convert::Infallible>;
+
+/// The signer for `config`'s key, checked here so that a recording that cannot be signed
+/// does not start; signing itself is left to the background thread.
+#[cfg(feature = "integrity")]
+fn signer(info: &Info, config: &Config) -> Result<MaybeSigner, StartError> {
+    use crate::integrity::{random_nonce, SignError, Signer};
+    let Some(key) = &config.signing_key else {
+        return Ok(None);
+    };
+    if config.settings.profile != Profile::Lossless {
+        return Err(SignError::Lossy(config.settings.profile).into());
+    }
+    Signer::fits(info)?;
+    let nonce = random_nonce().map_err(|e| StartError::Nonce(e.to_string()))?;
+    let signer = Signer::new(key.clone(), nonce);
+    // The classic file's entry needs the chunks at the end.
+    Ok(Some(if config.classic_file.is_some() {
+        signer.keeping()
+    } else {
+        signer
+    }))
+}
+
+#[cfg(not(feature = "integrity"))]
+fn signer(_: &Info, _: &Config) -> Result<MaybeSigner, StartError> {
+    Ok(None)
 }
 
 /// The state of one sink.
@@ -399,6 +459,7 @@ impl Recorder {
         if !ok(s.keyframe_seconds) || !ok(s.flush_seconds) {
             return Err(StartError::BadSettings);
         }
+        let signer = signer(&info, &config)?;
         let (mut producer, mut consumer) = RingBuffer::new(config.queue_capacity);
         // Touch every slot once now, so that no push during the song takes a page fault on
         // ring memory the allocator handed out untouched.
@@ -422,7 +483,7 @@ impl Recorder {
         let worker_shared = Arc::clone(&shared);
         let worker = std::thread::Builder::new()
             .name("bsor-recorder".into())
-            .spawn(move || worker::run(info, config, consumer, worker_shared))
+            .spawn(move || worker::run(info, config, signer, consumer, worker_shared))
             .map_err(StartError::Thread)?;
         Ok(Recorder {
             ring: producer,

@@ -13,7 +13,7 @@ use crate::stream::StreamEncoder;
 use super::classic::ClassicSink;
 #[cfg(feature = "live")]
 use super::live::LiveSink;
-use super::{Config, Ending, LogLevel, Record, Shared, SinkKind, SinkState};
+use super::{Config, Ending, LogLevel, MaybeSigner, Record, Shared, SinkKind, SinkState};
 
 /// The `.bsors` file sink.
 struct StreamFile {
@@ -119,14 +119,34 @@ impl Sinks {
     }
 }
 
+/// The stream encoder, signed when the recording is (its key chunk signed here, on the
+/// background thread).
+fn encoder(info: Info, config: &Config, signer: MaybeSigner, shared: &Shared) -> StreamEncoder {
+    #[cfg(feature = "integrity")]
+    if let Some(signer) = signer {
+        match StreamEncoder::new_signed(info.clone(), config.settings, signer) {
+            Ok(e) => return e,
+            // `start` checked both causes; kept as a message, not a panic.
+            Err(e) => shared.log(
+                LogLevel::Error,
+                &format!("the recording is not signed: {e}"),
+            ),
+        }
+    }
+    #[cfg(not(feature = "integrity"))]
+    let _ = (signer, shared);
+    StreamEncoder::new(info, config.settings)
+}
+
 pub(super) fn run(
     info: Info,
     config: Config,
+    signer: MaybeSigner,
     mut ring: rtrb::Consumer<Record>,
     shared: Arc<Shared>,
 ) {
     let mut sinks = Sinks::open(&config, &shared);
-    let mut enc = StreamEncoder::new(info, config.settings);
+    let mut enc = encoder(info, &config, signer, &shared);
     sinks.stream(&enc.take_output(), &shared);
     // A chunk closes when a frame past the flush interval arrives; when the game stops
     // sending frames (a pause, a hitch), the open chunk goes out after `idle_flush`.
@@ -211,7 +231,8 @@ fn end(mut enc: StreamEncoder, mut sinks: Sinks, ending: Option<Ending>, shared:
         }
     }
     if let Some(c) = sinks.classic.take() {
-        match c.finish(ending.info, ending.controller_offsets, ending.user_data) {
+        let tail = classic_tail(&enc, ending.controller_offsets, ending.user_data, shared);
+        match c.finish(ending.info, tail) {
             Ok(()) => shared.set_sink(SinkKind::Classic, SinkState::Done),
             Err(e) => shared.fail(SinkKind::Classic, format!("writing the classic file: {e}")),
         }
@@ -221,6 +242,37 @@ fn end(mut enc: StreamEncoder, mut sinks: Sinks, ending: Option<Ending>, shared:
         l.finish(true);
     }
     shared.log(LogLevel::Info, "recording finished");
+}
+
+/// The classic file's controller offsets, user data and trailing bytes: the recording's,
+/// with the signature entry added to the user data when the recording is signed
+/// (`integrity.md` §13). User data not in BeatLeader's key/value form has no place for it:
+/// the file is then written without it, and the log says so.
+fn classic_tail(
+    enc: &StreamEncoder,
+    controller_offsets: Option<crate::bsor::ControllerOffsets>,
+    user_data: Option<Vec<u8>>,
+    shared: &Shared,
+) -> crate::bsor::Replay {
+    let tail = crate::bsor::Replay {
+        controller_offsets,
+        user_data,
+        ..Default::default()
+    };
+    #[cfg(feature = "integrity")]
+    if let Some(chunks) = enc.signer().and_then(|s| s.kept()) {
+        let mut signed = tail.clone();
+        match crate::integrity::add_entry(&mut signed, chunks) {
+            Ok(()) => return signed,
+            Err(e) => shared.log(
+                LogLevel::Warn,
+                &format!("the classic file is written without its signature: {e}"),
+            ),
+        }
+    }
+    #[cfg(not(feature = "integrity"))]
+    let _ = (enc, shared);
+    tail
 }
 
 /// Stopped without finish: what was written stays; nothing is completed, and the sinks

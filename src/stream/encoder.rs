@@ -123,6 +123,13 @@ impl StreamEncoder {
         Ok(e)
     }
 
+    /// The signer of a signed stream (for the signing chunks it kept,
+    /// [`Signer::keeping`](crate::integrity::Signer::keeping)).
+    #[cfg(feature = "integrity")]
+    pub fn signer(&self) -> Option<&crate::integrity::Signer> {
+        self.signer.as_deref()
+    }
+
     /// Emits everything pushed so far, then a skippable chunk of type `kind` (a signing
     /// chunk carried over from another stream). `None` for a type that is not skippable
     /// (`format.md` §4.2) or a payload over the 1 MiB limit of such a chunk.

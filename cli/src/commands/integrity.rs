@@ -8,7 +8,11 @@ use bsor_stream::integrity::witness::{check_witnesses, WitnessReport};
 use bsor_stream::integrity::{self, Report, Signer, SigningKey, Verdict};
 use bsor_stream::stream::Settings;
 
-use super::{json_err, load_replay, read_all, stdout_err, Failure, Outcome};
+use bsor_stream::bsor::Replay;
+use bsor_stream::stream::{Profile, StreamItem};
+use bsor_stream::transcode;
+
+use super::{is_std, json_err, load_replay, read_all, stdout_err, Failure, Outcome};
 
 /// Writes a new secret key to `output` (hex of its 32-byte seed, mode 0600, never over an
 /// existing file) and prints the public key as hex.
@@ -53,7 +57,8 @@ pub fn sign(
     output: &Path,
     settings: Settings,
 ) -> Result<Outcome, Failure> {
-    let (replay, recovery, _) = load_replay(input)?;
+    let (mut replay, recovery, _) = load_replay(input)?;
+    strip_entry(input, &mut replay)?;
     if recovery.is_some_and(|r| !r.complete) {
         return Err(Failure(format!(
             "{}: the stream is not complete; only a whole recording is signed",
@@ -79,7 +84,8 @@ pub fn encode_signed(
     settings: Settings,
 ) -> Result<Outcome, Failure> {
     let bytes = read_all(input)?;
-    let replay = bsor_stream::bsor::parse(&bytes).map_err(|e| Failure::from((input, e)))?;
+    let mut replay = bsor_stream::bsor::parse(&bytes).map_err(|e| Failure::from((input, e)))?;
+    strip_entry(input, &mut replay)?;
     let signed = integrity::sign_replay(&replay, settings, signer(key)?)
         .map_err(|e| Failure(e.to_string()))?;
     let mut w = super::open_output(output)?;
@@ -175,16 +181,26 @@ fn witnesses(file: &Path, bytes: &[u8], args: &WitnessArgs) -> Result<WitnessRep
 /// or unsigned, 2 incomplete (a statement that does not hold never changes the verdict).
 pub fn verify_signatures(file: &Path, json: bool, args: &WitnessArgs) -> Result<Outcome, Failure> {
     let bytes = read_all(file)?;
-    let r = integrity::verify_stream(&bytes);
+    let is_bsor = bytes.starts_with(&bsor_stream::bsor::MAGIC.to_le_bytes());
+    let r = if is_bsor {
+        integrity::verify_bsor(&bytes)
+    } else {
+        integrity::verify_stream(&bytes)
+    };
     let w = witnesses(file, &bytes, args)?;
     let mut out = io::BufWriter::new(io::stdout().lock());
     if json {
         let mut v = report_json(&r);
-        // The event digest of the whole play; none for a stream that does not decode whole.
-        if let Ok((replay, rec)) = bsor_stream::transcode::decode_replay(&bytes) {
-            if rec.complete {
-                v["fingerprint"] = super::fingerprint::digest_hex(&replay).into();
-            }
+        // The event digest of the whole play; none for a file that does not decode whole.
+        let whole = if is_bsor {
+            bsor_stream::bsor::parse(&bytes).ok()
+        } else {
+            bsor_stream::transcode::decode_replay(&bytes)
+                .ok()
+                .and_then(|(replay, rec)| rec.complete.then_some(replay))
+        };
+        if let Some(replay) = whole {
+            v["fingerprint"] = super::fingerprint::digest_hex(&replay).into();
         }
         let (witnesses, rejected) = witness_json(&w);
         v["witnesses"] = witnesses;
@@ -245,4 +261,84 @@ pub fn verify_signatures(file: &Path, json: bool, args: &WitnessArgs) -> Result<
         Verdict::Incomplete => Outcome::Partial,
         Verdict::Invalid | Verdict::Unsigned => Outcome::Failed,
     })
+}
+
+/// Takes a signed BSOR's signature entry out before the replay is signed anew: the new
+/// signature covers the replay as it was signed, not the old signature.
+fn strip_entry(input: &Path, replay: &mut Replay) -> Result<(), Failure> {
+    integrity::take_entry(replay)
+        .map(|_| ())
+        .map_err(|e| Failure(format!("{}: {e}", input.display())))
+}
+
+/// `encode` of a signed BSOR (integrity.md §13.4): to a lossless stream, its entry's
+/// signing chunks carried back (`Some`); to a lossy one, the entry taken out and the stream
+/// unsigned (`None`, with a notice). An unsigned BSOR is left as it is (`None`).
+pub fn carried(
+    input: &Path,
+    replay: &mut Replay,
+    settings: Settings,
+) -> Result<Option<Vec<u8>>, Failure> {
+    let chunks =
+        integrity::take_entry(replay).map_err(|e| Failure(format!("{}: {e}", input.display())))?;
+    let Some(chunks) = chunks else {
+        return Ok(None);
+    };
+    if settings.profile != Profile::Lossless {
+        eprintln!(
+            "{}: signed, but a {} stream cannot carry the signature: written unsigned",
+            input.display(),
+            settings.profile
+        );
+        return Ok(None);
+    }
+    integrity::transcode_with_entry(&chunks, replay, settings)
+        .map(Some)
+        .map_err(|e| Failure(format!("{}: {e}", input.display())))
+}
+
+/// `decode` of a signed stream file (integrity.md §13.1): the BSOR with the signature entry
+/// in its user data. `None` when the input is not a signed stream file (the caller decodes
+/// it as usual).
+pub fn decode_signed(input: &Path, output: &Path) -> Result<Option<Outcome>, Failure> {
+    if is_std(input) {
+        return Ok(None);
+    }
+    let bytes = read_all(input)?;
+    if !starts_signed(&bytes) {
+        return Ok(None);
+    }
+    let (mut replay, rec) = transcode::decode_replay(&bytes).map_err(|e| (input, e))?;
+    let chunks = integrity::SigningChunks::from_stream(&bytes);
+    match chunks.and_then(|c| {
+        let mut signed = replay.clone();
+        integrity::add_entry(&mut signed, &c).map(|()| signed)
+    }) {
+        Ok(signed) if rec.complete => replay = signed,
+        Ok(_) => eprintln!(
+            "{}: the stream is damaged: the BSOR is written without its signature",
+            input.display()
+        ),
+        Err(e) => eprintln!(
+            "{}: the BSOR is written without its signature: {e}",
+            input.display()
+        ),
+    }
+    super::stream::write_bsor(output, &replay)?;
+    Ok(Some(super::stream::report(&rec)))
+}
+
+/// Does a stream's first chunk (after the header) hold a key chunk?
+fn starts_signed(bytes: &[u8]) -> bool {
+    let mut d = bsor_stream::stream::StreamDecoder::new();
+    // The header and the first chunk are enough: a key chunk is chunk 0.
+    let n = bytes.len().min(1 << 21);
+    d.push(&bytes[..n]);
+    loop {
+        match d.next_item() {
+            Ok(Some(StreamItem::Header(_))) => continue,
+            Ok(Some(StreamItem::Skipped { kind, .. })) => return kind == integrity::KEY_CHUNK,
+            _ => return false,
+        }
+    }
 }

@@ -28,9 +28,12 @@ pub fn encode(input: &Path, output: &Path, settings: Settings) -> Result<Outcome
     };
     if !is_std(input) {
         let bytes = read_all(input)?;
-        let replay = bsor_stream::bsor::parse(&bytes).map_err(|e| Failure::from((input, e)))?;
-        w.write_all(&transcode::encode_replay(&replay, settings))
-            .map_err(out_err)?;
+        let mut replay = bsor_stream::bsor::parse(&bytes).map_err(|e| Failure::from((input, e)))?;
+        let out = match super::integrity::carried(input, &mut replay, settings)? {
+            Some(signed) => signed,
+            None => transcode::encode_replay(&replay, settings),
+        };
+        w.write_all(&out).map_err(out_err)?;
         w.flush().map_err(out_err)?;
         return Ok(Outcome::Done);
     }
@@ -57,7 +60,7 @@ pub fn encode(input: &Path, output: &Path, settings: Settings) -> Result<Outcome
     Ok(Outcome::Done)
 }
 
-fn report(rec: &Recovery) -> Outcome {
+pub(super) fn report(rec: &Recovery) -> Outcome {
     eprintln!(
         "decoded {} frames and {} events from {} chunks; {} damaged ({} bytes skipped, about {} frames and {} events lost){}",
         rec.frames,
@@ -103,6 +106,9 @@ pub fn decode(
     }
     if follow {
         return decode_follow(input, output);
+    }
+    if let Some(done) = super::integrity::decode_signed(input, output)? {
+        return Ok(done);
     }
     let mut r = open_input(input)?;
     let mut d = StreamDecoder::new();
@@ -268,7 +274,7 @@ fn decode_follow(input: &Path, output: &Path) -> Result<Outcome, Failure> {
     Ok(report(&rec))
 }
 
-fn write_bsor(output: &Path, replay: &bsor::Replay) -> Result<(), Failure> {
+pub(super) fn write_bsor(output: &Path, replay: &bsor::Replay) -> Result<(), Failure> {
     let bytes = bsor::to_vec(replay).map_err(|e| (output, e))?;
     if !is_std(output) {
         let (staged, mut f) = Staged::create(output)?;
