@@ -320,8 +320,7 @@ fn subjects(stream: &[u8]) -> (Option<[u8; NONCE_LEN]>, ByChain) {
         let ChunkType::Unknown(kind) = c.header.kind else {
             continue;
         };
-        let bytes = c.bytes(stream);
-        let Some(payload) = bytes.get(bytes.len() - c.header.len as usize..) else {
+        let Some(payload) = c.bytes(stream).get(c.header_len..) else {
             continue;
         };
         match (kind, payload.len()) {
@@ -354,9 +353,9 @@ fn strict_points(s: &Statement, key: &VerifyingKey) -> bool {
 }
 
 /// Checks statements' signatures (`integrity.md` §12.3): all of them in one
-/// `ed25519_dalek::verify_batch` when every `R` and key passes [`strict_points`]; if that
-/// fails (or a point does not pass), each one alone with `verify_strict`. Returns, for each,
-/// whether it verifies.
+/// `ed25519_dalek::verify_batch` when every `R` and key passes the point checks
+/// `verify_strict` makes and the batch does not; if that fails (or a point does not pass),
+/// each one alone with `verify_strict`. Returns, for each, whether it verifies.
 pub fn verify_statements(statements: &[Statement]) -> Vec<bool> {
     let keys: Option<Vec<VerifyingKey>> = statements
         .iter()
