@@ -223,12 +223,13 @@ impl Scenario {
             }
             Scenario::HttpRanges => {
                 "N keep-alive clients read random ranges of an archived ~2.4 MB stream until \
-                 the end, each with the right bytes; every fourth sends 200 range requests \
-                 at once and reads nothing: the relay's memory stays bounded"
+                 the end, each with the right bytes (or 503 once over the HTTP pace); every \
+                 fourth sends 200 range requests at once and reads nothing: the relay's \
+                 memory and HTTP cost stay bounded"
             }
             Scenario::HttpSessions => {
                 "N keep-alive clients ask for /sessions until the end (thousands of lists): \
-                 each is JSON naming the honest session live"
+                 each is JSON naming the honest session live, or 503 once over the HTTP pace"
             }
             Scenario::HttpHeaders => {
                 "N requests with huge or forged header fields, Range values and traversal \

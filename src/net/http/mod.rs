@@ -17,7 +17,11 @@
 //! whose peer stops reading what it is sent is closed after [`STALL`]; connections from one
 //! address are capped as the relay caps them (`Server::handshake_slot`, until upgraded); files are sent in [`PIECE`] byte reads, at
 //! most [`READS`] at once; the
-//! archive's list is built by one task at a time and reused for [`LIST_TTL`].
+//! archive's list is built by one task at a time and reused for [`LIST_TTL`], and the whole
+//! `/sessions` answer for [`SESSIONS_TTL`]. What requests cost is paced (`http.md` §1.1):
+//! each request and each byte of a body is charged to its address ([`ADDRESS_RATE`]) and to
+//! the listener ([`TOTAL_RATE`]), with [`rules::Pace`]; a request that would wait more than
+//! [`MAX_WAIT`] is answered `503` and its connection closed.
 
 pub mod catalog;
 pub mod rules;
@@ -44,7 +48,7 @@ use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::WebSocketStream;
 
 use self::catalog::Catalog;
-use self::rules::{Conditions, Entry, Plan, Target};
+use self::rules::{Conditions, Entry, Pace, Plan, Target};
 use super::gate::ReadGate;
 use super::server::{HandshakeSlot, Server};
 use super::ws::{self, WsOptions, SUBPROTOCOL};
@@ -60,6 +64,23 @@ pub const LIST_TTL: Duration = Duration::from_secs(1);
 /// How long a connection may make no progress (nothing read, nothing written) while a
 /// reply waits to be sent before it is closed.
 pub const STALL: Duration = Duration::from_secs(30);
+/// Bytes a second the HTTP requests of one address may cost (a request costs
+/// [`REQUEST_COST`] and the bytes of its reply's body).
+pub const ADDRESS_RATE: u64 = 4 << 20;
+/// Bytes one address may cost at once before its requests wait.
+pub const ADDRESS_BURST: u64 = 4 << 20;
+/// Bytes a second the HTTP requests of all addresses together may cost.
+pub const TOTAL_RATE: u64 = 16 << 20;
+/// Bytes all addresses may cost at once before requests wait.
+pub const TOTAL_BURST: u64 = 16 << 20;
+/// What a request costs before its body: a head parsed, a reply built and written.
+pub const REQUEST_COST: u64 = 16 << 10;
+/// The longest a request waits for its pace; one that would wait longer gets `503`.
+pub const MAX_WAIT: Duration = Duration::from_secs(5);
+/// How long a `/sessions` answer is reused before it is built again.
+pub const SESSIONS_TTL: Duration = Duration::from_millis(250);
+/// Addresses paced before the idle ones are forgotten.
+const PACED_ADDRESSES: usize = 4096;
 /// The most bytes of a request's head (and what hyper buffers).
 const HEAD_MAX: usize = 16 << 10;
 
@@ -113,6 +134,15 @@ pub(crate) struct Site {
     listed: tokio::sync::Mutex<Option<(Instant, Arc<Vec<Entry>>)>>,
     /// Permits for file pieces read at once ([`READS`]).
     reads: Arc<tokio::sync::Semaphore>,
+    /// What requests have cost, per address and in all.
+    paces: Mutex<Paces>,
+    /// The last `/sessions` body and when it was built.
+    answer: tokio::sync::Mutex<Option<(Instant, Bytes)>>,
+}
+
+struct Paces {
+    total: Pace,
+    by_address: HashMap<IpAddr, Pace>,
 }
 
 impl Site {
@@ -122,7 +152,66 @@ impl Site {
             catalog: server.archive_dir().map(|d| Arc::new(Catalog::new(d))),
             listed: tokio::sync::Mutex::new(None),
             reads: Arc::new(tokio::sync::Semaphore::new(READS)),
+            paces: Mutex::new(Paces {
+                total: Pace::new(TOTAL_RATE, TOTAL_BURST),
+                by_address: HashMap::new(),
+            }),
+            answer: tokio::sync::Mutex::new(None),
         })
+    }
+
+    /// Charges `cost` bytes to `ip` and to the listener and returns how long that waits;
+    /// or, when the wait would pass `refuse_past`, charges nothing and returns `None`.
+    fn charge(
+        &self,
+        ip: Option<IpAddr>,
+        cost: u64,
+        refuse_past: Option<Duration>,
+    ) -> Option<Duration> {
+        let now = Instant::now();
+        let mut paces = self.paces.lock().unwrap_or_else(|p| p.into_inner());
+        let Paces { total, by_address } = &mut *paces;
+        let fresh = Pace::new(ADDRESS_RATE, ADDRESS_BURST);
+        if let Some(ip) = ip {
+            if by_address.len() >= PACED_ADDRESSES && !by_address.contains_key(&ip) {
+                by_address.retain(|_, p| !p.idle(now));
+            }
+        }
+        let own = ip.map(|ip| by_address.get(&ip).copied().unwrap_or(fresh));
+        let wait = total
+            .wait(now, cost)
+            .max(own.map_or(Duration::ZERO, |p| p.wait(now, cost)));
+        if refuse_past.is_some_and(|most| wait > most) {
+            return None;
+        }
+        total.charge(now, cost);
+        if let Some(ip) = ip {
+            by_address.entry(ip).or_insert(fresh).charge(now, cost);
+        }
+        Some(wait)
+    }
+
+    /// Charges `cost` bytes to `ip` and to the listener, and waits as long as that says.
+    async fn pace(&self, ip: Option<IpAddr>, cost: u64) {
+        if let Some(wait) = self.charge(ip, cost, None) {
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+
+    /// Admits a request from `ip`: waits for its pace, or says no (`false`) when that
+    /// would take more than [`MAX_WAIT`].
+    async fn admit(&self, ip: Option<IpAddr>) -> bool {
+        match self.charge(ip, REQUEST_COST, Some(MAX_WAIT)) {
+            None => false,
+            Some(wait) => {
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
+                }
+                true
+            }
+        }
     }
 
     /// The archived sessions, built at most once per [`LIST_TTL`] (and by one task).
@@ -187,6 +276,7 @@ pub(crate) async fn serve_connection<S>(
         server: server.clone(),
         gate: from.gate.clone(),
         upgrade: upgrade.clone(),
+        ip: from.ip,
     });
     let service = hyper::service::service_fn(move |req| {
         let ctx = ctx.clone();
@@ -253,6 +343,8 @@ struct Ctx {
     server: Server,
     gate: ReadGate,
     upgrade: Arc<Mutex<Option<hyper::upgrade::OnUpgrade>>>,
+    /// The peer's address, for its pace.
+    ip: Option<IpAddr>,
 }
 
 impl Ctx {
@@ -262,7 +354,28 @@ impl Ctx {
         if req.headers().contains_key(header::UPGRADE) {
             return self.upgrade(&mut req);
         }
+        // Upgrades are the relay's to bound (its caps and budgets); every other request is
+        // paced. What the answer needs is copied out first, so that a request waiting for
+        // its pace does not hold hyper's read buffer (its header values point into it).
         let method = req.method().clone();
+        let path = req.uri().path().to_string();
+        let mut headers = HeaderMap::new();
+        for name in [header::RANGE, header::IF_RANGE, header::IF_NONE_MATCH] {
+            if let Some(v) = req.headers().get(&name) {
+                if let Ok(v) = HeaderValue::from_bytes(v.as_bytes()) {
+                    headers.insert(name, v);
+                }
+            }
+        }
+        drop(req);
+        if !self.site.admit(self.ip).await {
+            let mut r = closing(text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the relay's HTTP is busy: try again in a few seconds",
+            ));
+            set(&mut r, header::RETRY_AFTER, "5");
+            return r;
+        }
         if method != Method::GET && method != Method::HEAD {
             let mut r = closing(text(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -273,13 +386,21 @@ impl Ctx {
             return r;
         }
         let head = method == Method::HEAD;
-        let path = req.uri().path().to_string();
-        let mut r = match rules::route(&path) {
-            Target::Asset(name) => self.asset(name, req.headers()),
+        let target = rules::route(&path);
+        let mut r = match target {
+            Target::Asset(name) => self.asset(name, &headers),
             Target::Sessions => self.sessions().await,
-            Target::Replay(name) => self.replay(name, req.headers(), head).await,
+            Target::Replay(name) => self.replay(name, &headers, head).await,
             Target::BadName => text(StatusCode::BAD_REQUEST, "not a file or session name"),
         };
+        // A replay's body is paced piece by piece as it is read (`file_body`); a reply from
+        // memory, here.
+        if !head && matches!(target, Target::Asset(_) | Target::Sessions) {
+            let len = value(r.headers(), header::CONTENT_LENGTH)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0u64);
+            self.site.pace(self.ip, len).await;
+        }
         if head {
             // hyper sends no body for HEAD; the length stays what a GET would get.
             *r.body_mut() = empty();
@@ -362,6 +483,23 @@ impl Ctx {
     }
 
     async fn sessions(&self) -> Response<Body> {
+        let body = self.session_list().await;
+        let len = body.len();
+        let mut r = Response::new(full(body));
+        set(&mut r, header::CONTENT_TYPE, "application/json");
+        set(&mut r, header::CONTENT_LENGTH, &len.to_string());
+        set(&mut r, header::CACHE_CONTROL, "no-store");
+        r
+    }
+
+    /// The `/sessions` body, built by one task at a time and reused for [`SESSIONS_TTL`].
+    async fn session_list(&self) -> Bytes {
+        let mut answer = self.site.answer.lock().await;
+        if let Some((at, body)) = &*answer {
+            if at.elapsed() < SESSIONS_TTL {
+                return body.clone();
+            }
+        }
         let live: Vec<Entry> = self
             .server
             .session_views(rules::MAX_SESSIONS * 2)
@@ -382,13 +520,9 @@ impl Ctx {
             })
             .collect();
         let archived = self.site.archived().await;
-        let body = rules::session_list(live, archived.as_ref().clone());
-        let len = body.len();
-        let mut r = Response::new(full(Bytes::from(body)));
-        set(&mut r, header::CONTENT_TYPE, "application/json");
-        set(&mut r, header::CONTENT_LENGTH, &len.to_string());
-        set(&mut r, header::CACHE_CONTROL, "no-store");
-        r
+        let body = Bytes::from(rules::session_list(live, archived.as_ref().clone()));
+        *answer = Some((Instant::now(), body.clone()));
+        body
     }
 
     async fn replay(&self, name: &str, headers: &HeaderMap, head: bool) -> Response<Body> {
@@ -465,7 +599,7 @@ impl Ctx {
                 tracing::debug!("served {name} bytes {first}-{}", first + count - 1);
             }
             file.set_max_buf_size(PIECE);
-            file_body(file, count, self.site.reads.clone())
+            file_body(file, count, self.site.clone(), self.ip)
         };
         let mut r = Response::new(body);
         *r.status_mut() = status;
@@ -535,15 +669,17 @@ fn set_common(r: &mut Response<Body>) {
 }
 
 /// `count` bytes of `file` from where it is, read [`PIECE`] bytes at a time as the peer
-/// takes them, each read with one of `reads`' permits.
-fn file_body(file: tokio::fs::File, count: u64, reads: Arc<tokio::sync::Semaphore>) -> Body {
-    let state = (file, count, reads);
-    let pieces = futures_util::stream::unfold(state, |(mut f, left, reads)| async move {
+/// takes them, each piece paced for `ip` and read with one of the site's read permits.
+fn file_body(file: tokio::fs::File, count: u64, site: Arc<Site>, ip: Option<IpAddr>) -> Body {
+    let state = (file, count, site);
+    let pieces = futures_util::stream::unfold(state, move |(mut f, left, reads)| async move {
         if left == 0 {
             return None;
         }
-        let mut buf = vec![0u8; left.min(PIECE as u64) as usize];
-        let read = match reads.clone().acquire_owned().await {
+        let want = left.min(PIECE as u64);
+        reads.pace(ip, want).await;
+        let mut buf = vec![0u8; want as usize];
+        let read = match reads.reads.clone().acquire_owned().await {
             Ok(_permit) => f.read(&mut buf).await,
             Err(_) => Err(io::Error::other("the relay is stopping")),
         };
