@@ -249,6 +249,8 @@ enum Command {
         allow_origin: Vec<String>,
         #[command(flatten)]
         budgets: commands::serve::Budgets,
+        #[command(flatten)]
+        replays: commands::serve::ReplayArgs,
     },
     /// Send a replay to a relay as a recorder would (a `.bsor` is encoded live with the
     /// profile; a `.bsors` is sent as it is), resuming after a lost connection.
@@ -431,6 +433,7 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             tls_key,
             allow_origin,
             budgets,
+            replays,
         } => {
             let exposure = commands::serve::Exposure {
                 tls: tls_cert.as_deref().zip(tls_key.as_deref()),
@@ -443,6 +446,7 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
                 &token_file,
                 exposure,
                 &budgets,
+                &replays,
             )
         }
         Command::Demo { file, speed, exit } => commands::live::demo(file.as_deref(), speed, exit),

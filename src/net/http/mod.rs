@@ -20,6 +20,8 @@
 //! archive's list is built by one task at a time and reused for [`LIST_TTL`].
 
 pub mod catalog;
+#[cfg(feature = "server")]
+pub mod replays;
 pub mod rules;
 
 use std::collections::HashMap;
@@ -69,6 +71,9 @@ type Body = BoxBody<Bytes, io::Error>;
 #[derive(Clone, Default)]
 pub struct Assets {
     files: HashMap<String, (Bytes, String)>,
+    /// The replay server answering `/replays` and `/reviews` (`replays.rs`), if on.
+    #[cfg(feature = "server")]
+    replays: Option<Arc<crate::server::ReplayServer>>,
 }
 
 impl std::fmt::Debug for Assets {
@@ -89,7 +94,18 @@ impl Assets {
                 (n.into(), (b, tag))
             })
             .collect();
-        Assets { files }
+        Assets {
+            files,
+            #[cfg(feature = "server")]
+            replays: None,
+        }
+    }
+
+    /// The same assets, with the replay server answering on the same address.
+    #[cfg(feature = "server")]
+    pub fn with_replays(mut self, replays: Arc<crate::server::ReplayServer>) -> Self {
+        self.replays = Some(replays);
+        self
     }
 
     /// The asset `name`, with its entity tag.
@@ -261,6 +277,15 @@ impl Ctx {
         self.gate.taken(HEAD_MAX as u32);
         if req.headers().contains_key(header::UPGRADE) {
             return self.upgrade(&mut req);
+        }
+        #[cfg(feature = "server")]
+        if let Some(srv) = &self.site.assets.replays {
+            let path = req.uri().path().to_string();
+            if let Some(route) = replays::claims(&path) {
+                let mut r = replays::answer(srv, route, req, &self.gate).await;
+                set_common(&mut r);
+                return r;
+            }
         }
         let method = req.method().clone();
         if method != Method::GET && method != Method::HEAD {
