@@ -38,6 +38,9 @@ pub struct Reads {
     pub bytes: u64,
 }
 
+/// The ranges a logging store read: blob key and bytes.
+type RangeLog = Arc<std::sync::Mutex<Vec<(String, Range<u64>)>>>;
+
 /// The blobs of a replay server.
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -45,7 +48,7 @@ pub struct Store {
     location: String,
     requests: Arc<AtomicU64>,
     bytes: Arc<AtomicU64>,
-    log: Option<Arc<std::sync::Mutex<Vec<(String, Range<u64>)>>>>,
+    log: Option<RangeLog>,
 }
 
 impl Store {

@@ -252,26 +252,30 @@ enum Format {
 
 /// The representation asked for: `?format=` first, then `Accept`, BSOR by default.
 fn format(query: &str, headers: &HeaderMap) -> Result<Format, Refusal> {
+    let mut asked = None;
     for (k, v) in pairs(query)? {
-        match (k, v) {
-            ("format", "bsor") => return Ok(Format::Bsor),
-            ("format", "bsors") => return Ok(Format::Bsors),
-            ("format", "json") => return Ok(Format::Json),
-            ("format", other) => {
+        if k != "format" {
+            return Err(Refusal::new(
+                400,
+                "bad-query",
+                format!("unknown parameter {k:?}"),
+            ));
+        }
+        asked = Some(match v {
+            "bsor" => Format::Bsor,
+            "bsors" => Format::Bsors,
+            "json" => Format::Json,
+            other => {
                 return Err(Refusal::new(
                     400,
                     "bad-query",
                     format!("format {other:?}: bsor, bsors or json"),
                 ))
             }
-            (other, _) => {
-                return Err(Refusal::new(
-                    400,
-                    "bad-query",
-                    format!("unknown parameter {other:?}"),
-                ))
-            }
-        }
+        });
+    }
+    if let Some(f) = asked {
+        return Ok(f);
     }
     let accept = value(headers, header::ACCEPT).unwrap_or("");
     Ok(if accept.contains("application/x-bsors") {
