@@ -14,6 +14,8 @@
 //!   bounded ring, a background thread that encodes and feeds file, live and classic sinks.
 //! - `integrity` (feature `integrity`): signed streams: a signer the stream encoder drives
 //!   and a verifier of signatures, checkpoint chains and the records they cover.
+//! - `server` (feature `server`): the replay server: uploads validated and kept as streams
+//!   in an object store, indexed with SQL, served whole, by song time or as events.
 //! - [`synth`]: synthetic replays from a seed, for demos, tests and benchmarks.
 //!
 //! Features: `recorder` (the runtime), `net` (the protocol without I/O, and its blocking
@@ -33,6 +35,8 @@ pub mod integrity;
 pub mod net;
 #[cfg(feature = "recorder")]
 pub mod recorder;
+#[cfg(feature = "server")]
+pub mod server;
 pub mod stream;
 pub mod synth;
 pub mod transcode;

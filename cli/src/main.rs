@@ -281,6 +281,8 @@ enum Command {
         witness_key: Option<PathBuf>,
         #[command(flatten)]
         budgets: commands::serve::Budgets,
+        #[command(flatten)]
+        replays: commands::serve::ReplayArgs,
     },
     /// Send a replay to a relay as a recorder would (a `.bsor` is encoded live with the
     /// profile; a `.bsors` is sent as it is), resuming after a lost connection.
@@ -474,6 +476,7 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             allow_origin,
             witness_key,
             budgets,
+            replays,
         } => {
             let exposure = commands::serve::Exposure {
                 tls: tls_cert.as_deref().zip(tls_key.as_deref()),
@@ -487,6 +490,7 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
                 &token_file,
                 exposure,
                 &budgets,
+                &replays,
             )
         }
         Command::Demo { file, speed, exit } => commands::live::demo(file.as_deref(), speed, exit),

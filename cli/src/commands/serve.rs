@@ -6,6 +6,8 @@ use std::path::Path;
 use bsor_stream::net::relay::{RelayConfig, Tokens};
 use bsor_stream::net::server::{Server, ServerConfig};
 use bsor_stream::net::{tcp, tls, ws};
+use bsor_stream::server::{self, ReplayServer, Uploaders};
+use bsor_stream::stream::Profile;
 
 use super::{Failure, Outcome};
 
@@ -26,6 +28,27 @@ pub struct Budgets {
     /// not fit gets OverBudget.
     #[arg(long, value_name = "BYTES", default_value_t = RelayConfig::default().total_backlog_bytes)]
     pub total_backlog_bytes: usize,
+}
+
+/// The replay server of `serve` (`http.md` §7): on when `--store` is given.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ReplayArgs {
+    /// Turn the replay server on (`/replays` on the WebSocket address, which it needs):
+    /// blobs in this directory (created if missing).
+    #[arg(long, value_name = "LOCATION", requires = "ws")]
+    pub store: Option<String>,
+    /// The index: `sqlite://PATH` or `postgres://USER@HOST/DB`. Default: SQLite at
+    /// LOCATION/index.sqlite.
+    #[arg(long, value_name = "URL", requires = "store")]
+    pub index: Option<String>,
+    /// Countersign each accepted upload with this Ed25519 key (a file of 64 hex digits, as
+    /// `keygen` writes), in a statement stored beside it.
+    #[arg(long, value_name = "KEYFILE", requires = "store")]
+    pub server_key: Option<std::path::PathBuf>,
+    /// Store uploaded BSOR files in the compact profile instead of lossless (smaller; the
+    /// BSOR served back is then no longer the uploaded bytes).
+    #[arg(long, requires = "store")]
+    pub store_compact: bool,
 }
 
 /// TLS and browser settings of `serve`.
@@ -49,6 +72,7 @@ pub fn serve(
     token_file: &Path,
     exposure: Exposure<'_>,
     budgets: &Budgets,
+    replays: &ReplayArgs,
 ) -> Result<Outcome, Failure> {
     // Logs on stderr (stdout carries the `listening` line): RUST_LOG sets the level, info
     // by default.
@@ -115,6 +139,10 @@ pub fn serve(
             tracing::info!(witness_key = %key, "witnessing checkpoints");
             server.set_witness(w);
         }
+        let replay_server = match &replays.store {
+            Some(location) => Some(open_replays(location, replays, &text).await?),
+            None => None,
+        };
         // Before the `listening` line: from then on a signal finds its handler.
         let mut signals = Signals::new().map_err(|e| Failure(format!("signals: {e}")))?;
         let mut tasks = vec![match &tls {
@@ -127,7 +155,10 @@ pub fn serve(
                     tls: tls.clone(),
                     allowed_origins: exposure.allowed_origins,
                 };
-                let page = crate::assets::web();
+                let mut page = crate::assets::web();
+                if let Some(r) = &replay_server {
+                    page = page.with_replays(r.clone());
+                }
                 tasks.push(tokio::spawn(ws::serve_site(
                     l,
                     server.clone(),
@@ -142,7 +173,14 @@ pub fn serve(
         tracing::info!(%tcp_bound, ws = ?ws_addr, tls, archive = ?archive, "relay ready");
         loop {
             match signals.next().await {
-                Signal::Reload => reload(&server, token_file),
+                Signal::Reload => {
+                    reload(&server, token_file);
+                    if let (Some(r), Ok(text)) =
+                        (&replay_server, std::fs::read_to_string(token_file))
+                    {
+                        r.set_uploaders(Uploaders::parse(&text));
+                    }
+                }
                 Signal::Stop(name) => {
                     tracing::info!("{name}: stopping, finishing the archives");
                     break;
@@ -157,6 +195,45 @@ pub fn serve(
             .map_err(|e| Failure(format!("finishing the archive: {e}")))?;
         Ok(Outcome::Done)
     })
+}
+
+/// Opens the replay server and starts its sweeper (every 30 s, 1,000 expired leases at most
+/// each time).
+async fn open_replays(
+    location: &str,
+    args: &ReplayArgs,
+    tokens: &str,
+) -> Result<std::sync::Arc<ReplayServer>, Failure> {
+    let key = match &args.server_key {
+        Some(path) => Some(super::integrity::load_key(path)?),
+        None => None,
+    };
+    let config = server::Config {
+        key,
+        profile: if args.store_compact {
+            Profile::Compact
+        } else {
+            Profile::Lossless
+        },
+        ..server::Config::default()
+    };
+    let uploaders = Uploaders::parse(tokens);
+    let srv = ReplayServer::open(location, args.index.as_deref(), config, uploaders)
+        .await
+        .map_err(|e| Failure(format!("the replay store: {e}")))?;
+    tracing::info!(store = %srv.store.location(), index = %srv.index.url(), "replay server ready");
+    let sweeper = srv.clone();
+    tokio::spawn(async move {
+        loop {
+            match sweeper.sweep(1000).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(removed = n, "swept blobs of expired leases"),
+                Err(e) => tracing::warn!(err = %e.reason, "sweeping leases"),
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+        }
+    });
+    Ok(srv)
 }
 
 /// Says which lines of the token file can never match.

@@ -24,6 +24,8 @@
 //! [`MAX_WAIT`] is answered `503` and its connection closed.
 
 pub mod catalog;
+#[cfg(feature = "server")]
+pub mod replays;
 pub mod rules;
 
 use std::collections::HashMap;
@@ -90,6 +92,9 @@ type Body = BoxBody<Bytes, io::Error>;
 #[derive(Clone, Default)]
 pub struct Assets {
     files: HashMap<String, (Bytes, String)>,
+    /// The replay server answering `/replays` and `/reviews` (`replays.rs`), if on.
+    #[cfg(feature = "server")]
+    replays: Option<Arc<crate::server::ReplayServer>>,
 }
 
 impl std::fmt::Debug for Assets {
@@ -110,7 +115,18 @@ impl Assets {
                 (n.into(), (b, tag))
             })
             .collect();
-        Assets { files }
+        Assets {
+            files,
+            #[cfg(feature = "server")]
+            replays: None,
+        }
+    }
+
+    /// The same assets, with the replay server answering on the same address.
+    #[cfg(feature = "server")]
+    pub fn with_replays(mut self, replays: Arc<crate::server::ReplayServer>) -> Self {
+        self.replays = Some(replays);
+        self
     }
 
     /// The asset `name`, with its entity tag.
@@ -353,6 +369,24 @@ impl Ctx {
         self.gate.taken(HEAD_MAX as u32);
         if req.headers().contains_key(header::UPGRADE) {
             return self.upgrade(&mut req);
+        }
+        #[cfg(feature = "server")]
+        if let Some(srv) = &self.site.assets.replays {
+            let path = req.uri().path().to_string();
+            if let Some(route) = replays::claims(&path) {
+                // Paced like every other request (its request cost; bodies are not charged).
+                if !self.site.admit(self.ip).await {
+                    let mut r = closing(text(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "the relay's HTTP is busy: try again in a few seconds",
+                    ));
+                    set(&mut r, header::RETRY_AFTER, "5");
+                    return r;
+                }
+                let mut r = replays::answer(srv, route, req, &self.gate).await;
+                set_common(&mut r);
+                return r;
+            }
         }
         // Upgrades are the relay's to bound (its caps and budgets); every other request is
         // paced. What the answer needs is copied out first, so that a request waiting for

@@ -66,7 +66,12 @@ impl Tokens {
     pub fn parse(text: &str) -> Tokens {
         let mut t = Tokens::default();
         for line in text.lines().map(str::trim) {
-            if line.is_empty() || line.starts_with('#') {
+            // The replay server's upload and admin lines (http.md §8.1) publish nothing.
+            if line.is_empty()
+                || line.starts_with('#')
+                || line.starts_with("player:")
+                || line.starts_with("admin:")
+            {
                 continue;
             }
             let (session, token) = match line.split_once(':') {
@@ -129,6 +134,9 @@ mod tests {
         assert!(!t.allows("song-2", "one"));
         assert!(!t.allows("song-1", ""));
         assert_eq!(t.len(), 2);
+        let t = Tokens::parse("player:765:up\nadmin:root\n");
+        assert!(t.is_empty());
+        assert!(!t.allows("player", "765:up") && !t.allows("admin", "root"));
     }
 
     #[test]

@@ -1,0 +1,610 @@
+//! The replay server's HTTP (`proto-spec/http.md` §7): `POST /replays`, `GET /replays`
+//! (search), `GET|HEAD|DELETE /replays/ID`, `GET /replays/ID/events`,
+//! `GET /replays/ID/frames` and `GET /reviews`. The archive's `/replays/NAME.bsors` stays
+//! the relay's (`mod.rs`). What to do is decided by `crate::server`; this wires it to hyper.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap};
+use hyper::{Method, Request, Response, StatusCode};
+
+use super::rules::{self, Conditions, Plan};
+use super::{empty, full, set, value, Body};
+use crate::net::gate::ReadGate;
+use crate::server::{self, plan, Filter, Grant, Record, Refusal, ReplayServer, Uploaded};
+
+/// How long a request body may take to arrive.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(60);
+/// Replays a search returns at most per page (and by default).
+pub const MAX_LIMIT: i64 = 100;
+const DEFAULT_LIMIT: i64 = 20;
+/// The longest query value accepted.
+const MAX_VALUE: usize = 128;
+
+/// The paths of the replay server (for the OpenAPI test): every one `claims` answers.
+pub const PATHS: &[&str] = &[
+    "/replays",
+    "/replays/{id}",
+    "/replays/{id}/events",
+    "/replays/{id}/frames",
+    "/reviews",
+];
+
+/// What a path names on the replay server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route<'a> {
+    /// `/replays`: search and upload.
+    List,
+    /// `/replays/ID`.
+    Replay(&'a str),
+    /// `/replays/ID/events`.
+    Events(&'a str),
+    /// `/replays/ID/frames`.
+    Frames(&'a str),
+    /// `/reviews`.
+    Reviews,
+    /// Under `/replays/` but no resource: `404`.
+    Unknown,
+}
+
+/// The replay server's route for `path`, or `None` when it is not the replay server's
+/// (the archive's `/replays/NAME.bsors`, assets, sessions).
+pub fn claims(path: &str) -> Option<Route<'_>> {
+    if path == "/replays" {
+        return Some(Route::List);
+    }
+    if path == "/reviews" {
+        return Some(Route::Reviews);
+    }
+    let rest = path.strip_prefix("/replays/")?;
+    if rest.ends_with(".bsors") {
+        return None;
+    }
+    let (id, sub) = rest.split_once('/').unwrap_or((rest, ""));
+    if !plan::is_id(id) {
+        return Some(Route::Unknown);
+    }
+    Some(match sub {
+        "" => Route::Replay(id),
+        "events" => Route::Events(id),
+        "frames" => Route::Frames(id),
+        _ => Route::Unknown,
+    })
+}
+
+/// A JSON reply.
+fn json(status: StatusCode, body: String) -> Response<Body> {
+    let len = body.len();
+    let mut r = Response::new(full(Bytes::from(body)));
+    *r.status_mut() = status;
+    set(&mut r, header::CONTENT_TYPE, "application/json");
+    set(&mut r, header::CONTENT_LENGTH, &len.to_string());
+    set(&mut r, header::CACHE_CONTROL, "no-store");
+    r
+}
+
+/// A refusal's reply: its status and `{"error", "reason"}`.
+pub fn refusal(f: &Refusal) -> Response<Body> {
+    let status = StatusCode::from_u16(f.status).unwrap_or(StatusCode::BAD_REQUEST);
+    let mut r = json(status, f.body());
+    if f.status == 401 {
+        set(&mut r, header::WWW_AUTHENTICATE, "Bearer");
+    }
+    if f.status == 413 {
+        // The body was not read: the connection cannot carry another request.
+        set(&mut r, header::CONNECTION, "close");
+    }
+    r
+}
+
+fn not_found() -> Refusal {
+    Refusal::new(404, "not-found", "no such replay")
+}
+
+/// Answers a request the replay server claims.
+pub(crate) async fn answer(
+    srv: &Arc<ReplayServer>,
+    route: Route<'_>,
+    req: Request<Incoming>,
+    gate: &ReadGate,
+) -> Response<Body> {
+    let method = req.method().clone();
+    let allowed = match route {
+        Route::List => "GET, HEAD, POST",
+        Route::Replay(_) => "GET, HEAD, DELETE",
+        _ => "GET, HEAD",
+    };
+    let ok_method = method == Method::GET
+        || method == Method::HEAD
+        || (method == Method::POST && route == Route::List)
+        || (method == Method::DELETE && matches!(route, Route::Replay(_)));
+    if !ok_method {
+        let mut r = refusal(&Refusal::new(
+            405,
+            "method-not-allowed",
+            format!("{method} is not allowed here (allowed: {allowed})"),
+        ));
+        set(&mut r, header::ALLOW, allowed);
+        set(&mut r, header::CONNECTION, "close");
+        return r;
+    }
+    let head = method == Method::HEAD;
+    let query = req.uri().query().unwrap_or("").to_string();
+    let result = match (route, method) {
+        (Route::List, Method::POST) => upload(srv, req, gate).await,
+        (Route::List, _) => search(srv, &query).await,
+        (Route::Replay(id), Method::DELETE) => delete(srv, id, req.headers()).await,
+        (Route::Replay(id), _) => download(srv, id, &query, req.headers(), head).await,
+        (Route::Events(id), _) => events(srv, id).await,
+        (Route::Frames(id), _) => frames(srv, id, &query).await,
+        (Route::Reviews, _) => reviews(srv, req.headers()).await,
+        (Route::Unknown, _) => Err(Refusal::new(404, "not-found", "no such resource")),
+    };
+    let mut r = result.unwrap_or_else(|f| refusal(&f));
+    if head {
+        *r.body_mut() = empty();
+    }
+    r
+}
+
+/// What the `Authorization: Bearer TOKEN` header grants (`401` without one that grants).
+fn authorize(srv: &ReplayServer, headers: &HeaderMap) -> Result<Grant, Refusal> {
+    let Some(auth) = value(headers, header::AUTHORIZATION) else {
+        return Err(Refusal::new(
+            401,
+            "unauthorized",
+            "an Authorization: Bearer TOKEN header is needed",
+        ));
+    };
+    let token = auth
+        .strip_prefix("Bearer ")
+        .or_else(|| auth.strip_prefix("bearer "))
+        .map(str::trim)
+        .unwrap_or("");
+    srv.grant(token)
+        .ok_or_else(|| Refusal::new(401, "unauthorized", "the token grants nothing here"))
+}
+
+async fn upload(
+    srv: &Arc<ReplayServer>,
+    req: Request<Incoming>,
+    gate: &ReadGate,
+) -> Result<Response<Body>, Refusal> {
+    let player = match authorize(srv, req.headers())? {
+        Grant::Player(p) => p,
+        Grant::Admin => {
+            return Err(Refusal::new(
+                403,
+                "wrong-player",
+                "an admin token does not upload; use the player's token",
+            ))
+        }
+    };
+    let gzip = match value(req.headers(), header::CONTENT_ENCODING).map(str::trim) {
+        None | Some("identity") => false,
+        Some(e) if e.eq_ignore_ascii_case("gzip") => true,
+        Some(e) => {
+            return Err(Refusal::new(
+                415,
+                "unsupported-encoding",
+                format!("Content-Encoding {e:?}: only gzip is accepted"),
+            ))
+        }
+    };
+    let limit = srv.config.max_body;
+    let too_large = || Refusal::new(413, "too-large", format!("the body is over {limit} bytes"));
+    if let Some(len) = value(req.headers(), header::CONTENT_LENGTH) {
+        match len.trim().parse::<u64>() {
+            Ok(n) if n > limit => return Err(too_large()),
+            Ok(_) => {}
+            Err(_) => return Err(Refusal::new(400, "bad-request", "Content-Length")),
+        }
+    }
+    // The body may now come through the connection's read gate.
+    gate.taken(u32::try_from(limit).unwrap_or(u32::MAX));
+    let mut body = req.into_body();
+    let mut bytes: Vec<u8> = Vec::new();
+    let read = async {
+        while let Some(frame) = body.frame().await {
+            let frame =
+                frame.map_err(|e| Refusal::new(400, "bad-request", format!("the body: {e}")))?;
+            if let Ok(data) = frame.into_data() {
+                if bytes.len() as u64 + data.len() as u64 > limit {
+                    return Err(too_large());
+                }
+                bytes.extend_from_slice(&data);
+            }
+        }
+        Ok(())
+    };
+    tokio::time::timeout(BODY_TIMEOUT, read)
+        .await
+        .map_err(|_| Refusal::new(408, "timeout", "the body took too long"))??;
+    let s = srv.clone();
+    let prepared =
+        tokio::task::spawn_blocking(move || server::prepare(&bytes, gzip, &s.config, &player))
+            .await
+            .map_err(|e| Refusal::new(500, "internal", e.to_string()))??;
+    let (status, record) = match srv.upload(prepared).await? {
+        Uploaded::Created(r) => (StatusCode::CREATED, r),
+        Uploaded::Existing(r) => (StatusCode::OK, r),
+    };
+    let mut r = json(status, serde_json::to_string(&record).unwrap_or_default());
+    set(&mut r, header::LOCATION, &format!("/replays/{}", record.id));
+    Ok(r)
+}
+
+async fn record(srv: &ReplayServer, id: &str) -> Result<Record, Refusal> {
+    srv.index.get(id).await?.ok_or_else(not_found)
+}
+
+/// A representation of a stored replay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Bsor,
+    Bsors,
+    Json,
+}
+
+/// The representation asked for: `?format=` first, then `Accept`, BSOR by default.
+fn format(query: &str, headers: &HeaderMap) -> Result<Format, Refusal> {
+    let mut asked = None;
+    for (k, v) in pairs(query)? {
+        if k != "format" {
+            return Err(Refusal::new(
+                400,
+                "bad-query",
+                format!("unknown parameter {k:?}"),
+            ));
+        }
+        asked = Some(match v {
+            "bsor" => Format::Bsor,
+            "bsors" => Format::Bsors,
+            "json" => Format::Json,
+            other => {
+                return Err(Refusal::new(
+                    400,
+                    "bad-query",
+                    format!("format {other:?}: bsor, bsors or json"),
+                ))
+            }
+        });
+    }
+    if let Some(f) = asked {
+        return Ok(f);
+    }
+    let accept = value(headers, header::ACCEPT).unwrap_or("");
+    Ok(if accept.contains("application/x-bsors") {
+        Format::Bsors
+    } else if accept.contains("application/json") && !accept.contains("application/octet-stream") {
+        Format::Json
+    } else {
+        Format::Bsor
+    })
+}
+
+async fn download(
+    srv: &Arc<ReplayServer>,
+    id: &str,
+    query: &str,
+    headers: &HeaderMap,
+    head: bool,
+) -> Result<Response<Body>, Refusal> {
+    let fmt = format(query, headers)?;
+    let r = record(srv, id).await?;
+    let (tag, ctype, len) = match fmt {
+        Format::Bsor => ("bsor", "application/octet-stream", r.bsor_bytes as u64),
+        Format::Bsors => ("bsors", "application/x-bsors", r.stored_bytes as u64),
+        Format::Json => ("json", "application/json", 0),
+    };
+    // A stored replay never changes: its ID and the representation name it.
+    let etag = format!("\"{id}-{tag}\"");
+    let conditions = Conditions {
+        range: value(headers, header::RANGE),
+        if_range: value(headers, header::IF_RANGE),
+        if_none_match: value(headers, header::IF_NONE_MATCH),
+    };
+    let mut bytes: Option<Bytes> = None;
+    let len = if fmt == Format::Json {
+        let stream = srv.stream(&r).await?;
+        let text = tokio::task::spawn_blocking(move || {
+            let (replay, _) = crate::transcode::decode_replay(&stream)
+                .map_err(|e| Refusal::new(500, "damaged", e.to_string()))?;
+            serde_json::to_vec(&replay).map_err(|e| Refusal::new(500, "internal", e.to_string()))
+        })
+        .await
+        .map_err(|e| Refusal::new(500, "internal", e.to_string()))??;
+        let n = text.len() as u64;
+        bytes = Some(Bytes::from(text));
+        n
+    } else {
+        len
+    };
+    let plan = rules::plan(&conditions, len, &etag);
+    let (status, first, count) = match plan {
+        Plan::Whole => (StatusCode::OK, 0, len),
+        Plan::Part { first, last } => (StatusCode::PARTIAL_CONTENT, first, last - first + 1),
+        Plan::NotModified => {
+            let mut resp = Response::new(empty());
+            *resp.status_mut() = StatusCode::NOT_MODIFIED;
+            set(&mut resp, header::ETAG, &etag);
+            set(&mut resp, header::ACCEPT_RANGES, "bytes");
+            return Ok(resp);
+        }
+        Plan::Unsatisfiable => {
+            let mut resp = refusal(&Refusal::new(
+                416,
+                "range-not-satisfiable",
+                "range not satisfiable",
+            ));
+            set(&mut resp, header::CONTENT_RANGE, &format!("bytes */{len}"));
+            set(&mut resp, header::ETAG, &etag);
+            return Ok(resp);
+        }
+    };
+    let body = if head || count == 0 {
+        Bytes::new()
+    } else {
+        match (fmt, bytes) {
+            (_, Some(b)) => b.slice(first as usize..(first + count) as usize),
+            (Format::Bsors, None) => srv.stream_range(&r, first, first + count - 1).await?,
+            (_, None) => {
+                let b = Bytes::from(srv.bsor(&r).await?);
+                if b.len() as u64 != len {
+                    return Err(Refusal::new(500, "damaged", "the rebuilt BSOR's length"));
+                }
+                b.slice(first as usize..(first + count) as usize)
+            }
+        }
+    };
+    let mut resp = Response::new(if head { empty() } else { full(body) });
+    *resp.status_mut() = status;
+    set(&mut resp, header::CONTENT_TYPE, ctype);
+    set(&mut resp, header::CONTENT_LENGTH, &count.to_string());
+    set(&mut resp, header::ACCEPT_RANGES, "bytes");
+    set(&mut resp, header::ETAG, &etag);
+    set(
+        &mut resp,
+        header::CACHE_CONTROL,
+        "public, max-age=31536000, immutable",
+    );
+    if status == StatusCode::PARTIAL_CONTENT {
+        set(
+            &mut resp,
+            header::CONTENT_RANGE,
+            &format!("bytes {first}-{}/{len}", first + count - 1),
+        );
+    }
+    Ok(resp)
+}
+
+async fn events(srv: &Arc<ReplayServer>, id: &str) -> Result<Response<Body>, Refusal> {
+    let r = record(srv, id).await?;
+    let batch = srv.events(&r).await?;
+    let v = serde_json::json!({
+        "notes": batch.notes.records,
+        "walls": batch.walls.records,
+        "heights": batch.heights.records,
+        "pauses": batch.pauses.records,
+    });
+    let mut resp = json(StatusCode::OK, v.to_string());
+    set(&mut resp, header::ETAG, &format!("\"{id}-events\""));
+    Ok(resp)
+}
+
+async fn frames(srv: &Arc<ReplayServer>, id: &str, query: &str) -> Result<Response<Body>, Refusal> {
+    let mut from = 0.0f32;
+    let mut to = f32::MAX;
+    for (k, v) in pairs(query)? {
+        let t: f32 = v
+            .parse()
+            .ok()
+            .filter(|t: &f32| t.is_finite() && *t >= 0.0)
+            .ok_or_else(|| {
+                Refusal::new(
+                    400,
+                    "bad-query",
+                    format!("{k}={v:?}: song seconds, 0 or more"),
+                )
+            })?;
+        match k {
+            "from" => from = t,
+            "to" => to = t,
+            other => {
+                return Err(Refusal::new(
+                    400,
+                    "bad-query",
+                    format!("unknown parameter {other:?}"),
+                ))
+            }
+        }
+    }
+    if from > to {
+        return Err(Refusal::new(400, "bad-query", "from is after to"));
+    }
+    let r = record(srv, id).await?;
+    let bytes = srv.frames(&r, from, to).await?;
+    let len = bytes.len();
+    let mut resp = Response::new(full(Bytes::from(bytes)));
+    set(&mut resp, header::CONTENT_TYPE, "application/x-bsors");
+    set(&mut resp, header::CONTENT_LENGTH, &len.to_string());
+    set(
+        &mut resp,
+        header::CACHE_CONTROL,
+        "public, max-age=31536000, immutable",
+    );
+    Ok(resp)
+}
+
+async fn delete(
+    srv: &Arc<ReplayServer>,
+    id: &str,
+    headers: &HeaderMap,
+) -> Result<Response<Body>, Refusal> {
+    let grant = authorize(srv, headers)?;
+    let r = record(srv, id).await?;
+    if let Grant::Player(p) = &grant {
+        if *p != r.player {
+            return Err(Refusal::new(
+                403,
+                "not-owner",
+                "only the replay's player or an admin deletes it",
+            ));
+        }
+    }
+    srv.delete(id).await?.ok_or_else(not_found)?;
+    let mut resp = Response::new(empty());
+    *resp.status_mut() = StatusCode::NO_CONTENT;
+    Ok(resp)
+}
+
+async fn reviews(srv: &Arc<ReplayServer>, headers: &HeaderMap) -> Result<Response<Body>, Refusal> {
+    if authorize(srv, headers)? != Grant::Admin {
+        return Err(Refusal::new(
+            403,
+            "not-admin",
+            "the review list is for admins",
+        ));
+    }
+    let list = srv.reviews(1000).await?;
+    Ok(json(
+        StatusCode::OK,
+        serde_json::json!({ "reviews": list }).to_string(),
+    ))
+}
+
+async fn search(srv: &Arc<ReplayServer>, query: &str) -> Result<Response<Body>, Refusal> {
+    let mut f = Filter::default();
+    let mut limit = DEFAULT_LIMIT;
+    let bad = |k: &str, why: &str| Refusal::new(400, "bad-query", format!("{k}: {why}"));
+    let seconds = |k: &str, v: &str| -> Result<i64, Refusal> {
+        v.parse::<i64>()
+            .ok()
+            .filter(|s| (0..=i64::MAX / 1000).contains(s))
+            .map(|s| s * 1000)
+            .ok_or_else(|| bad(k, "Unix seconds"))
+    };
+    for (k, v) in pairs(query)? {
+        match k {
+            "player" => f.player = Some(v.to_string()),
+            "map" => f.map = Some(v.to_string()),
+            "difficulty" => f.difficulty = Some(v.to_string()),
+            "mode" => f.mode = Some(v.to_string()),
+            "since" => f.since = Some(seconds(k, v)?),
+            "until" => f.until = Some(seconds(k, v)?),
+            "limit" => {
+                limit = v
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=MAX_LIMIT).contains(n))
+                    .ok_or_else(|| bad(k, "1 to 100"))?
+            }
+            "cursor" => {
+                f.after = Some(plan::parse_cursor(v).ok_or_else(|| bad(k, "not a cursor"))?)
+            }
+            other => return Err(bad(other, "unknown parameter")),
+        }
+    }
+    let mut rows = srv.index.search(&f, limit + 1).await?;
+    let next = if rows.len() as i64 > limit {
+        rows.truncate(limit as usize);
+        rows.last().map(|r| plan::cursor(r.uploaded, &r.id))
+    } else {
+        None
+    };
+    Ok(json(
+        StatusCode::OK,
+        serde_json::json!({ "replays": rows, "next": next }).to_string(),
+    ))
+}
+
+/// A query's `key=value` pairs. Values are not percent-decoded: a value is 1 to 128 of
+/// `[A-Za-z0-9._-]` (IDs, hashes, names of difficulties and modes, numbers), anything else
+/// is refused (`400`), and so is a key given twice.
+fn pairs(query: &str) -> Result<Vec<(&str, &str)>, Refusal> {
+    let mut out: Vec<(&str, &str)> = Vec::new();
+    for part in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = part.split_once('=').unwrap_or((part, ""));
+        let ok = |s: &str| {
+            !s.is_empty()
+                && s.len() <= MAX_VALUE
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        };
+        if !ok(k) || !ok(v) {
+            return Err(Refusal::new(
+                400,
+                "bad-query",
+                "a query value is 1 to 128 of A-Z a-z 0-9 . _ -",
+            ));
+        }
+        if out.iter().any(|(seen, _)| *seen == k) {
+            return Err(Refusal::new(
+                400,
+                "bad-query",
+                format!("{k} is given twice"),
+            ));
+        }
+        out.push((k, v));
+    }
+    if out.len() > 16 {
+        return Err(Refusal::new(400, "bad-query", "too many parameters"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_leave_the_archive_to_the_relay() {
+        let id = "0123456789abcdef0123456789abcdef";
+        assert_eq!(claims("/replays"), Some(Route::List));
+        assert_eq!(claims("/reviews"), Some(Route::Reviews));
+        assert_eq!(claims(&format!("/replays/{id}")), Some(Route::Replay(id)));
+        assert_eq!(
+            claims(&format!("/replays/{id}/events")),
+            Some(Route::Events(id))
+        );
+        assert_eq!(
+            claims(&format!("/replays/{id}/frames")),
+            Some(Route::Frames(id))
+        );
+        assert_eq!(claims("/replays/demo.bsors"), None);
+        assert_eq!(claims("/sessions"), None);
+        assert_eq!(claims("/"), None);
+        for bad in [
+            "/replays/../index.sqlite",
+            "/replays/..%2findex.sqlite",
+            "/replays/ABCDEF",
+            &format!("/replays/{id}/x"),
+            &format!("/replays/{id}/events/x"),
+        ] {
+            assert_eq!(claims(bad), Some(Route::Unknown), "{bad}");
+        }
+    }
+
+    #[test]
+    fn query_values_are_plain_and_single() {
+        assert_eq!(
+            pairs("player=76561&map=ABC123&limit=5").unwrap(),
+            [("player", "76561"), ("map", "ABC123"), ("limit", "5")]
+        );
+        assert!(pairs("").unwrap().is_empty());
+        for bad in [
+            "player=1%27%20OR%201=1",
+            "player='",
+            "player=a&player=b",
+            "player=",
+            "=x",
+            &format!("map={}", "a".repeat(129)),
+        ] {
+            assert!(pairs(bad).is_err(), "{bad}");
+        }
+    }
+}

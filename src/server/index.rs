@@ -1,0 +1,546 @@
+//! The replay server's index: one set of parameterised queries through `sqlx::Any`, run on
+//! SQLite (the embedded default, `STORE/index.sqlite`) or PostgreSQL (`postgres://…`), with
+//! the schema's migrations embedded in the binary.
+
+use std::borrow::Cow;
+
+use serde::Serialize;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
+use sqlx::{AnyPool, Row};
+
+/// An index failure: what was being done and why.
+#[derive(Debug, thiserror::Error)]
+#[error("index: {what}: {source}")]
+pub struct IndexError {
+    what: &'static str,
+    #[source]
+    source: sqlx::Error,
+}
+
+fn err(what: &'static str) -> impl FnOnce(sqlx::Error) -> IndexError {
+    move |source| IndexError { what, source }
+}
+
+/// One stored replay as the index has it (and as `http.md` §7 shows it in JSON).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Record {
+    /// The replay's ID.
+    pub id: String,
+    /// The blob that holds its stream (not shown).
+    #[serde(skip)]
+    pub blob: String,
+    /// The player's ID (the info's `playerID`).
+    pub player: String,
+    /// The player's name.
+    pub player_name: String,
+    /// The map's hash.
+    pub map_hash: String,
+    /// The song's name.
+    pub song: String,
+    /// The difficulty.
+    pub difficulty: String,
+    /// The game mode.
+    pub mode: String,
+    /// The score the info states.
+    pub score: i64,
+    /// When it was played (the info's timestamp, Unix seconds; 0 when unknown).
+    pub played: i64,
+    /// When the server accepted it (Unix milliseconds).
+    pub uploaded: i64,
+    /// Song seconds of its last frame.
+    pub duration: f64,
+    /// How it is stored: the profile, `lossless`, `fine`, `compact` or `custom`.
+    pub format: String,
+    /// Bytes of the stored stream.
+    pub stored_bytes: i64,
+    /// Bytes of its BSOR.
+    pub bsor_bytes: i64,
+    /// Bytes of the stored stream's header (the range `/events` reads first).
+    #[serde(skip)]
+    pub header_bytes: i64,
+    /// The event digest (`integrity.md` §11.1), hex.
+    pub fingerprint: String,
+    /// The upload carried its recorder's signature chunks (kept in the stored stream).
+    pub signed: bool,
+    /// The server countersigned it (a statement beside the blob).
+    pub countersigned: bool,
+}
+
+/// An upload refused as another player's play, kept for review.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Review {
+    /// The refused upload's replay ID.
+    pub id: String,
+    /// Its blob.
+    #[serde(skip)]
+    pub blob: String,
+    /// The player it claims.
+    pub player: String,
+    /// The ID of the accepted replay of the same play (its owner's).
+    pub owner: String,
+    /// The shared event digest.
+    pub fingerprint: String,
+    /// When it was refused (Unix milliseconds).
+    pub uploaded: i64,
+    /// `pending` until an admin decides.
+    pub state: String,
+    /// Why it was refused.
+    pub reason: String,
+}
+
+/// What a search selects (every field optional; `http.md` §7.6).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// The player's ID.
+    pub player: Option<String>,
+    /// The map's hash.
+    pub map: Option<String>,
+    /// The difficulty.
+    pub difficulty: Option<String>,
+    /// The game mode.
+    pub mode: Option<String>,
+    /// Uploaded at or after (Unix milliseconds).
+    pub since: Option<i64>,
+    /// Uploaded before (Unix milliseconds).
+    pub until: Option<i64>,
+    /// After this (uploaded, id), newest first.
+    pub after: Option<(i64, String)>,
+}
+
+/// How a commit of a new row ended.
+#[derive(Debug)]
+pub enum Committed {
+    /// The row is in.
+    Done,
+    /// A row with its ID or fingerprint was committed first.
+    Conflict,
+}
+
+const COLUMNS: &str = "id, blob, player, player_name, map_hash, song, difficulty, mode, score, \
+played, uploaded, duration, format, stored_bytes, bsor_bytes, header_bytes, fingerprint, \
+signed, countersigned";
+
+/// The embedded migrations.
+#[derive(Debug)]
+struct Embedded;
+
+impl MigrationSource<'static> for Embedded {
+    fn resolve(
+        self,
+    ) -> futures_util::future::BoxFuture<'static, Result<Vec<Migration>, sqlx::error::BoxDynError>>
+    {
+        Box::pin(async {
+            Ok(vec![Migration::new(
+                1,
+                Cow::Borrowed("replays"),
+                MigrationType::Simple,
+                Cow::Borrowed(include_str!("migrations/0001_replays.sql")),
+                false,
+            )])
+        })
+    }
+}
+
+/// The index of a replay server.
+#[derive(Clone, Debug)]
+pub struct Index {
+    pool: AnyPool,
+    url: String,
+}
+
+impl Index {
+    /// Opens (creating a SQLite file if needed) and migrates the index at `url`
+    /// (`sqlite://PATH` or `postgres://…`).
+    pub async fn open(url: &str) -> Result<Index, IndexError> {
+        sqlx::any::install_default_drivers();
+        let sqlite = url.starts_with("sqlite:");
+        let url_full = if sqlite && !url.contains('?') {
+            format!("{url}?mode=rwc")
+        } else {
+            url.to_string()
+        };
+        let pool = AnyPoolOptions::new()
+            .max_connections(if sqlite { 4 } else { 8 })
+            .acquire_timeout(std::time::Duration::from_secs(10))
+            .connect(&url_full)
+            .await
+            .map_err(err("connecting"))?;
+        if sqlite {
+            // Readers do not wait for the writer; the setting stays with the file.
+            sqlx::query("PRAGMA journal_mode=WAL")
+                .execute(&pool)
+                .await
+                .map_err(err("setting WAL"))?;
+        }
+        let migrator = Migrator::new(Embedded).await.map_err(|e| IndexError {
+            what: "loading migrations",
+            source: sqlx::Error::Migrate(Box::new(e)),
+        })?;
+        migrator.run(&pool).await.map_err(|e| IndexError {
+            what: "migrating",
+            source: sqlx::Error::Migrate(Box::new(e)),
+        })?;
+        Ok(Index {
+            pool,
+            url: redact(url),
+        })
+    }
+
+    /// The index's URL, without a password.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The replay `id`.
+    pub async fn get(&self, id: &str) -> Result<Option<Record>, IndexError> {
+        let q = format!("SELECT {COLUMNS} FROM replays WHERE id = $1");
+        let row = sqlx::query(&q)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(err("reading a replay"))?;
+        row.map(|r| record(&r)).transpose()
+    }
+
+    /// The accepted replay of the play with event digest `fingerprint`.
+    pub async fn by_fingerprint(&self, fingerprint: &str) -> Result<Option<Record>, IndexError> {
+        let q = format!("SELECT {COLUMNS} FROM replays WHERE fingerprint = $1");
+        let row = sqlx::query(&q)
+            .bind(fingerprint)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(err("reading a fingerprint"))?;
+        row.map(|r| record(&r)).transpose()
+    }
+
+    /// Writes a lease on `blob` until `expires` (Unix milliseconds), before the blob.
+    pub async fn lease(&self, blob: &str, expires: i64) -> Result<(), IndexError> {
+        sqlx::query("INSERT INTO leases (blob, expires) VALUES ($1, $2)")
+            .bind(blob)
+            .bind(expires)
+            .execute(&self.pool)
+            .await
+            .map_err(err("writing a lease"))?;
+        Ok(())
+    }
+
+    /// Commits `r` and ends its blob's lease, in one transaction. A row of the same ID or
+    /// fingerprint committed first is a [`Committed::Conflict`] (nothing is written; the
+    /// lease stays for the sweeper).
+    pub async fn commit(&self, r: &Record) -> Result<Committed, IndexError> {
+        let mut tx = self.pool.begin().await.map_err(err("starting a commit"))?;
+        let q = format!(
+            "INSERT INTO replays ({COLUMNS}) VALUES \
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
+        );
+        let inserted = sqlx::query(&q)
+            .bind(&r.id)
+            .bind(&r.blob)
+            .bind(&r.player)
+            .bind(&r.player_name)
+            .bind(&r.map_hash)
+            .bind(&r.song)
+            .bind(&r.difficulty)
+            .bind(&r.mode)
+            .bind(r.score)
+            .bind(r.played)
+            .bind(r.uploaded)
+            .bind(r.duration)
+            .bind(&r.format)
+            .bind(r.stored_bytes)
+            .bind(r.bsor_bytes)
+            .bind(r.header_bytes)
+            .bind(&r.fingerprint)
+            .bind(i64::from(r.signed))
+            .bind(i64::from(r.countersigned))
+            .execute(&mut *tx)
+            .await;
+        match inserted {
+            Ok(_) => {}
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                return Ok(Committed::Conflict);
+            }
+            Err(e) => return Err(err("writing a replay")(e)),
+        }
+        sqlx::query("DELETE FROM leases WHERE blob = $1")
+            .bind(&r.blob)
+            .execute(&mut *tx)
+            .await
+            .map_err(err("ending a lease"))?;
+        tx.commit().await.map_err(err("committing a replay"))?;
+        Ok(Committed::Done)
+    }
+
+    /// Commits a review row and ends its blob's lease, in one transaction. One already
+    /// there (the same upload again) is kept as it is.
+    pub async fn commit_review(&self, r: &Review) -> Result<Committed, IndexError> {
+        let mut tx = self.pool.begin().await.map_err(err("starting a review"))?;
+        let inserted = sqlx::query(
+            "INSERT INTO reviews (id, blob, player, owner, fingerprint, uploaded, state, reason) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(&r.id)
+        .bind(&r.blob)
+        .bind(&r.player)
+        .bind(&r.owner)
+        .bind(&r.fingerprint)
+        .bind(r.uploaded)
+        .bind(&r.state)
+        .bind(&r.reason)
+        .execute(&mut *tx)
+        .await;
+        match inserted {
+            Ok(_) => {}
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                return Ok(Committed::Conflict);
+            }
+            Err(e) => return Err(err("writing a review")(e)),
+        }
+        sqlx::query("DELETE FROM leases WHERE blob = $1")
+            .bind(&r.blob)
+            .execute(&mut *tx)
+            .await
+            .map_err(err("ending a lease"))?;
+        tx.commit().await.map_err(err("committing a review"))?;
+        Ok(Committed::Done)
+    }
+
+    /// The uploads kept for review, oldest first (at most `limit`).
+    pub async fn reviews(&self, limit: i64) -> Result<Vec<Review>, IndexError> {
+        let rows = sqlx::query(
+            "SELECT id, blob, player, owner, fingerprint, uploaded, state, reason FROM reviews \
+             ORDER BY uploaded, id LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(err("reading reviews"))?;
+        rows.iter()
+            .map(|r| {
+                Ok(Review {
+                    id: r.try_get("id").map_err(err("reading a review"))?,
+                    blob: r.try_get("blob").map_err(err("reading a review"))?,
+                    player: r.try_get("player").map_err(err("reading a review"))?,
+                    owner: r.try_get("owner").map_err(err("reading a review"))?,
+                    fingerprint: r.try_get("fingerprint").map_err(err("reading a review"))?,
+                    uploaded: r.try_get("uploaded").map_err(err("reading a review"))?,
+                    state: r.try_get("state").map_err(err("reading a review"))?,
+                    reason: r.try_get("reason").map_err(err("reading a review"))?,
+                })
+            })
+            .collect()
+    }
+
+    /// Removes the row of `id` and leases its blob for removal at once, in one transaction:
+    /// the blob's key, or `None` when there was no such row.
+    pub async fn delete(&self, id: &str, now: i64) -> Result<Option<String>, IndexError> {
+        let mut tx = self.pool.begin().await.map_err(err("starting a delete"))?;
+        let blob: Option<String> = sqlx::query("SELECT blob FROM replays WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(err("reading a replay"))?
+            .map(|r| r.try_get("blob"))
+            .transpose()
+            .map_err(err("reading a replay"))?;
+        let Some(blob) = blob else {
+            return Ok(None);
+        };
+        sqlx::query("INSERT INTO leases (blob, expires) VALUES ($1, $2)")
+            .bind(&blob)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(err("leasing a deleted blob"))?;
+        sqlx::query("DELETE FROM replays WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(err("deleting a replay"))?;
+        tx.commit().await.map_err(err("committing a delete"))?;
+        Ok(Some(blob))
+    }
+
+    /// Blobs whose lease expired before `now`, oldest first (at most `limit`).
+    pub async fn expired(&self, now: i64, limit: i64) -> Result<Vec<String>, IndexError> {
+        let rows =
+            sqlx::query("SELECT blob FROM leases WHERE expires < $1 ORDER BY expires LIMIT $2")
+                .bind(now)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(err("reading leases"))?;
+        rows.iter()
+            .map(|r| r.try_get("blob").map_err(err("reading leases")))
+            .collect()
+    }
+
+    /// Ends the lease on `blob` (its blob is gone), unless a committed row points at it
+    /// (then the blob was not removed either: see the sweeper).
+    pub async fn end_lease(&self, blob: &str) -> Result<(), IndexError> {
+        sqlx::query("DELETE FROM leases WHERE blob = $1")
+            .bind(blob)
+            .execute(&self.pool)
+            .await
+            .map_err(err("ending a lease"))?;
+        Ok(())
+    }
+
+    /// Whether a committed row (a replay or a review) points at `blob`.
+    pub async fn referenced(&self, blob: &str) -> Result<bool, IndexError> {
+        let row = sqlx::query(
+            "SELECT 1 AS one FROM replays WHERE blob = $1 \
+             UNION ALL SELECT 1 AS one FROM reviews WHERE blob = $2",
+        )
+        .bind(blob)
+        .bind(blob)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(err("looking up a blob"))?;
+        Ok(row.is_some())
+    }
+
+    /// Every blob a committed row points at (for tests and checks; bounded by `limit`).
+    pub async fn blobs(&self, limit: i64) -> Result<Vec<String>, IndexError> {
+        let rows = sqlx::query(
+            "SELECT blob FROM replays UNION ALL SELECT blob FROM reviews ORDER BY blob LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(err("listing blobs"))?;
+        rows.iter()
+            .map(|r| r.try_get("blob").map_err(err("listing blobs")))
+            .collect()
+    }
+
+    /// Replays that `f` selects, newest upload first, at most `limit`.
+    pub async fn search(&self, f: &Filter, limit: i64) -> Result<Vec<Record>, IndexError> {
+        // Only the clauses vary, never a value: every value is a parameter, numbered in
+        // the order it is bound.
+        let mut clauses: Vec<String> = Vec::new();
+        let mut n = 0;
+        let mut next = || {
+            n += 1;
+            format!("${n}")
+        };
+        let texts = [
+            ("player", &f.player),
+            ("map_hash", &f.map),
+            ("difficulty", &f.difficulty),
+            ("mode", &f.mode),
+        ];
+        for (col, v) in texts {
+            if v.is_some() {
+                clauses.push(format!("{col} = {}", next()));
+            }
+        }
+        if f.since.is_some() {
+            clauses.push(format!("uploaded >= {}", next()));
+        }
+        if f.until.is_some() {
+            clauses.push(format!("uploaded < {}", next()));
+        }
+        if f.after.is_some() {
+            let (a, b, c) = (next(), next(), next());
+            clauses.push(format!("(uploaded < {a} OR (uploaded = {b} AND id < {c}))"));
+        }
+        let filter = if clauses.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", clauses.join(" AND "))
+        };
+        let q = format!(
+            "SELECT {COLUMNS} FROM replays {filter} ORDER BY uploaded DESC, id DESC LIMIT {}",
+            next()
+        );
+        let mut query = sqlx::query(&q);
+        for (_, v) in texts {
+            if let Some(v) = v {
+                query = query.bind(v.as_str());
+            }
+        }
+        if let Some(s) = f.since {
+            query = query.bind(s);
+        }
+        if let Some(u) = f.until {
+            query = query.bind(u);
+        }
+        if let Some((t, id)) = &f.after {
+            query = query.bind(*t).bind(*t).bind(id.as_str());
+        }
+        let rows = query
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(err("searching"))?;
+        rows.iter().map(record).collect()
+    }
+
+    /// Closes the pool.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+fn record(r: &AnyRow) -> Result<Record, IndexError> {
+    let e = err("reading a replay");
+    let get_s = |c: &str| r.try_get::<String, _>(c);
+    let get_i = |c: &str| r.try_get::<i64, _>(c);
+    (|| {
+        Ok(Record {
+            id: get_s("id")?,
+            blob: get_s("blob")?,
+            player: get_s("player")?,
+            player_name: get_s("player_name")?,
+            map_hash: get_s("map_hash")?,
+            song: get_s("song")?,
+            difficulty: get_s("difficulty")?,
+            mode: get_s("mode")?,
+            score: get_i("score")?,
+            played: get_i("played")?,
+            uploaded: get_i("uploaded")?,
+            duration: r.try_get::<f64, _>("duration")?,
+            format: get_s("format")?,
+            stored_bytes: get_i("stored_bytes")?,
+            bsor_bytes: get_i("bsor_bytes")?,
+            header_bytes: get_i("header_bytes")?,
+            fingerprint: get_s("fingerprint")?,
+            signed: get_i("signed")? != 0,
+            countersigned: get_i("countersigned")? != 0,
+        })
+    })()
+    .map_err(e)
+}
+
+/// `url` without the password of its user part.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    match rest.split_once('@') {
+        Some((user, host)) => {
+            let user = user.split_once(':').map_or(user, |(u, _)| u);
+            format!("{scheme}://{user}:***@{host}")
+        }
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_are_not_shown() {
+        assert_eq!(
+            super::redact("postgres://bs:secret@127.0.0.1/db"),
+            "postgres://bs:***@127.0.0.1/db"
+        );
+        assert_eq!(
+            super::redact("sqlite:///tmp/x.sqlite"),
+            "sqlite:///tmp/x.sqlite"
+        );
+    }
+}

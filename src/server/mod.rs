@@ -1,0 +1,716 @@
+//! The replay server (feature `server`, `proto-spec/http.md` §7): uploads are parsed,
+//! validated and kept as `.bsors` streams in a [`Store`] (an object store; a directory by
+//! default), described in an [`Index`] (SQLite by default, PostgreSQL at scale), and served
+//! back whole (BSOR rebuilt byte for byte), by song time, or as events only, by range reads.
+//!
+//! What can be decided without I/O is in [`plan`] (what a body is, whether it is a play the
+//! server keeps, IDs, the ranges a request reads, cursors) and [`prepare`] (an upload from
+//! its bytes to what is stored and indexed); this module runs them against the store and
+//! the index. The HTTP side is `net::http::replays`.
+//!
+//! Nothing half-written (`http.md` §7.3): a lease row is written before a blob, and
+//! committed away with the index row after it; [`ReplayServer::sweep`] removes the blobs of
+//! expired leases (it reads the lease table, never lists the store), so several servers may
+//! share one store and index.
+
+pub mod auth;
+pub mod index;
+pub mod plan;
+pub mod store;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use serde::Serialize;
+
+pub use self::auth::{Grant, Uploaders};
+pub use self::index::{Committed, Filter, Index, IndexError, Record, Review};
+pub use self::store::{Reads, Store, StoreError};
+use crate::bsor::{self, Replay};
+use crate::integrity::{fingerprint::event_digest, hex, SigningKey};
+use crate::stream::{
+    ChunkType, EventBatch, IndexEntry, Profile, Settings, StreamDecoder, StreamHeader, StreamItem,
+};
+use plan::Kind;
+
+/// A refusal: the HTTP status, a short code and a reason (`{"error": CODE, "reason": TEXT}`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// The HTTP status.
+    pub status: u16,
+    /// A short code a program can test.
+    pub code: &'static str,
+    /// What was wrong, for a person.
+    pub reason: String,
+}
+
+impl Refusal {
+    /// A refusal.
+    pub fn new(status: u16, code: &'static str, reason: impl Into<String>) -> Refusal {
+        Refusal {
+            status,
+            code,
+            reason: reason.into(),
+        }
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> String {
+        serde_json::json!({"error": self.code, "reason": self.reason}).to_string()
+    }
+
+    fn unavailable(e: impl std::fmt::Display) -> Refusal {
+        tracing::warn!(err = %e, "replay server");
+        Refusal::new(
+            503,
+            "unavailable",
+            "the store or the index cannot be reached; try again",
+        )
+    }
+}
+
+impl From<IndexError> for Refusal {
+    fn from(e: IndexError) -> Self {
+        Refusal::unavailable(e)
+    }
+}
+
+impl From<StoreError> for Refusal {
+    fn from(e: StoreError) -> Self {
+        Refusal::unavailable(e)
+    }
+}
+
+/// A step of an upload where a test makes it fail (`http.md` §7.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// After the lease, before the blob is written.
+    BeforeBlob,
+    /// After the blob is written, before the commit.
+    AfterBlob,
+    /// In the commit, before the row is written.
+    BeforeCommit,
+}
+
+/// The replay server's settings.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The most bytes of a request body (as sent).
+    pub max_body: u64,
+    /// The most bytes of a gzip-encoded body once inflated.
+    pub max_inflated: u64,
+    /// Record counts accepted at most.
+    pub counts: plan::Counts,
+    /// How a BSOR upload is stored: `Lossless` (rebuilt byte for byte) or `Compact`.
+    pub profile: Profile,
+    /// How long a lease lasts: an upload not committed by then is swept.
+    pub lease: Duration,
+    /// Countersign each accepted upload with this key.
+    pub key: Option<SigningKey>,
+    /// Make uploads fail at this step (tests only).
+    pub fault: Option<Fault>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_body: 32 << 20,
+            max_inflated: 64 << 20,
+            counts: plan::Counts::default(),
+            profile: Profile::Lossless,
+            lease: Duration::from_secs(600),
+            key: None,
+            fault: None,
+        }
+    }
+}
+
+/// An upload made ready to store: the stream, and its row (blob and time not yet set).
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    /// The stream to store.
+    pub stream: Bytes,
+    /// Its index row.
+    pub record: Record,
+}
+
+/// Inflates a gzip body, stopping at `limit` bytes (a gzip bomb is refused there, having
+/// taken at most `limit` bytes of memory).
+pub fn inflate(body: &[u8], limit: u64) -> Result<Vec<u8>, Refusal> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    let mut d = flate2::read::MultiGzDecoder::new(body).take(limit + 1);
+    d.read_to_end(&mut out)
+        .map_err(|e| Refusal::new(400, "bad-encoding", format!("the gzip body: {e}")))?;
+    if out.len() as u64 > limit {
+        return Err(Refusal::new(
+            413,
+            "too-large",
+            format!("the body inflates to more than {limit} bytes"),
+        ));
+    }
+    Ok(out)
+}
+
+/// An upload from its bytes (gzip-encoded when `gzip`, or when its magic says so) to what
+/// is stored and indexed, for the token's `player`: parsed completely, validated
+/// ([`plan::validate`]), and refused unless its player ID is `player` (`403`). The file is
+/// never rewritten: a BSOR is stored as the stream of `config.profile`, a `.bsors` as it came.
+pub fn prepare(
+    body: &[u8],
+    gzip: bool,
+    config: &Config,
+    player: &str,
+) -> Result<Prepared, Refusal> {
+    let inflated;
+    let body = if gzip || plan::looks_gzipped(body) {
+        inflated = inflate(body, config.max_inflated)?;
+        &inflated[..]
+    } else {
+        body
+    };
+    let bad = |what: String| Refusal::new(400, "unparsable", what);
+    let (replay, stream, bsor_bytes) = match plan::sniff(body) {
+        Some(Kind::Bsor) => {
+            let replay = bsor::parse(body).map_err(|e| bad(format!("the BSOR: {e}")))?;
+            match bsor::to_vec(&replay) {
+                Ok(b) if b == body => {}
+                _ => {
+                    return Err(Refusal::new(
+                        400,
+                        "unparsable",
+                        "the BSOR holds bytes its model does not keep; it cannot be rebuilt byte for byte",
+                    ))
+                }
+            }
+            plan::validate(&replay, &config.counts)
+                .map_err(|e| Refusal::new(400, "invalid-replay", e.to_string()))?;
+            let stream =
+                crate::transcode::encode_replay(&replay, Settings::archive(config.profile));
+            (replay, stream, body.to_vec())
+        }
+        Some(Kind::Stream) => {
+            let (replay, recovery) = crate::transcode::decode_replay(body)
+                .map_err(|e| bad(format!("the stream: {e}")))?;
+            if !recovery.complete {
+                return Err(bad(format!(
+                    "the stream is not whole ({} damage reports, or no trailer)",
+                    recovery.damage.len()
+                )));
+            }
+            plan::validate(&replay, &config.counts)
+                .map_err(|e| Refusal::new(400, "invalid-replay", e.to_string()))?;
+            let bsor_bytes = bsor::to_vec(&replay)
+                .map_err(|e| bad(format!("the stream's replay cannot be written: {e}")))?;
+            let indexed = crate::transcode::read_index(&mut std::io::Cursor::new(body))
+                .ok()
+                .flatten()
+                .is_some();
+            // A finished stream is kept as it came (with any signature chunks); one
+            // without an index is encoded again, so that range reads can find its parts.
+            let stream = if indexed {
+                body.to_vec()
+            } else {
+                crate::transcode::encode_replay(&replay, Settings::archive(config.profile))
+            };
+            (replay, stream, bsor_bytes)
+        }
+        Some(Kind::LegacyJson) => {
+            return Err(Refusal::new(
+                415,
+                "unsupported-format",
+                "legacy ScoreSaber JSON is not imported by this server yet",
+            ))
+        }
+        None => {
+            return Err(Refusal::new(
+                400,
+                "unknown-format",
+                "the body is not a BSOR, a .bsors stream or a legacy replay JSON",
+            ))
+        }
+    };
+    let claimed = replay.info.player_id.to_string_lossy();
+    if claimed != player {
+        return Err(Refusal::new(
+            403,
+            "wrong-player",
+            format!("the replay is player {claimed:?}'s; this token uploads as {player:?}"),
+        ));
+    }
+    let record = describe(&replay, &stream, bsor_bytes.len())?;
+    Ok(Prepared {
+        stream: Bytes::from(stream),
+        record: Record {
+            id: plan::replay_id(&bsor_bytes),
+            ..record
+        },
+    })
+}
+
+/// The index row of a replay stored as `stream` (ID, blob and time left empty).
+fn describe(replay: &Replay, stream: &[u8], bsor_bytes: usize) -> Result<Record, Refusal> {
+    let (header, header_len) = StreamHeader::parse_prefix_len(stream)
+        .ok()
+        .flatten()
+        .ok_or_else(|| Refusal::new(400, "unparsable", "the stream header"))?;
+    let signed = crate::stream::split_stream(stream).is_some_and(|(_, _, spans)| {
+        spans.iter().any(|s| {
+            stream
+                .get(s.offset + 1)
+                .is_some_and(|k| crate::integrity::is_integrity_chunk(*k))
+        })
+    });
+    let text = |s: &bsor::BsorString| s.to_string_lossy();
+    let i = &replay.info;
+    Ok(Record {
+        id: String::new(),
+        blob: String::new(),
+        player: text(&i.player_id),
+        player_name: text(&i.player_name),
+        map_hash: text(&i.hash),
+        song: text(&i.song_name),
+        difficulty: text(&i.difficulty),
+        mode: text(&i.mode),
+        score: i64::from(i.score),
+        played: text(&i.timestamp).trim().parse::<i64>().unwrap_or(0).max(0),
+        uploaded: 0,
+        duration: replay
+            .frames
+            .last()
+            .map_or(0.0, |f| f64::from(f.time.max(0.0))),
+        format: match header.settings.profile {
+            Profile::Custom(_) => "custom".into(),
+            p => p.to_string(),
+        },
+        stored_bytes: stream.len() as i64,
+        bsor_bytes: bsor_bytes as i64,
+        header_bytes: header_len as i64,
+        fingerprint: hex(&event_digest(replay)),
+        signed,
+        countersigned: false,
+    })
+}
+
+/// How an upload ended.
+#[derive(Clone, Debug)]
+pub enum Uploaded {
+    /// Stored now: `201`.
+    Created(Record),
+    /// The same replay (or the same play) by the same player was there already: `200`.
+    Existing(Record),
+}
+
+/// The server's countersignature of an accepted upload (`http.md` §7.4), stored as JSON
+/// beside the blob.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Statement {
+    /// What this is.
+    pub statement: &'static str,
+    /// The replay's ID.
+    pub id: String,
+    /// Its event digest.
+    pub fingerprint: String,
+    /// BLAKE3 of the stored stream, hex.
+    pub stream_hash: String,
+    /// The player it was accepted for.
+    pub player: String,
+    /// When it was accepted (Unix milliseconds).
+    pub accepted: i64,
+    /// The server's public key, hex.
+    pub key: String,
+    /// Ed25519 over the canonical message, hex.
+    pub signature: String,
+}
+
+/// What the server signs: one line per field, in this order.
+pub fn statement_message(
+    id: &str,
+    fingerprint: &str,
+    stream_hash: &str,
+    player: &str,
+    accepted: i64,
+) -> String {
+    format!("bsor-stream server countersignature v1\n{id}\n{fingerprint}\n{stream_hash}\n{player}\n{accepted}\n")
+}
+
+/// The key of the statement beside a blob.
+pub fn statement_key(blob: &str) -> String {
+    format!("{blob}.statement.json")
+}
+
+/// A replay server: its store, index, settings and uploaders.
+#[derive(Debug)]
+pub struct ReplayServer {
+    /// The blobs.
+    pub store: Store,
+    /// The index.
+    pub index: Index,
+    /// The settings.
+    pub config: Config,
+    uploaders: std::sync::RwLock<Uploaders>,
+}
+
+/// Unix milliseconds now.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl ReplayServer {
+    /// A replay server over `store` and `index`.
+    pub fn new(store: Store, index: Index, config: Config, uploaders: Uploaders) -> Arc<Self> {
+        Arc::new(ReplayServer {
+            store,
+            index,
+            config,
+            uploaders: std::sync::RwLock::new(uploaders),
+        })
+    }
+
+    /// Opens the store at `location` (a directory) and the index at `index_url`, or
+    /// `sqlite://LOCATION/index.sqlite` when none is given.
+    pub async fn open(
+        location: &str,
+        index_url: Option<&str>,
+        config: Config,
+        uploaders: Uploaders,
+    ) -> Result<Arc<Self>, String> {
+        if location.starts_with("s3://") {
+            return Err(format!(
+                "{location}: S3 stores are not built into this server yet (use a directory)"
+            ));
+        }
+        let dir = std::path::Path::new(location);
+        let store = Store::directory(dir)?;
+        let url = match index_url {
+            Some(u) => u.to_string(),
+            None => format!("sqlite://{}", dir.join("index.sqlite").display()),
+        };
+        let index = Index::open(&url).await.map_err(|e| e.to_string())?;
+        Ok(ReplayServer::new(store, index, config, uploaders))
+    }
+
+    /// Replaces the uploaders (the token file was read again).
+    pub fn set_uploaders(&self, u: Uploaders) {
+        *self.uploaders.write().unwrap_or_else(|p| p.into_inner()) = u;
+    }
+
+    /// What `token` may do.
+    pub fn grant(&self, token: &str) -> Option<Grant> {
+        self.uploaders
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .grant(token)
+    }
+
+    /// Stores an upload prepared for the token's player (`http.md` §7.2–7.3).
+    pub async fn upload(&self, prepared: Prepared) -> Result<Uploaded, Refusal> {
+        let Prepared { stream, mut record } = prepared;
+        for _ in 0..2 {
+            if let Some(done) = self.already(&record, &stream).await? {
+                return done;
+            }
+            let nonce = crate::integrity::random_nonce()
+                .map_err(|e| Refusal::unavailable(format!("randomness: {e}")))?;
+            record.blob = format!("replays/{}.{}.bsors", record.id, hex(&nonce[..8]));
+            record.uploaded = now_ms();
+            let expires = record.uploaded + self.config.lease.as_millis() as i64;
+            self.index.lease(&record.blob, expires).await?;
+            self.fail_at(Fault::BeforeBlob)?;
+            self.store.put(&record.blob, stream.clone()).await?;
+            if let Some(key) = &self.config.key {
+                let st = countersign(key, &record, &stream);
+                let json = serde_json::to_vec(&st).unwrap_or_default();
+                self.store
+                    .put(&statement_key(&record.blob), Bytes::from(json))
+                    .await?;
+                record.countersigned = true;
+            }
+            self.fail_at(Fault::AfterBlob)?;
+            self.fail_at(Fault::BeforeCommit)?;
+            match self.index.commit(&record).await? {
+                Committed::Done => return Ok(Uploaded::Created(record)),
+                // Another upload of the same ID or play committed first: drop this blob
+                // (its lease stays until it is gone) and answer as that one says.
+                Committed::Conflict => self.remove_blob(&record.blob).await,
+            }
+        }
+        Err(Refusal::new(
+            503,
+            "unavailable",
+            "the upload kept conflicting with others; try again",
+        ))
+    }
+
+    /// When the replay, or its play, is there already: the answer.
+    async fn already(
+        &self,
+        r: &Record,
+        stream: &Bytes,
+    ) -> Result<Option<Result<Uploaded, Refusal>>, Refusal> {
+        if let Some(found) = self.index.get(&r.id).await? {
+            return Ok(Some(Ok(Uploaded::Existing(found))));
+        }
+        let Some(owner) = self.index.by_fingerprint(&r.fingerprint).await? else {
+            return Ok(None);
+        };
+        if owner.player == r.player {
+            // The same play by the same player, in other bytes: the first one stays.
+            return Ok(Some(Ok(Uploaded::Existing(owner))));
+        }
+        let reason = format!(
+            "the same play (fingerprint {}) was accepted first as replay {} of player {:?}; \
+             this upload is kept for review",
+            r.fingerprint, owner.id, owner.player
+        );
+        self.keep_for_review(r, stream, &owner, &reason).await?;
+        Ok(Some(Err(Refusal::new(409, "same-play", reason))))
+    }
+
+    /// Stores a refused upload for review, under a lease like any blob. The same refused
+    /// upload again keeps the first copy.
+    async fn keep_for_review(
+        &self,
+        r: &Record,
+        stream: &Bytes,
+        owner: &Record,
+        reason: &str,
+    ) -> Result<(), Refusal> {
+        let nonce = crate::integrity::random_nonce()
+            .map_err(|e| Refusal::unavailable(format!("randomness: {e}")))?;
+        let blob = format!("reviews/{}.{}.bsors", r.id, hex(&nonce[..8]));
+        let now = now_ms();
+        self.index
+            .lease(&blob, now + self.config.lease.as_millis() as i64)
+            .await?;
+        self.store.put(&blob, stream.clone()).await?;
+        let review = Review {
+            id: r.id.clone(),
+            blob: blob.clone(),
+            player: r.player.clone(),
+            owner: owner.id.clone(),
+            fingerprint: r.fingerprint.clone(),
+            uploaded: now,
+            state: "pending".into(),
+            reason: reason.to_string(),
+        };
+        if let Committed::Conflict = self.index.commit_review(&review).await? {
+            self.remove_blob(&blob).await;
+        }
+        Ok(())
+    }
+
+    fn fail_at(&self, step: Fault) -> Result<(), Refusal> {
+        if self.config.fault == Some(step) {
+            return Err(Refusal::new(
+                503,
+                "unavailable",
+                format!("fault injected at {step:?}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Removes a blob and its statement, then its lease; on a failure the lease stays for
+    /// the sweeper.
+    async fn remove_blob(&self, blob: &str) {
+        let gone = self.store.delete(blob).await.is_ok()
+            && self.store.delete(&statement_key(blob)).await.is_ok();
+        if gone {
+            let _ = self.index.end_lease(blob).await;
+        }
+    }
+
+    /// Removes the blobs of expired leases (at most `limit`), unless a row points at one:
+    /// how many were removed.
+    pub async fn sweep(&self, limit: i64) -> Result<usize, Refusal> {
+        let expired = self.index.expired(now_ms(), limit).await?;
+        let mut removed = 0;
+        for blob in expired {
+            if self.index.referenced(&blob).await? {
+                // Committed after all (a lease a commit did not end): keep the blob.
+                self.index.end_lease(&blob).await?;
+                continue;
+            }
+            self.store.delete(&blob).await?;
+            self.store.delete(&statement_key(&blob)).await?;
+            self.index.end_lease(&blob).await?;
+            removed += 1;
+        }
+        Ok(removed)
+    }
+
+    /// Deletes replay `id`: its row at once, its blob after (`None`: no such replay).
+    pub async fn delete(&self, id: &str) -> Result<Option<()>, Refusal> {
+        let Some(blob) = self.index.delete(id, now_ms()).await? else {
+            return Ok(None);
+        };
+        self.remove_blob(&blob).await;
+        Ok(Some(()))
+    }
+
+    /// The stored stream of `r`, whole.
+    pub async fn stream(&self, r: &Record) -> Result<Bytes, Refusal> {
+        Ok(self.store.get(&r.blob).await?)
+    }
+
+    /// Bytes `first..=last` of the stored stream of `r`.
+    pub async fn stream_range(&self, r: &Record, first: u64, last: u64) -> Result<Bytes, Refusal> {
+        Ok(self.store.get_range(&r.blob, first..last + 1).await?)
+    }
+
+    /// The BSOR of `r`, rebuilt from its stream.
+    pub async fn bsor(&self, r: &Record) -> Result<Vec<u8>, Refusal> {
+        let stream = self.stream(r).await?;
+        tokio::task::spawn_blocking(move || rebuild(&stream))
+            .await
+            .map_err(Refusal::unavailable)?
+    }
+
+    /// The header and index of a stored stream, read by ranges (the header's bytes, the
+    /// footer, the index chunk).
+    async fn header_and_index(
+        &self,
+        r: &Record,
+    ) -> Result<(StreamHeader, Vec<IndexEntry>), Refusal> {
+        let damaged = || Refusal::new(500, "damaged", "the stored stream's index cannot be read");
+        let len = r.stored_bytes as u64;
+        let footer_at = len
+            .checked_sub(crate::stream::FOOTER_SIZE as u64)
+            .ok_or_else(damaged)?;
+        let footer = self.store.get_range(&r.blob, footer_at..len).await?;
+        let (at, n) = plan::index_span(&footer, len).ok_or_else(damaged)?;
+        let head = self
+            .store
+            .get_range(&r.blob, 0..r.header_bytes as u64)
+            .await?;
+        let header = StreamHeader::parse_prefix(&head)
+            .ok()
+            .flatten()
+            .ok_or_else(damaged)?;
+        let chunk = self.store.get_range(&r.blob, at..at + n).await?;
+        let mut d = StreamDecoder::with_header(header.clone());
+        d.push(&chunk);
+        d.finish();
+        while let Ok(Some(item)) = d.next_item() {
+            if let StreamItem::Index(entries) = item {
+                return Ok((header, entries));
+            }
+        }
+        Err(damaged())
+    }
+
+    /// Every event of `r`, read through its index: the header, the footer, the index and
+    /// the event chunks, by ranges; never a byte of a frame chunk.
+    pub async fn events(&self, r: &Record) -> Result<EventBatch, Refusal> {
+        let damaged = || Refusal::new(500, "damaged", "the stored stream's events cannot be read");
+        let (header, index) = self.header_and_index(r).await?;
+        let mut d = StreamDecoder::with_header(header);
+        let mut all = EventBatch::default();
+        let mut entries: Vec<&IndexEntry> = index
+            .iter()
+            .filter(|e| matches!(e.kind, ChunkType::Events | ChunkType::Keyframes))
+            .collect();
+        entries.sort_by_key(|e| e.offset);
+        let len = r.stored_bytes as u64;
+        for e in entries {
+            if e.kind == ChunkType::Keyframes {
+                d.new_group();
+                continue;
+            }
+            // The chunk header, a few bytes at a time as its varints show its length.
+            let mut chunk: Vec<u8> = Vec::new();
+            let (h, hlen) = loop {
+                let need = plan::chunk_header_needs(&chunk) as u64;
+                if let Some(x) = crate::stream::ChunkHeader::parse_at(&chunk) {
+                    break x;
+                }
+                let have = chunk.len() as u64;
+                if need <= have || e.offset + need > len || need > 64 {
+                    return Err(damaged());
+                }
+                let more = self
+                    .store
+                    .get_range(&r.blob, e.offset + have..e.offset + need)
+                    .await?;
+                chunk.extend_from_slice(&more);
+            };
+            let end = e.offset + hlen as u64 + u64::from(h.len);
+            if end > len {
+                return Err(damaged());
+            }
+            let payload = self
+                .store
+                .get_range(&r.blob, e.offset + hlen as u64..end)
+                .await?;
+            chunk.extend_from_slice(&payload);
+            let batch = d.decode_events_chunk(&chunk).map_err(|_| damaged())?;
+            all.notes.records.extend(batch.notes.records);
+            all.walls.records.extend(batch.walls.records);
+            all.heights.records.extend(batch.heights.records);
+            all.pauses.records.extend(batch.pauses.records);
+        }
+        Ok(all)
+    }
+
+    /// A `.bsors` of the keyframe groups of `r` that cover song time `from..=to`: the
+    /// stream header, then those chunks as stored (with the events among them), read by
+    /// two ranges besides the index.
+    pub async fn frames(&self, r: &Record, from: f32, to: f32) -> Result<Vec<u8>, Refusal> {
+        let (_, index) = self.header_and_index(r).await?;
+        let len = r.stored_bytes as u64;
+        let index_at = index
+            .iter()
+            .filter(|e| e.kind == ChunkType::Index)
+            .map(|e| e.offset)
+            .min()
+            .unwrap_or(len);
+        let mut out = self
+            .store
+            .get_range(&r.blob, 0..r.header_bytes as u64)
+            .await?
+            .to_vec();
+        if let Some((begin, end)) = plan::span_range(&index, from, to, index_at.min(len)) {
+            out.extend_from_slice(&self.store.get_range(&r.blob, begin..end).await?);
+        }
+        Ok(out)
+    }
+
+    /// The uploads kept for review.
+    pub async fn reviews(&self, limit: i64) -> Result<Vec<Review>, Refusal> {
+        Ok(self.index.reviews(limit).await?)
+    }
+}
+
+/// The BSOR of a stored stream.
+pub fn rebuild(stream: &[u8]) -> Result<Vec<u8>, Refusal> {
+    let damaged = |what: String| Refusal::new(500, "damaged", what);
+    let (replay, recovery) = crate::transcode::decode_replay(stream)
+        .map_err(|e| damaged(format!("the stored stream: {e}")))?;
+    if !recovery.complete {
+        return Err(damaged("the stored stream is not whole".into()));
+    }
+    bsor::to_vec(&replay).map_err(|e| damaged(format!("writing the BSOR: {e}")))
+}
+
+/// The server's statement for `r` stored as `stream`.
+fn countersign(key: &SigningKey, r: &Record, stream: &[u8]) -> Statement {
+    use ed25519_dalek::Signer as _;
+    let stream_hash = hex(blake3::hash(stream).as_bytes());
+    let msg = statement_message(&r.id, &r.fingerprint, &stream_hash, &r.player, r.uploaded);
+    let signature = key.sign(msg.as_bytes());
+    Statement {
+        statement: "bsor-stream server countersignature v1",
+        id: r.id.clone(),
+        fingerprint: r.fingerprint.clone(),
+        stream_hash,
+        player: r.player.clone(),
+        accepted: r.uploaded,
+        key: hex(key.verifying_key().as_bytes()),
+        signature: hex(&signature.to_bytes()),
+    }
+}

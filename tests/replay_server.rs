@@ -1,0 +1,784 @@
+//! The replay server (`proto-spec/http.md` §7) on 127.0.0.1, with a temporary store
+//! directory and its embedded SQLite index: uploads and their refusals, downloads
+//! (byte-identical BSOR, `.bsors`, JSON, ranges, entity tags), events read by ranges that
+//! touch no frame chunk, spans, deletes, search pages, and what an upload interrupted at
+//! each step leaves.
+
+#![cfg(feature = "server")]
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bsor_stream::bsor::{self, BsorString, Replay};
+use bsor_stream::net::http::Assets;
+use bsor_stream::net::relay::{RelayConfig, Tokens};
+use bsor_stream::net::server::{Server, ServerConfig};
+use bsor_stream::net::ws;
+use bsor_stream::server::{
+    self, plan, Config, Fault, Index, ReplayServer, Store, Uploaded, Uploaders,
+};
+use bsor_stream::stream::{split_stream, ChunkType, Profile, Settings};
+use bsor_stream::{synth, transcode};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const TOKENS: &str = "publisher\nplayer:p1:tok1\nplayer:p2:tok2\nadmin:root\n";
+
+/// A replay of player `player` (`seconds` long, from `seed`).
+fn play(seed: u64, seconds: f32, player: &str) -> Replay {
+    let mut r = synth::replay(synth::Settings {
+        seed,
+        seconds,
+        fps: 60,
+    });
+    r.info.player_id = BsorString::new(player);
+    r
+}
+
+async fn open(dir: &std::path::Path, config: Config, tokens: &str) -> Arc<ReplayServer> {
+    let store = Store::directory(&dir.join("store")).unwrap().logging();
+    let url = format!("sqlite://{}", dir.join("index.sqlite").display());
+    let index = Index::open(&url).await.unwrap();
+    ReplayServer::new(store, index, config, Uploaders::parse(tokens))
+}
+
+/// The relay's HTTP on 127.0.0.1 with `srv` answering `/replays`.
+async fn listen(srv: Arc<ReplayServer>) -> SocketAddr {
+    let relay = Server::new(
+        RelayConfig::default(),
+        Tokens::parse("publisher"),
+        ServerConfig::default(),
+    )
+    .unwrap();
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let options = ws::WsOptions {
+        tls: None,
+        allowed_origins: Vec::new(),
+    };
+    let assets = Assets::new(Vec::<(String, bytes::Bytes)>::new()).with_replays(srv);
+    tokio::spawn(ws::serve_site(l, relay, options, assets));
+    addr
+}
+
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+/// One request on its own connection (`Connection: close`), the reply read to the end.
+async fn request(
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    let mut sock = TcpStream::connect(addr).await.unwrap();
+    let mut head = format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (n, v) in headers {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    if !body.is_empty() || method == "POST" {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    sock.write_all(head.as_bytes()).await.unwrap();
+    // A refused body may not be read: the reply can come before all of it is sent.
+    let _ = sock.write_all(body).await;
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), sock.read_to_end(&mut buf))
+        .await
+        .expect("a reply within 30 s")
+        .ok();
+    let end = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a reply head")
+        + 4;
+    let text = String::from_utf8_lossy(&buf[..end]).into_owned();
+    let mut lines = text.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Reply {
+        status,
+        headers,
+        body: buf[end..].to_vec(),
+    }
+}
+
+async fn upload(addr: SocketAddr, token: &str, body: &[u8]) -> Reply {
+    let auth = format!("Bearer {token}");
+    request(addr, "POST", "/replays", &[("Authorization", &auth)], body).await
+}
+
+fn assert_refusal(r: &Reply, status: u16, code: &str) {
+    assert_eq!(r.status, status, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let j = r.json();
+    assert_eq!(j["error"], code, "{j}");
+    assert!(!j["reason"].as_str().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_comes_back_byte_for_byte_in_every_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = open(dir.path(), Config::default(), TOKENS).await;
+    let addr = listen(srv.clone()).await;
+    let replay = play(1, 30.0, "p1");
+    let bsor_bytes = bsor::to_vec(&replay).unwrap();
+
+    let r = upload(addr, "tok1", &bsor_bytes).await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let j = r.json();
+    let id = j["id"].as_str().unwrap().to_string();
+    assert!(plan::is_id(&id));
+    assert_eq!(j["format"], "lossless");
+    assert_eq!(j["player"], "p1");
+    assert_eq!(j["bsorBytes"], bsor_bytes.len() as u64);
+    let stored = j["storedBytes"].as_u64().unwrap();
+    assert!(stored > 0 && stored < bsor_bytes.len() as u64, "{stored}");
+    assert_eq!(j["fingerprint"].as_str().unwrap().len(), 64);
+    assert_eq!(r.header("location"), Some(&*format!("/replays/{id}")));
+
+    // The same file again, as gzip this time: the same ID, 200.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&bsor_bytes).unwrap();
+    let gz = gz.finish().unwrap();
+    let auth = "Bearer tok1";
+    let again = request(
+        addr,
+        "POST",
+        "/replays",
+        &[("Authorization", auth), ("Content-Encoding", "gzip")],
+        &gz,
+    )
+    .await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.json()["id"], id.as_str());
+
+    let path = format!("/replays/{id}");
+    let got = request(addr, "GET", &path, &[], b"").await;
+    assert_eq!(got.status, 200);
+    assert_eq!(got.header("content-type"), Some("application/octet-stream"));
+    assert!(got.body == bsor_bytes, "the BSOR served back differs");
+    let etag = got.header("etag").unwrap().to_string();
+
+    let not_modified = request(addr, "GET", &path, &[("If-None-Match", &etag)], b"").await;
+    assert_eq!(not_modified.status, 304);
+    assert!(not_modified.body.is_empty());
+
+    let part = request(addr, "GET", &path, &[("Range", "bytes=100-199")], b"").await;
+    assert_eq!(part.status, 206);
+    assert_eq!(part.body, bsor_bytes[100..200]);
+    assert_eq!(
+        part.header("content-range"),
+        Some(&*format!("bytes 100-199/{}", bsor_bytes.len()))
+    );
+
+    let head = request(addr, "HEAD", &path, &[], b"").await;
+    assert_eq!(head.status, 200);
+    assert_eq!(
+        head.header("content-length"),
+        Some(&*bsor_bytes.len().to_string())
+    );
+    assert!(head.body.is_empty());
+
+    let bsors = request(addr, "GET", &format!("{path}?format=bsors"), &[], b"").await;
+    assert_eq!(bsors.status, 200);
+    assert_eq!(bsors.header("content-type"), Some("application/x-bsors"));
+    assert_eq!(bsors.body.len() as u64, stored);
+    let (back, rec) = transcode::decode_replay(&bsors.body).unwrap();
+    assert!(rec.complete);
+    assert_eq!(bsor::to_vec(&back).unwrap(), bsor_bytes);
+    let tail = request(
+        addr,
+        "GET",
+        &path,
+        &[("Accept", "application/x-bsors"), ("Range", "bytes=-16")],
+        b"",
+    )
+    .await;
+    assert_eq!(tail.status, 206);
+    assert_eq!(tail.body, bsors.body[bsors.body.len() - 16..]);
+
+    let json = request(addr, "GET", &path, &[("Accept", "application/json")], b"").await;
+    assert_eq!(json.status, 200);
+    let j = json.json();
+    assert_eq!(j["frames"].as_array().unwrap().len(), replay.frames.len());
+    assert_eq!(j["notes"].as_array().unwrap().len(), replay.notes.len());
+
+    let bad = request(addr, "GET", &format!("{path}?format=exe"), &[], b"").await;
+    assert_refusal(&bad, 400, "bad-query");
+    let missing = request(
+        addr,
+        "GET",
+        "/replays/0123456789abcdef0123456789abcdef",
+        &[],
+        b"",
+    )
+    .await;
+    assert_refusal(&missing, 404, "not-found");
+    let traversal = request(addr, "GET", "/replays/..%2findex.sqlite", &[], b"").await;
+    assert_refusal(&traversal, 404, "not-found");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corpus_replays_come_back_byte_identical() {
+    let dir = std::env::var("BSOR_CORPUS").unwrap_or_else(|_| "../shared/corpus".into());
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        eprintln!("skipping: no corpus at {dir} (set BSOR_CORPUS)");
+        return;
+    };
+    let mut files: Vec<_> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "bsor"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty());
+    let tmp = tempfile::tempdir().unwrap();
+    let mut tokens = String::new();
+    let mut plays = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        let bytes = std::fs::read(f).unwrap();
+        let r = bsor::parse(&bytes).unwrap();
+        tokens.push_str(&format!(
+            "player:{}:t{i}\n",
+            r.info.player_id.to_string_lossy()
+        ));
+        plays.push((f, bytes, format!("t{i}")));
+    }
+    let srv = open(tmp.path(), Config::default(), &tokens).await;
+    let addr = listen(srv).await;
+    for (f, bytes, token) in plays {
+        let r = upload(addr, &token, &bytes).await;
+        assert_eq!(
+            r.status,
+            201,
+            "{}: {}",
+            f.display(),
+            String::from_utf8_lossy(&r.body)
+        );
+        let id = r.json()["id"].as_str().unwrap().to_string();
+        let got = request(addr, "GET", &format!("/replays/{id}"), &[], b"").await;
+        assert!(
+            got.body == bytes,
+            "{}: the BSOR served back differs",
+            f.display()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_say_why_in_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        max_body: 1 << 20,
+        max_inflated: 2 << 20,
+        ..Config::default()
+    };
+    let srv = open(dir.path(), config, TOKENS).await;
+    let addr = listen(srv.clone()).await;
+    let good = bsor::to_vec(&play(2, 10.0, "p1")).unwrap();
+
+    let none = request(addr, "POST", "/replays", &[], &good).await;
+    assert_refusal(&none, 401, "unauthorized");
+    assert_eq!(none.header("www-authenticate"), Some("Bearer"));
+    assert_refusal(&upload(addr, "nope", &good).await, 401, "unauthorized");
+    assert_refusal(&upload(addr, "publisher", &good).await, 401, "unauthorized");
+    // Player p2's token, player p1's replay: refused, nothing stored.
+    assert_refusal(&upload(addr, "tok2", &good).await, 403, "wrong-player");
+    assert_refusal(&upload(addr, "root", &good).await, 403, "wrong-player");
+    assert_refusal(
+        &upload(addr, "tok1", b"GIF89a....").await,
+        400,
+        "unknown-format",
+    );
+    assert_refusal(
+        &upload(addr, "tok1", &good[..good.len() / 2]).await,
+        400,
+        "unparsable",
+    );
+    let mut few = play(3, 10.0, "p1");
+    few.frames.truncate(3);
+    let few = bsor::to_vec(&few).unwrap();
+    assert_refusal(&upload(addr, "tok1", &few).await, 400, "invalid-replay");
+    let mut back = play(4, 10.0, "p1");
+    back.frames[10].time = back.frames[9].time - 1.0;
+    let back = bsor::to_vec(&back).unwrap();
+    assert_refusal(&upload(addr, "tok1", &back).await, 400, "invalid-replay");
+
+    // Over the body limit by Content-Length: refused before the body is read.
+    let big = vec![0u8; (1 << 20) + 1];
+    assert_refusal(&upload(addr, "tok1", &big).await, 413, "too-large");
+    // A gzip bomb: 1 KiB that inflates past the limit, stopped there.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(&vec![0u8; 64 << 20]).unwrap();
+    let bomb = gz.finish().unwrap();
+    assert!(bomb.len() < 1 << 20);
+    let r = request(
+        addr,
+        "POST",
+        "/replays",
+        &[
+            ("Authorization", "Bearer tok1"),
+            ("Content-Encoding", "gzip"),
+        ],
+        &bomb,
+    )
+    .await;
+    assert_refusal(&r, 413, "too-large");
+    let r = request(
+        addr,
+        "POST",
+        "/replays",
+        &[("Authorization", "Bearer tok1"), ("Content-Encoding", "br")],
+        &good,
+    )
+    .await;
+    assert_refusal(&r, 415, "unsupported-encoding");
+    assert_refusal(
+        &request(addr, "PUT", "/replays", &[], b"").await,
+        405,
+        "method-not-allowed",
+    );
+    // Nothing refused was stored or indexed.
+    assert!(srv.index.blobs(100).await.unwrap().is_empty());
+    assert_eq!(upload(addr, "tok1", &good).await.status, 201);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_play_under_another_player_is_kept_for_review() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = open(dir.path(), Config::default(), TOKENS).await;
+    let addr = listen(srv.clone()).await;
+    let first = play(5, 10.0, "p1");
+    let r = upload(addr, "tok1", &bsor::to_vec(&first).unwrap()).await;
+    assert_eq!(r.status, 201);
+    let owner = r.json()["id"].as_str().unwrap().to_string();
+    let mut stolen = first.clone();
+    stolen.info.player_id = BsorString::new("p2");
+    stolen.info.player_name = BsorString::new("thief");
+    let r = upload(addr, "tok2", &bsor::to_vec(&stolen).unwrap()).await;
+    assert_refusal(&r, 409, "same-play");
+    assert!(r.json()["reason"].as_str().unwrap().contains(&owner));
+    // Refused again: still one review.
+    let r = upload(addr, "tok2", &bsor::to_vec(&stolen).unwrap()).await;
+    assert_eq!(r.status, 409);
+    let list = request(
+        addr,
+        "GET",
+        "/reviews",
+        &[("Authorization", "Bearer root")],
+        b"",
+    )
+    .await;
+    assert_eq!(list.status, 200);
+    let reviews = list.json()["reviews"].as_array().unwrap().clone();
+    assert_eq!(reviews.len(), 1);
+    assert_eq!(reviews[0]["owner"], owner.as_str());
+    assert_eq!(reviews[0]["player"], "p2");
+    assert_eq!(reviews[0]["state"], "pending");
+    let forbidden = request(
+        addr,
+        "GET",
+        "/reviews",
+        &[("Authorization", "Bearer tok1")],
+        b"",
+    )
+    .await;
+    assert_refusal(&forbidden, 403, "not-admin");
+    // The kept copy is in the store; the search lists only the owner's replay.
+    let blobs = srv.index.blobs(10).await.unwrap();
+    assert_eq!(blobs.len(), 2);
+    for b in &blobs {
+        assert!(srv.store.exists(b).await.unwrap(), "{b}");
+    }
+    let all = request(addr, "GET", "/replays", &[], b"").await.json();
+    assert_eq!(all["replays"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_read_by_ranges_that_touch_no_frame_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = open(dir.path(), Config::default(), TOKENS).await;
+    let addr = listen(srv.clone()).await;
+    let replay = play(6, 60.0, "p1");
+    let r = upload(addr, "tok1", &bsor::to_vec(&replay).unwrap()).await;
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    let record = srv.index.get(&id).await.unwrap().unwrap();
+    let stream = srv.stream(&record).await.unwrap();
+    let before = srv.store.ranges().len();
+    let got = request(addr, "GET", &format!("/replays/{id}/events"), &[], b"").await;
+    assert_eq!(got.status, 200);
+    let j = got.json();
+    let expected = transcode::read_events(&mut std::io::Cursor::new(&stream))
+        .unwrap()
+        .unwrap()
+        .1;
+    let want = serde_json::json!({
+        "notes": expected.notes.records,
+        "walls": expected.walls.records,
+        "heights": expected.heights.records,
+        "pauses": expected.pauses.records,
+    });
+    // Compared as the text a client reads (f32 values go through their shortest form).
+    let want: serde_json::Value = serde_json::from_str(&want.to_string()).unwrap();
+    assert!(j == want, "the events differ from read_events'");
+    assert_eq!(j["notes"].as_array().unwrap().len(), replay.notes.len());
+    let ranges: Vec<_> = srv.store.ranges()[before..].to_vec();
+    let (_, _, spans) = split_stream(&stream).unwrap();
+    let frame_spans: Vec<(u64, u64)> = spans
+        .iter()
+        .filter(|s| {
+            let kind = ChunkType::from_byte(stream[s.offset + 1]);
+            matches!(kind, ChunkType::Keyframes | ChunkType::Frames)
+        })
+        .map(|s| (s.offset as u64, (s.offset + s.len) as u64))
+        .collect();
+    assert!(frame_spans.len() >= 5, "{} frame chunks", frame_spans.len());
+    let mut read = 0;
+    for (key, range) in &ranges {
+        assert_eq!(key, &record.blob);
+        read += range.end - range.start;
+        for (a, b) in &frame_spans {
+            assert!(
+                range.end <= *a || range.start >= *b,
+                "read {range:?} overlaps the frame chunk {a}..{b}"
+            );
+        }
+    }
+    assert!(
+        read * 10 < stream.len() as u64,
+        "read {read} of {}",
+        stream.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_span_is_the_groups_that_cover_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = open(dir.path(), Config::default(), TOKENS).await;
+    let addr = listen(srv.clone()).await;
+    let replay = play(7, 60.0, "p1");
+    let r = upload(addr, "tok1", &bsor::to_vec(&replay).unwrap()).await;
+    let j = r.json();
+    let id = j["id"].as_str().unwrap();
+    let stored = j["storedBytes"].as_u64().unwrap();
+    let got = request(
+        addr,
+        "GET",
+        &format!("/replays/{id}/frames?from=20&to=25"),
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(got.status, 200);
+    assert_eq!(got.header("content-type"), Some("application/x-bsors"));
+    assert!(
+        (got.body.len() as u64) < stored / 2,
+        "{} of {stored}",
+        got.body.len()
+    );
+    let (part, _) = transcode::decode_replay(&got.body).unwrap();
+    let times: Vec<f32> = part.frames.iter().map(|f| f.time).collect();
+    assert!(times.first().unwrap() <= &20.0 && times.last().unwrap() >= &25.0);
+    let want: Vec<_> = replay
+        .frames
+        .iter()
+        .filter(|f| f.time >= times[0] && f.time <= *times.last().unwrap())
+        .cloned()
+        .collect();
+    assert_eq!(part.frames, want);
+    let bad = request(
+        addr,
+        "GET",
+        &format!("/replays/{id}/frames?from=9&to=3"),
+        &[],
+        b"",
+    )
+    .await;
+    assert_refusal(&bad, 400, "bad-query");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owners_and_admins_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = open(dir.path(), Config::default(), TOKENS).await;
+    let addr = listen(srv.clone()).await;
+    let mut ids = Vec::new();
+    for seed in [8, 9] {
+        let r = upload(
+            addr,
+            "tok1",
+            &bsor::to_vec(&play(seed, 10.0, "p1")).unwrap(),
+        )
+        .await;
+        ids.push(r.json()["id"].as_str().unwrap().to_string());
+    }
+    let blob = srv.index.get(&ids[0]).await.unwrap().unwrap().blob;
+    let path = format!("/replays/{}", ids[0]);
+    assert_refusal(
+        &request(addr, "DELETE", &path, &[], b"").await,
+        401,
+        "unauthorized",
+    );
+    let other = request(
+        addr,
+        "DELETE",
+        &path,
+        &[("Authorization", "Bearer tok2")],
+        b"",
+    )
+    .await;
+    assert_refusal(&other, 403, "not-owner");
+    let own = request(
+        addr,
+        "DELETE",
+        &path,
+        &[("Authorization", "Bearer tok1")],
+        b"",
+    )
+    .await;
+    assert_eq!(own.status, 204);
+    assert_refusal(
+        &request(addr, "GET", &path, &[], b"").await,
+        404,
+        "not-found",
+    );
+    assert!(!srv.store.exists(&blob).await.unwrap());
+    let path = format!("/replays/{}", ids[1]);
+    let admin = request(
+        addr,
+        "DELETE",
+        &path,
+        &[("Authorization", "Bearer root")],
+        b"",
+    )
+    .await;
+    assert_eq!(admin.status, 204);
+    assert!(srv.index.blobs(10).await.unwrap().is_empty());
+    assert_eq!(srv.sweep(100).await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_pages_with_a_cursor_and_refuses_odd_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = open(dir.path(), Config::default(), TOKENS).await;
+    let addr = listen(srv.clone()).await;
+    let mut want = Vec::new();
+    for seed in 0..5u64 {
+        let (player, token) = if seed % 2 == 0 {
+            ("p1", "tok1")
+        } else {
+            ("p2", "tok2")
+        };
+        let r = upload(
+            addr,
+            token,
+            &bsor::to_vec(&play(100 + seed, 6.0, player)).unwrap(),
+        )
+        .await;
+        assert_eq!(r.status, 201);
+        want.push(r.json()["id"].as_str().unwrap().to_string());
+    }
+    let mut seen = Vec::new();
+    let mut target = "/replays?limit=2".to_string();
+    let mut pages = 0;
+    loop {
+        let page = request(addr, "GET", &target, &[], b"").await;
+        assert_eq!(page.status, 200);
+        let j = page.json();
+        let list = j["replays"].as_array().unwrap();
+        assert!(list.len() <= 2);
+        seen.extend(list.iter().map(|r| r["id"].as_str().unwrap().to_string()));
+        pages += 1;
+        match j["next"].as_str() {
+            Some(c) => target = format!("/replays?limit=2&cursor={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 5);
+    want.sort();
+    assert_eq!(sorted, want);
+    let p2 = request(addr, "GET", "/replays?player=p2", &[], b"")
+        .await
+        .json();
+    let list = p2["replays"].as_array().unwrap();
+    assert_eq!(list.len(), 2);
+    assert!(list.iter().all(|r| r["player"] == "p2"));
+    let none = request(addr, "GET", "/replays?player=p1&mode=Lawless", &[], b"").await;
+    assert!(none.json()["replays"].as_array().unwrap().is_empty());
+    for bad in [
+        "/replays?player=p1'%20OR%20'1'='1",
+        "/replays?limit=0",
+        "/replays?limit=1000",
+        "/replays?cursor=zz",
+        "/replays?since=yesterday",
+        "/replays?colour=red",
+    ] {
+        assert_refusal(&request(addr, "GET", bad, &[], b"").await, 400, "bad-query");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_upload_leaves_nothing_once_swept() {
+    let dir = tempfile::tempdir().unwrap();
+    let replay = play(10, 8.0, "p1");
+    let bytes = bsor::to_vec(&replay).unwrap();
+    for fault in [Fault::BeforeBlob, Fault::AfterBlob, Fault::BeforeCommit] {
+        let config = Config {
+            fault: Some(fault),
+            lease: Duration::ZERO,
+            ..Config::default()
+        };
+        let srv = open(dir.path(), config, TOKENS).await;
+        let prepared = server::prepare(&bytes, false, &srv.config, "p1").unwrap();
+        let id = prepared.record.id.clone();
+        let e = srv.upload(prepared).await.unwrap_err();
+        assert_eq!(e.status, 503, "{fault:?}");
+        assert!(srv.index.get(&id).await.unwrap().is_none(), "{fault:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let swept = srv.sweep(100).await.unwrap();
+        assert_eq!(swept, 1, "{fault:?}");
+        assert!(srv.index.expired(i64::MAX, 10).await.unwrap().is_empty());
+        // No row, no lease, and the blob (if it was written) is gone.
+        let store_dir = dir.path().join("store/replays");
+        let left = std::fs::read_dir(&store_dir).map_or(0, |d| d.count());
+        assert_eq!(left, 0, "{fault:?}: blobs left in the store");
+        srv.index.close().await;
+    }
+    // Then a whole upload: stored and listed.
+    let srv = open(dir.path(), Config::default(), TOKENS).await;
+    let prepared = server::prepare(&bytes, false, &srv.config, "p1").unwrap();
+    let Uploaded::Created(r) = srv.upload(prepared).await.unwrap() else {
+        panic!("not created");
+    };
+    assert!(srv.store.exists(&r.blob).await.unwrap());
+    assert_eq!(srv.index.blobs(10).await.unwrap(), vec![r.blob.clone()]);
+    assert_eq!(srv.sweep(100).await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_upload_keeps_its_signature_and_the_server_countersigns() {
+    use bsor_stream::integrity::{self, Signer, Verdict};
+    let dir = tempfile::tempdir().unwrap();
+    let server_key = integrity::SigningKey::from_bytes(&[9u8; 32]);
+    let config = Config {
+        key: Some(server_key.clone()),
+        ..Config::default()
+    };
+    let srv = open(dir.path(), config, TOKENS).await;
+    let addr = listen(srv.clone()).await;
+    let replay = play(11, 20.0, "p1");
+    let signer = Signer::new(integrity::SigningKey::from_bytes(&[3u8; 32]), [5u8; 16]);
+    let signed =
+        integrity::sign_replay(&replay, Settings::archive(Profile::Lossless), signer).unwrap();
+    assert_eq!(integrity::verify_stream(&signed).verdict, Verdict::Valid);
+    let r = upload(addr, "tok1", &signed).await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let j = r.json();
+    assert_eq!(j["signed"], true);
+    assert_eq!(j["countersigned"], true);
+    let id = j["id"].as_str().unwrap();
+    let back = request(
+        addr,
+        "GET",
+        &format!("/replays/{id}?format=bsors"),
+        &[],
+        b"",
+    )
+    .await;
+    assert!(
+        back.body == signed,
+        "the signed stream was not kept as it came"
+    );
+    assert_eq!(integrity::verify_stream(&back.body).verdict, Verdict::Valid);
+    let bsor_back = request(addr, "GET", &format!("/replays/{id}"), &[], b"").await;
+    assert_eq!(bsor_back.body, bsor::to_vec(&replay).unwrap());
+    // The statement beside the blob verifies under the server's key.
+    let record = srv.index.get(id).await.unwrap().unwrap();
+    let st = srv
+        .store
+        .get(&server::statement_key(&record.blob))
+        .await
+        .unwrap();
+    let st: serde_json::Value = serde_json::from_slice(&st).unwrap();
+    let msg = server::statement_message(
+        id,
+        st["fingerprint"].as_str().unwrap(),
+        st["streamHash"].as_str().unwrap(),
+        "p1",
+        st["accepted"].as_i64().unwrap(),
+    );
+    assert_eq!(
+        st["streamHash"].as_str().unwrap(),
+        integrity::hex(blake3::hash(&signed).as_bytes())
+    );
+    let sig = integrity::from_hex(st["signature"].as_str().unwrap()).unwrap();
+    let sig = ed25519_dalek::Signature::from_slice(&sig).unwrap();
+    server_key
+        .verifying_key()
+        .verify_strict(msg.as_bytes(), &sig)
+        .unwrap();
+}
+
+#[test]
+fn every_route_is_in_the_openapi_description() {
+    use bsor_stream::net::http::replays::{claims, Route, PATHS};
+    let yaml = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/proto-spec/openapi.yaml"
+    ))
+    .unwrap();
+    let listed: Vec<&str> = yaml
+        .lines()
+        .filter_map(|l| l.strip_prefix("  /"))
+        .filter_map(|l| l.strip_suffix(':'))
+        .collect();
+    let id = "0123456789abcdef0123456789abcdef";
+    for path in PATHS {
+        assert!(
+            listed.contains(&&path[1..]),
+            "{path} is not in openapi.yaml"
+        );
+        let concrete = path.replace("{id}", id);
+        let route = claims(&concrete);
+        assert!(
+            route.is_some() && route != Some(Route::Unknown),
+            "{path} is not routed"
+        );
+    }
+    assert_eq!(listed.len(), PATHS.len(), "openapi.yaml lists other paths");
+}
