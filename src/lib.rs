@@ -14,6 +14,7 @@
 //!   bounded ring, a background thread that encodes and feeds file, live and classic sinks.
 //! - `integrity` (feature `integrity`): signed streams: a signer the stream encoder drives
 //!   and a verifier of signatures, checkpoint chains and the records they cover.
+//! - `legacy` (feature `legacy`): legacy ScoreSaber replay JSON imported as BSOR.
 //! - [`synth`]: synthetic replays from a seed, for demos, tests and benchmarks.
 //!
 //! Features: `recorder` (the runtime), `net` (the protocol without I/O, and its blocking
@@ -29,6 +30,8 @@
 pub mod bsor;
 #[cfg(feature = "integrity")]
 pub mod integrity;
+#[cfg(feature = "legacy")]
+pub mod legacy;
 #[cfg(feature = "net")]
 pub mod net;
 #[cfg(feature = "recorder")]

@@ -1,6 +1,7 @@
 //! The commands of the `bsor-stream` tool.
 
 pub mod classic;
+pub mod import;
 pub mod integrity;
 pub mod live;
 pub mod report;
