@@ -14,6 +14,7 @@
 //!   bounded ring, a background thread that encodes and feeds file, live and classic sinks.
 //! - `integrity` (feature `integrity`): signed streams: a signer the stream encoder drives
 //!   and a verifier of signatures, checkpoint chains and the records they cover.
+//! - `legacy` (feature `legacy`): legacy ScoreSaber replay JSON imported as BSOR.
 //! - `server` (feature `server`): the replay server: uploads validated and kept as streams
 //!   in an object store, indexed with SQL, served whole, by song time or as events.
 //! - [`synth`]: synthetic replays from a seed, for demos, tests and benchmarks.
@@ -31,6 +32,8 @@
 pub mod bsor;
 #[cfg(feature = "integrity")]
 pub mod integrity;
+#[cfg(feature = "legacy")]
+pub mod legacy;
 #[cfg(feature = "net")]
 pub mod net;
 #[cfg(feature = "recorder")]

@@ -153,6 +153,15 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// Import a legacy ScoreSaber replay JSON document as a BSOR (what each BSOR field is
+    /// filled from: proto-spec/legacy-import.md).
+    Import {
+        /// The legacy `.json` document.
+        input: PathBuf,
+        /// Where to write the BSOR.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
     /// Transcode a classic BSOR into the stream format (`-` for stdin or stdout): a file's
     /// events go out with the first chunk after their song time; from stdin the stream comes
     /// as the bytes arrive, the events after the frames.
@@ -391,6 +400,7 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             fps,
             seed,
         } => commands::classic::synth(&output, seconds, fps, seed),
+        Command::Import { input, output } => commands::import::import(&input, &output),
         Command::Encode {
             input,
             output,

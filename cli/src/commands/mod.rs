@@ -2,6 +2,7 @@
 
 pub mod classic;
 pub mod fingerprint;
+pub mod import;
 pub mod integrity;
 pub mod live;
 pub mod report;

@@ -1,0 +1,38 @@
+//! `import`: a legacy ScoreSaber replay JSON document to a BSOR file
+//! (proto-spec/legacy-import.md).
+
+use std::path::Path;
+
+use bsor_stream::bsor;
+use bsor_stream::legacy::{self, ImportLimits};
+
+use super::{Failure, Outcome};
+
+/// Reads `input` (a legacy replay JSON document), imports it and writes the BSOR to
+/// `output`.
+pub fn import(input: &Path, output: &Path) -> Result<Outcome, Failure> {
+    let limits = ImportLimits::default();
+    // The document's size is checked before it is read whole.
+    let size = std::fs::metadata(input).map_err(|e| (input, e))?.len();
+    if size > limits.max_json_bytes as u64 {
+        return Err(Failure(format!(
+            "{}: {size} bytes, over the legacy import limit of {}",
+            input.display(),
+            limits.max_json_bytes
+        )));
+    }
+    let json = std::fs::read(input).map_err(|e| (input, e))?;
+    let replay = legacy::import(&json, &limits).map_err(|e| (input, e))?;
+    let bytes = bsor::to_vec(&replay).map_err(|e| (output, e))?;
+    std::fs::write(output, &bytes).map_err(|e| (output, e))?;
+    println!(
+        "wrote {} ({} bytes, {} frames, {} note events, {} walls, score {})",
+        output.display(),
+        bytes.len(),
+        replay.frames.len(),
+        replay.notes.len(),
+        replay.walls.len(),
+        replay.info.score
+    );
+    Ok(Outcome::Done)
+}
