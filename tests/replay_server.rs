@@ -782,3 +782,52 @@ fn every_route_is_in_the_openapi_description() {
     }
     assert_eq!(listed.len(), PATHS.len(), "openapi.yaml lists other paths");
 }
+
+/// A legacy ScoreSaber replay JSON of 6 s: 90 frames a second, 8 notes (proto-spec/
+/// legacy-import.md names the fields).
+fn legacy_json() -> Vec<u8> {
+    let pose = |x: f64, y: f64| serde_json::json!({"r": {"x": 0.0, "y": 0.0, "z": 0.0, "w": 1.0}, "p": {"x": x, "y": y, "z": 0.0}});
+    let frames: Vec<_> = (0..540)
+        .map(|i| {
+            let t = f64::from(i) / 90.0;
+            serde_json::json!({"h": pose(0.0, 1.7), "l": pose(-0.3, 1.1 + t / 100.0), "r": pose(0.3, 1.2), "a": t, "i": 90})
+        })
+        .collect();
+    serde_json::to_vec(&serde_json::json!({
+        "info": {"version": "1.2.3", "hash": "3585B3438A5B78DEAFAAA9D8FBA9A9E88556D218",
+                 "difficulty": 7, "mode": "Standard", "environment": "BigMirrorEnvironment",
+                 "modifiers": [], "noteJumpStartBeatOffset": 0.0, "leftHanded": false,
+                 "height": 1.75},
+        "frames": frames,
+        "scores": [115, 100, 14, 110, 105, 98, 112, 101],
+        "combos": [1, 2, 3, 4, 5, 6, 7, 8],
+        "noteTime": [1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5],
+        "noteInfos": ["1000", "2111", "3201", "0010", "1111", "2000", "0101", "3210"],
+        "dynamicHeight": []
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_json_upload_is_imported_as_the_tokens_player() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = open(dir.path(), Config::default(), TOKENS).await;
+    let addr = listen(srv.clone()).await;
+    let json = legacy_json();
+    let expected = bsor_stream::legacy::import(&json, &Default::default()).unwrap();
+
+    let r = upload(addr, "tok2", &json).await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let j = r.json();
+    assert_eq!(j["player"], "p2");
+    let id = j["id"].as_str().unwrap().to_string();
+    let got = request(addr, "GET", &format!("/replays/{id}"), &[], b"").await;
+    let back = bsor::parse(&got.body).unwrap();
+    assert_eq!(back.info.player_id.as_str(), Some("p2"));
+    assert_eq!(back.frames, expected.frames);
+    assert_eq!(back.notes, expected.notes);
+
+    // A legacy document the import refuses is a 400 that names it.
+    let r = upload(addr, "tok2", br#"{"info": {"difficulty": "seven"}}"#).await;
+    assert_refusal(&r, 400, "invalid-legacy-json");
+}

@@ -217,11 +217,21 @@ pub fn prepare(
             (replay, stream, bsor_bytes)
         }
         Some(Kind::LegacyJson) => {
-            return Err(Refusal::new(
-                415,
-                "unsupported-format",
-                "legacy ScoreSaber JSON is not imported by this server yet",
-            ))
+            // proto-spec/legacy-import.md: the legacy form names no player, so the replay is
+            // the token's player's; it is stored as the BSOR the import makes.
+            let mut replay =
+                crate::legacy::import(body, &crate::legacy::ImportLimits::default())
+                    .map_err(|e| Refusal::new(400, "invalid-legacy-json", e.to_string()))?;
+            if replay.info.player_id.bytes.is_empty() {
+                replay.info.player_id = bsor::BsorString::new(player);
+            }
+            plan::validate(&replay, &config.counts)
+                .map_err(|e| Refusal::new(400, "invalid-replay", e.to_string()))?;
+            let bsor_bytes = bsor::to_vec(&replay)
+                .map_err(|e| bad(format!("the imported replay cannot be written: {e}")))?;
+            let stream =
+                crate::transcode::encode_replay(&replay, Settings::archive(config.profile));
+            (replay, stream, bsor_bytes)
         }
         None => {
             return Err(Refusal::new(
