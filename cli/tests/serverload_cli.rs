@@ -66,25 +66,8 @@ fn counts_and_times_are_bounded() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--seconds"));
 }
 
-/// True when `bsor-stream serve` has the replay store (`--store`) the tool loads.
-fn serve_has_store() -> bool {
-    let out = Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
-        .args(["serve", "--help"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).contains("--store")
-}
-
 #[test]
 fn a_small_run_end_to_end() {
-    if !serve_has_store() {
-        use std::io::Write;
-        let _ = std::io::stderr().lock().write_all(
-            b"\nNOTICE: `bsor-stream serve` has no --store yet: serverload_cli's end-to-end \
-              run passes without checking anything.\n",
-        );
-        return;
-    }
     let out = tool()
         .args(["--uploads", "6", "--downloads", "12", "--events", "6"])
         .args([
