@@ -36,11 +36,12 @@ impl Default for Settings {
 }
 
 /// SplitMix64: tiny, well known, and fixed forever (a crate's generator may change its
-/// output between versions, which would change test vectors).
-struct Rng(u64);
+/// output between versions, which would change test vectors). Also the fingerprint
+/// evaluation's noise source (`integrity::fingerprint_eval`).
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

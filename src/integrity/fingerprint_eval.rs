@@ -67,16 +67,12 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// SplitMix64.
-struct Rng(u64);
+/// The synthetic replays' SplitMix64, drawing `f64`s.
+struct Rng(crate::synth::Rng);
 
 impl Rng {
     fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in [0, 1).
@@ -99,7 +95,7 @@ impl Rng {
 
 /// A repeat of `replay` (see the module's documentation).
 pub fn repeat(replay: &Replay, seed: u64) -> Replay {
-    let mut rng = Rng(seed);
+    let mut rng = Rng(crate::synth::Rng(seed));
     let mut out = replay.clone();
     let pos = 0.01;
     let rot = 1f64.to_radians();
@@ -117,7 +113,7 @@ pub fn repeat(replay: &Replay, seed: u64) -> Replay {
 
 /// A disguised copy of `replay` (see the module's documentation).
 pub fn disguised_copy(replay: &Replay, seed: u64) -> Replay {
-    let mut rng = Rng(seed);
+    let mut rng = Rng(crate::synth::Rng(seed));
     let mut out = replay.clone();
     let shift = rng.uniform(0.05);
     let shifted = |t: f32| (f64::from(t) + shift) as f32;
