@@ -18,6 +18,31 @@ pub struct IndexError {
     source: sqlx::Error,
 }
 
+/// Ends a commit whose row `inserted` tried to write: a unique violation is a
+/// [`Committed::Conflict`] (and the transaction rolls back); otherwise the blob's lease goes
+/// in the same transaction as the row.
+async fn end_lease(
+    mut tx: sqlx::Transaction<'static, sqlx::Any>,
+    inserted: Result<sqlx::any::AnyQueryResult, sqlx::Error>,
+    blob: &str,
+    (writing, committing): (&'static str, &'static str),
+) -> Result<Committed, IndexError> {
+    match inserted {
+        Ok(_) => {}
+        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+            return Ok(Committed::Conflict);
+        }
+        Err(e) => return Err(err(writing)(e)),
+    }
+    sqlx::query("DELETE FROM leases WHERE blob = $1")
+        .bind(blob)
+        .execute(&mut *tx)
+        .await
+        .map_err(err("ending a lease"))?;
+    tx.commit().await.map_err(err(committing))?;
+    Ok(Committed::Done)
+}
+
 fn err(what: &'static str) -> impl FnOnce(sqlx::Error) -> IndexError {
     move |source| IndexError { what, source }
 }
@@ -258,20 +283,13 @@ impl Index {
             .bind(i64::from(r.countersigned))
             .execute(&mut *tx)
             .await;
-        match inserted {
-            Ok(_) => {}
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                return Ok(Committed::Conflict);
-            }
-            Err(e) => return Err(err("writing a replay")(e)),
-        }
-        sqlx::query("DELETE FROM leases WHERE blob = $1")
-            .bind(&r.blob)
-            .execute(&mut *tx)
-            .await
-            .map_err(err("ending a lease"))?;
-        tx.commit().await.map_err(err("committing a replay"))?;
-        Ok(Committed::Done)
+        end_lease(
+            tx,
+            inserted,
+            &r.blob,
+            ("writing a replay", "committing a replay"),
+        )
+        .await
     }
 
     /// Commits a review row and ends its blob's lease, in one transaction. One already
@@ -292,20 +310,13 @@ impl Index {
         .bind(&r.reason)
         .execute(&mut *tx)
         .await;
-        match inserted {
-            Ok(_) => {}
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                return Ok(Committed::Conflict);
-            }
-            Err(e) => return Err(err("writing a review")(e)),
-        }
-        sqlx::query("DELETE FROM leases WHERE blob = $1")
-            .bind(&r.blob)
-            .execute(&mut *tx)
-            .await
-            .map_err(err("ending a lease"))?;
-        tx.commit().await.map_err(err("committing a review"))?;
-        Ok(Committed::Done)
+        end_lease(
+            tx,
+            inserted,
+            &r.blob,
+            ("writing a review", "committing a review"),
+        )
+        .await
     }
 
     /// The uploads kept for review, oldest first (at most `limit`).
