@@ -7,144 +7,25 @@
 #![cfg(feature = "server")]
 
 use std::io::Write;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bsor_stream::bsor::{self, BsorString, Replay};
-use bsor_stream::net::http::Assets;
-use bsor_stream::net::relay::{RelayConfig, Tokens};
-use bsor_stream::net::server::{Server, ServerConfig};
-use bsor_stream::net::ws;
+use bsor_stream::bsor::{self, BsorString};
 use bsor_stream::server::{
     self, plan, Config, Fault, Index, ReplayServer, Store, Uploaded, Uploaders,
 };
 use bsor_stream::stream::{split_stream, ChunkType, Profile, Settings};
-use bsor_stream::{synth, transcode};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use bsor_stream::transcode;
 
-const TOKENS: &str = "publisher\nplayer:p1:tok1\nplayer:p2:tok2\nadmin:root\n";
-
-/// A replay of player `player` (`seconds` long, from `seed`).
-fn play(seed: u64, seconds: f32, player: &str) -> Replay {
-    let mut r = synth::replay(synth::Settings {
-        seed,
-        seconds,
-        fps: 60,
-    });
-    r.info.player_id = BsorString::new(player);
-    r
-}
+#[path = "common/replay_http.rs"]
+mod replay_http;
+use replay_http::*;
 
 async fn open(dir: &std::path::Path, config: Config, tokens: &str) -> Arc<ReplayServer> {
     let store = Store::directory(&dir.join("store")).unwrap().logging();
     let url = format!("sqlite://{}", dir.join("index.sqlite").display());
     let index = Index::open(&url).await.unwrap();
     ReplayServer::new(store, index, config, Uploaders::parse(tokens))
-}
-
-/// The relay's HTTP on 127.0.0.1 with `srv` answering `/replays`.
-async fn listen(srv: Arc<ReplayServer>) -> SocketAddr {
-    let relay = Server::new(
-        RelayConfig::default(),
-        Tokens::parse("publisher"),
-        ServerConfig::default(),
-    )
-    .unwrap();
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let options = ws::WsOptions {
-        tls: None,
-        allowed_origins: Vec::new(),
-    };
-    let assets = Assets::new(Vec::<(String, bytes::Bytes)>::new()).with_replays(srv);
-    tokio::spawn(ws::serve_site(l, relay, options, assets));
-    addr
-}
-
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
-    }
-}
-
-/// One request on its own connection (`Connection: close`), the reply read to the end.
-async fn request(
-    addr: SocketAddr,
-    method: &str,
-    target: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> Reply {
-    let mut sock = TcpStream::connect(addr).await.unwrap();
-    let mut head = format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    for (n, v) in headers {
-        head.push_str(&format!("{n}: {v}\r\n"));
-    }
-    if !body.is_empty() || method == "POST" {
-        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
-    }
-    head.push_str("\r\n");
-    sock.write_all(head.as_bytes()).await.unwrap();
-    // A refused body may not be read: the reply can come before all of it is sent.
-    let _ = sock.write_all(body).await;
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(30), sock.read_to_end(&mut buf))
-        .await
-        .expect("a reply within 30 s")
-        .ok();
-    let end = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a reply head")
-        + 4;
-    let text = String::from_utf8_lossy(&buf[..end]).into_owned();
-    let mut lines = text.lines();
-    let status = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    Reply {
-        status,
-        headers,
-        body: buf[end..].to_vec(),
-    }
-}
-
-async fn upload(addr: SocketAddr, token: &str, body: &[u8]) -> Reply {
-    let auth = format!("Bearer {token}");
-    request(addr, "POST", "/replays", &[("Authorization", &auth)], body).await
-}
-
-fn assert_refusal(r: &Reply, status: u16, code: &str) {
-    assert_eq!(r.status, status, "{}", String::from_utf8_lossy(&r.body));
-    assert_eq!(r.header("content-type"), Some("application/json"));
-    let j = r.json();
-    assert_eq!(j["error"], code, "{j}");
-    assert!(!j["reason"].as_str().unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,18 +1,26 @@
-//! The storage services are real and answer: PostgreSQL through `sqlx` and the S3-compatible
-//! server through `object_store`, the crates the replay server uses. Skipped with a notice
-//! when `scripts/services.sh` has not started them (failing under BSRS_REQUIRE_SERVICES=1).
+//! The replay server on the real services: blobs in the S3-compatible server (`--store
+//! s3://BUCKET/PREFIX`) and the index in PostgreSQL (`--index postgres://…`), as a
+//! leaderboard runs it at scale. Each test has a database and a key prefix of its own.
+//! Skipped with a notice when `scripts/services.sh` has not started them (failing under
+//! BSRS_REQUIRE_SERVICES=1).
+
+#![cfg(feature = "server")]
 
 #[path = "common/services.rs"]
 mod services;
 
+#[path = "common/replay_http.rs"]
+mod replay_http;
+
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use bsor_stream::bsor::{self, BsorString};
+use bsor_stream::server::{self, Config, Fault, Index, ReplayServer, Store, Uploaded, Uploaders};
+use bsor_stream::transcode;
 use object_store::aws::AmazonS3Builder;
-use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use replay_http::{assert_refusal, listen, play, request, upload, TOKENS};
 use sqlx::postgres::PgPoolOptions;
-use sqlx::Row;
 
 /// A name no other run shares, so that runs against the same services do not collide.
 fn unique(prefix: &str) -> String {
@@ -23,95 +31,242 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}_{}_{nanos}", std::process::id())
 }
 
-#[tokio::test]
-async fn postgres_stores_and_reads_back_rows() {
-    let Some(url) = services::postgres() else {
-        return;
-    };
-    let pool = PgPoolOptions::new()
-        .max_connections(2)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect(&url)
-        .await
-        .unwrap_or_else(|e| panic!("PostgreSQL at {url}: {e}"));
-    let table = unique("svc_check");
-    sqlx::query(&format!(
-        "CREATE TABLE {table} (id TEXT PRIMARY KEY, bytes BIGINT NOT NULL, body BYTEA NOT NULL)"
-    ))
-    .execute(&pool)
-    .await
-    .unwrap();
-    let body: Vec<u8> = (0..=255u8).collect();
-    sqlx::query(&format!(
-        "INSERT INTO {table} (id, bytes, body) VALUES ($1, $2, $3)"
-    ))
-    .bind("00ff")
-    .bind(body.len() as i64)
-    .bind(&body)
-    .execute(&pool)
-    .await
-    .unwrap();
-    // A second row under the same key is refused by the database itself.
-    let dup = sqlx::query(&format!(
-        "INSERT INTO {table} (id, bytes, body) VALUES ($1, 0, '')"
-    ))
-    .bind("00ff")
-    .execute(&pool)
-    .await;
-    assert!(dup.is_err(), "the primary key held no duplicate");
-    let row = sqlx::query(&format!("SELECT bytes, body FROM {table} WHERE id = $1"))
-        .bind("00ff")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert_eq!(row.get::<i64, _>("bytes"), 256);
-    assert_eq!(row.get::<Vec<u8>, _>("body"), body);
-    sqlx::query(&format!("DROP TABLE {table}"))
-        .execute(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
+/// A PostgreSQL database of the test's own, created on the services' server and dropped by
+/// [`Db::drop_now`]: its URL for [`Index::open`].
+struct Db {
+    admin: String,
+    name: String,
+    url: String,
 }
 
-#[tokio::test]
-async fn s3_stores_lists_ranges_and_deletes_objects() {
-    let Some(s3) = services::s3() else {
+impl Db {
+    async fn create(admin: &str) -> Db {
+        let name = unique("bsrs");
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect(admin)
+            .await
+            .unwrap_or_else(|e| panic!("PostgreSQL at {admin}: {e}"));
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        let base = admin.rsplit_once('/').unwrap().0;
+        Db {
+            admin: admin.to_string(),
+            url: format!("{base}/{name}"),
+            name,
+        }
+    }
+
+    async fn drop_now(self) {
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .connect(&self.admin)
+            .await
+            .unwrap();
+        sqlx::query(&format!("DROP DATABASE {} WITH (FORCE)", self.name))
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+    }
+}
+
+/// The services, or `None` (after a notice) when they are not running.
+fn services() -> Option<(String, services::S3)> {
+    let pg = services::postgres();
+    let s3 = services::s3();
+    Some((pg?, s3?))
+}
+
+/// A replay server over the S3 bucket (under a prefix of its own) and `db`, noting ranges.
+async fn open(s3: &services::S3, prefix: &str, db: &Db, config: Config) -> Arc<ReplayServer> {
+    let store = Store::s3(&format!("s3://{}/{prefix}", s3.bucket))
+        .unwrap()
+        .logging();
+    let index = Index::open(&db.url).await.unwrap();
+    ReplayServer::new(store, index, config, Uploaders::parse(TOKENS))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_live_in_s3_and_postgres_and_come_back_whole() {
+    let Some((pg, s3)) = services() else {
         return;
     };
-    // reqwest is built without a TLS provider of its own (Cargo.toml): ring's, for the
-    // whole process; none is used over the test server's plain HTTP.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let store = AmazonS3Builder::new()
-        .with_endpoint(&s3.endpoint)
+    let db = Db::create(&pg).await;
+    let prefix = unique("replays");
+    let srv = open(&s3, &prefix, &db, Config::default()).await;
+    let addr = listen(srv.clone()).await;
+
+    let replay = play(21, 60.0, "p1");
+    let bytes = bsor::to_vec(&replay).unwrap();
+    let r = upload(addr, "tok1", &bytes).await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    let record = srv.index.get(&id).await.unwrap().expect("the row");
+    assert!(srv.store.exists(&record.blob).await.unwrap());
+
+    // Whole, by a range, and as the stored stream.
+    let path = format!("/replays/{id}");
+    let got = request(addr, "GET", &path, &[], b"").await;
+    assert_eq!(got.status, 200);
+    assert!(got.body == bytes, "the BSOR served back differs");
+    let part = request(addr, "GET", &path, &[("Range", "bytes=1000-1999")], b"").await;
+    assert_eq!(part.status, 206);
+    assert_eq!(part.body, bytes[1000..2000]);
+    let bsors = request(addr, "GET", &format!("{path}?format=bsors"), &[], b"").await;
+    let (back, rec) = transcode::decode_replay(&bsors.body).unwrap();
+    assert!(rec.complete);
+    assert_eq!(bsor::to_vec(&back).unwrap(), bytes);
+
+    // The events by range reads of the S3 object: a small part of it.
+    let before = srv.store.reads();
+    let events = request(addr, "GET", &format!("{path}/events"), &[], b"").await;
+    assert_eq!(events.status, 200);
+    assert_eq!(
+        events.json()["notes"].as_array().unwrap().len(),
+        replay.notes.len()
+    );
+    let read = srv.store.reads().bytes - before.bytes;
+    assert!(
+        read * 10 < bsors.body.len() as u64,
+        "the events read {read} of {} bytes",
+        bsors.body.len()
+    );
+    let span = request(
+        addr,
+        "GET",
+        &format!("{path}/frames?from=10&to=20"),
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(span.status, 200);
+    assert!(span.body.len() < bsors.body.len());
+
+    // The index answers search in PostgreSQL.
+    let found = request(addr, "GET", "/replays?player=p1", &[], b"").await;
+    let listed = found.json()["replays"].as_array().unwrap().clone();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["id"], id.as_str());
+
+    // The same play under another player: refused and kept for review.
+    let mut stolen = replay.clone();
+    stolen.info.player_id = BsorString::new("p2");
+    let theft = upload(addr, "tok2", &bsor::to_vec(&stolen).unwrap()).await;
+    assert_refusal(&theft, 409, "same-play");
+    assert_eq!(srv.reviews(10).await.unwrap().len(), 1);
+
+    // Deleted: the row at once, the object after.
+    let gone = request(
+        addr,
+        "DELETE",
+        &path,
+        &[("Authorization", "Bearer tok1")],
+        b"",
+    )
+    .await;
+    assert_eq!(gone.status, 204);
+    assert_refusal(
+        &request(addr, "GET", &path, &[], b"").await,
+        404,
+        "not-found",
+    );
+    assert!(!srv.store.exists(&record.blob).await.unwrap());
+
+    srv.index.close().await;
+    db.drop_now().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_upload_leaves_nothing_in_s3_once_swept() {
+    let Some((pg, s3)) = services() else {
+        return;
+    };
+    let db = Db::create(&pg).await;
+    let prefix = unique("swept");
+    let bytes = bsor::to_vec(&play(22, 8.0, "p1")).unwrap();
+    for fault in [Fault::BeforeBlob, Fault::AfterBlob, Fault::BeforeCommit] {
+        let config = Config {
+            fault: Some(fault),
+            lease: Duration::ZERO,
+            ..Config::default()
+        };
+        let srv = open(&s3, &prefix, &db, config).await;
+        let prepared = server::prepare(&bytes, false, &srv.config, "p1").unwrap();
+        let id = prepared.record.id.clone();
+        assert_eq!(srv.upload(prepared).await.unwrap_err().status, 503);
+        assert!(srv.index.get(&id).await.unwrap().is_none(), "{fault:?}");
+        let leased = srv.index.expired(i64::MAX, 10).await.unwrap();
+        assert_eq!(leased.len(), 1, "{fault:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert_eq!(srv.sweep(100).await.unwrap(), 1, "{fault:?}");
+        assert!(!srv.store.exists(&leased[0]).await.unwrap(), "{fault:?}");
+        assert!(srv.index.expired(i64::MAX, 10).await.unwrap().is_empty());
+        srv.index.close().await;
+    }
+    let srv = open(&s3, &prefix, &db, Config::default()).await;
+    let prepared = server::prepare(&bytes, false, &srv.config, "p1").unwrap();
+    let Uploaded::Created(r) = srv.upload(prepared).await.unwrap() else {
+        panic!("not created");
+    };
+    assert!(srv.store.exists(&r.blob).await.unwrap());
+    assert_eq!(srv.index.blobs(10).await.unwrap(), vec![r.blob.clone()]);
+    assert_eq!(srv.sweep(100).await.unwrap(), 0);
+    srv.index.close().await;
+    db.drop_now().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_store_refuses_the_upload_and_a_retry_is_kept() {
+    let Some((pg, s3)) = services() else {
+        return;
+    };
+    let db = Db::create(&pg).await;
+    let prefix = unique("retry");
+    // A port nothing listens on: the store is down.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let down = AmazonS3Builder::new()
+        .with_endpoint(format!("http://127.0.0.1:{port}"))
         .with_allow_http(true)
-        .with_bucket_name(&s3.bucket)
         .with_region(&s3.region)
         .with_access_key_id(&s3.access_key_id)
-        .with_secret_access_key(&s3.secret_access_key)
-        .build()
-        .unwrap();
-    let prefix = Path::from(unique("svc-check"));
-    let path = prefix.clone().join("replay.bsors");
-    let body: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
-    store
-        .put(&path, PutPayload::from(body.clone()))
+        .with_secret_access_key(&s3.secret_access_key);
+    let store = Store::s3_from(&format!("s3://{}/{prefix}", s3.bucket), down).unwrap();
+    let index = Index::open(&db.url).await.unwrap();
+    let config = Config {
+        lease: Duration::ZERO,
+        ..Config::default()
+    };
+    let srv = ReplayServer::new(store, index, config, Uploaders::parse(TOKENS));
+    let bytes = bsor::to_vec(&play(23, 8.0, "p1")).unwrap();
+    let prepared = server::prepare(&bytes, false, &srv.config, "p1").unwrap();
+    let id = prepared.record.id.clone();
+    let refused = tokio::time::timeout(Duration::from_secs(60), srv.upload(prepared))
         .await
-        .unwrap_or_else(|e| panic!("S3 at {}: {e}", s3.endpoint));
-    let whole = store.get(&path).await.unwrap().bytes().await.unwrap();
-    assert_eq!(&whole[..], &body[..]);
-    let part = store.get_range(&path, 1000..1010).await.unwrap();
-    assert_eq!(&part[..], &body[1000..1010]);
-    let listed: Vec<_> = store.list(Some(&prefix)).collect().await;
-    assert_eq!(listed.len(), 1);
-    let meta = listed.into_iter().next().unwrap().unwrap();
-    assert_eq!(
-        (meta.location, meta.size),
-        (path.clone(), body.len() as u64)
-    );
-    store.delete(&path).await.unwrap();
-    let gone = store.get(&path).await;
-    assert!(
-        matches!(gone, Err(object_store::Error::NotFound { .. })),
-        "{gone:?}"
-    );
+        .expect("the refusal within the store's retry limit")
+        .unwrap_err();
+    assert_eq!((refused.status, refused.code), (503, "unavailable"));
+    assert!(srv.index.get(&id).await.unwrap().is_none());
+    srv.index.close().await;
+
+    // The store is back (the real one): the same upload is accepted, and the first try's
+    // lease is swept without touching it.
+    let srv = open(&s3, &prefix, &db, Config::default()).await;
+    let prepared = server::prepare(&bytes, false, &srv.config, "p1").unwrap();
+    let Uploaded::Created(r) = srv.upload(prepared).await.unwrap() else {
+        panic!("not created");
+    };
+    assert_eq!(r.id, id);
+    assert_eq!(srv.sweep(100).await.unwrap(), 1);
+    assert!(srv.store.exists(&r.blob).await.unwrap());
+    let back = srv.bsor(&srv.index.get(&id).await.unwrap().unwrap()).await;
+    assert!(back.unwrap() == bytes, "the retried upload differs");
+    srv.index.close().await;
+    db.drop_now().await;
 }

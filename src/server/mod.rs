@@ -381,24 +381,31 @@ impl ReplayServer {
         })
     }
 
-    /// Opens the store at `location` (a directory) and the index at `index_url`, or
-    /// `sqlite://LOCATION/index.sqlite` when none is given.
+    /// Opens the store at `location` (a directory, or `s3://BUCKET[/PREFIX]`, see
+    /// [`Store::s3`]) and the index at `index_url`; for a directory the index defaults to
+    /// `sqlite://LOCATION/index.sqlite`, for S3 it must be given.
     pub async fn open(
         location: &str,
         index_url: Option<&str>,
         config: Config,
         uploaders: Uploaders,
     ) -> Result<Arc<Self>, String> {
-        if location.starts_with("s3://") {
-            return Err(format!(
-                "{location}: S3 stores are not built into this server yet (use a directory)"
-            ));
-        }
-        let dir = std::path::Path::new(location);
-        let store = Store::directory(dir)?;
-        let url = match index_url {
-            Some(u) => u.to_string(),
-            None => format!("sqlite://{}", dir.join("index.sqlite").display()),
+        let (store, url) = if location.starts_with("s3://") {
+            // An S3 bucket holds no SQLite file: the index is named.
+            let url = index_url.ok_or_else(|| {
+                format!(
+                    "{location}: an S3 store needs --index (postgres://… for several servers, \
+                     or sqlite://FILE for one)"
+                )
+            })?;
+            (Store::s3(location)?, url.to_string())
+        } else {
+            let dir = std::path::Path::new(location);
+            let url = match index_url {
+                Some(u) => u.to_string(),
+                None => format!("sqlite://{}", dir.join("index.sqlite").display()),
+            };
+            (Store::directory(dir)?, url)
         };
         let index = Index::open(&url).await.map_err(|e| e.to_string())?;
         Ok(ReplayServer::new(store, index, config, uploaders))

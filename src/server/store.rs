@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey as S3Key};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as Key;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ClientConfigKey, ObjectStore, ObjectStoreExt, PutPayload};
 
 /// A store failure: what was being done, to which blob, and why.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +59,56 @@ impl Store {
         let fs =
             LocalFileSystem::new_with_prefix(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         Ok(Store::new(Arc::new(fs), dir.display().to_string()))
+    }
+
+    /// A store in an S3-compatible bucket, `s3://BUCKET` or `s3://BUCKET/PREFIX`, with the
+    /// credentials, region and endpoint from the usual `AWS_*` environment variables
+    /// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT` and
+    /// `AWS_ALLOW_HTTP` for a server of one's own). A request times out after 30 s (5 s to
+    /// connect) and is retried at most 3 times within 15 s, so that an unreachable store
+    /// fails an upload with an error the client can retry instead of holding it minutes.
+    pub fn s3(url: &str) -> Result<Store, String> {
+        Store::s3_from(url, AmazonS3Builder::from_env())
+    }
+
+    /// A store in the bucket `url` names (as [`Store::s3`]) with the settings of `builder`
+    /// instead of the environment's (the bucket, timeouts and retries are set here).
+    pub fn s3_from(url: &str, builder: AmazonS3Builder) -> Result<Store, String> {
+        let rest = url
+            .strip_prefix("s3://")
+            .ok_or_else(|| format!("{url}: not an s3:// location"))?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        let prefix = prefix.trim_matches('/');
+        let bucket_ok = (3..=63).contains(&bucket.len())
+            && bucket
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+        if !bucket_ok {
+            return Err(format!(
+                "{url}: the bucket name must be 3 to 63 lowercase letters, digits, dots or dashes"
+            ));
+        }
+        let prefix = Key::parse(prefix).map_err(|e| format!("{url}: the prefix: {e}"))?;
+        // reqwest is built with rustls and no provider of its own (Cargo.toml): ring's, for
+        // the whole process, unless the embedding program installed one first.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let s3 = builder
+            .with_bucket_name(bucket)
+            .with_config(S3Key::Client(ClientConfigKey::Timeout), "30s")
+            .with_config(S3Key::Client(ClientConfigKey::ConnectTimeout), "5s")
+            .with_retry(object_store::RetryConfig {
+                max_retries: 3,
+                retry_timeout: std::time::Duration::from_secs(15),
+                ..Default::default()
+            })
+            .build()
+            .map_err(|e| format!("{url}: {e}"))?;
+        let inner: Arc<dyn ObjectStore> = if prefix.as_ref().is_empty() {
+            Arc::new(s3)
+        } else {
+            Arc::new(object_store::prefix::PrefixStore::new(s3, prefix))
+        };
+        Ok(Store::new(inner, url.to_string()))
     }
 
     /// A store over any object store; `location` names it in messages.
@@ -172,5 +223,47 @@ impl Store {
                 source,
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(url: &str) -> String {
+        Store::s3_from(url, AmazonS3Builder::new().with_region("us-east-1"))
+            .err()
+            .unwrap_or_else(|| panic!("{url} was accepted"))
+    }
+
+    #[test]
+    fn s3_locations_name_a_valid_bucket_and_prefix() {
+        let ok = Store::s3_from(
+            "s3://replays-1.example/eu/2026",
+            AmazonS3Builder::new().with_region("us-east-1"),
+        )
+        .unwrap();
+        assert_eq!(ok.location(), "s3://replays-1.example/eu/2026");
+        assert!(refused("s3://").contains("bucket name"));
+        assert!(refused("s3://ab").contains("bucket name"));
+        assert!(refused("s3://Replays").contains("bucket name"));
+        assert!(refused("s3://re_plays/x").contains("bucket name"));
+        assert!(refused("s3://replays/a/../b").contains("the prefix"));
+        assert!(refused("/var/replays").contains("not an s3:// location"));
+    }
+
+    #[tokio::test]
+    async fn an_s3_store_needs_a_named_index() {
+        let opened = crate::server::ReplayServer::open(
+            "s3://replays",
+            None,
+            crate::server::Config::default(),
+            crate::server::Uploaders::parse(""),
+        )
+        .await;
+        let Err(e) = opened else {
+            panic!("opened without an index");
+        };
+        assert!(e.contains("--index"), "{e}");
     }
 }

@@ -34,11 +34,13 @@ pub struct Budgets {
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct ReplayArgs {
     /// Turn the replay server on (`/replays` on the WebSocket address, which it needs):
-    /// blobs in this directory (created if missing).
+    /// blobs in this directory (created if missing), or in an S3-compatible bucket,
+    /// `s3://BUCKET[/PREFIX]`, with credentials, region and endpoint from the AWS_*
+    /// environment variables (AWS_ENDPOINT and AWS_ALLOW_HTTP=true for a server of one's own).
     #[arg(long, value_name = "LOCATION", requires = "ws")]
     pub store: Option<String>,
     /// The index: `sqlite://PATH` or `postgres://USER@HOST/DB`. Default: SQLite at
-    /// LOCATION/index.sqlite.
+    /// LOCATION/index.sqlite for a directory; required with an S3 store.
     #[arg(long, value_name = "URL", requires = "store")]
     pub index: Option<String>,
     /// Countersign each accepted upload with this Ed25519 key (a file of 64 hex digits, as
