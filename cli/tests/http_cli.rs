@@ -83,6 +83,11 @@ impl Drop for Relay {
 }
 
 fn serve(dir: &Path) -> Relay {
+    serve_with(dir, &[])
+}
+
+/// `serve` on 127.0.0.1 with an archive in `dir`, and `extra` options.
+fn serve_with(dir: &Path, extra: &[&str]) -> Relay {
     let tokens = dir.join("tokens.txt");
     std::fs::write(&tokens, "tok\n").unwrap();
     let log = std::fs::File::create(dir.join("relay.log")).unwrap();
@@ -92,6 +97,7 @@ fn serve(dir: &Path) -> Relay {
         .arg(&tokens)
         .arg("--archive")
         .arg(dir.join("archive"))
+        .args(extra)
         .env("RUST_LOG", "info,bsor_stream::net::http=debug")
         .stdout(Stdio::piped())
         .stderr(log)
@@ -378,5 +384,46 @@ fn demo_prints_the_url_of_its_session_and_serves_it_there() {
     assert!(
         rest.iter().any(|l| l.starts_with("sizes: BSOR")),
         "{rest:?}"
+    );
+}
+
+#[test]
+fn a_finished_session_moves_into_the_replay_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let relay = serve_with(dir.path(), &["--store", store.to_str().unwrap()]);
+    let song = synth(dir.path(), "song.bsor", "6");
+    let published = bin()
+        .arg("publish")
+        .arg(&song)
+        .args(["--to", &relay.tcp, "--session", "song", "--token", "tok"])
+        .args(["--speed", "0"])
+        .output()
+        .unwrap();
+    assert!(published.status.success());
+    // Stored once the session ends: found by search, the BSOR back byte for byte.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let listed = loop {
+        let r = get(&relay.ws, "GET", "/replays", &[]);
+        assert_eq!(r.status, 200);
+        let j: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        let listed = j["replays"].as_array().unwrap().clone();
+        if !listed.is_empty() || Instant::now() > deadline {
+            break listed;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(listed.len(), 1, "the finished session was not stored");
+    let id = listed[0]["id"].as_str().unwrap();
+    let back = get(&relay.ws, "GET", &format!("/replays/{id}"), &[]);
+    assert_eq!(back.status, 200);
+    assert!(
+        back.body == std::fs::read(&song).unwrap(),
+        "the stored session's BSOR differs from the published one"
+    );
+    // The relay's own archive still serves the session.
+    assert_eq!(
+        get(&relay.ws, "GET", "/replays/song.bsors", &[]).status,
+        200
     );
 }

@@ -25,7 +25,7 @@ use tracing::Instrument;
 use super::archive::{self, ArchiveError, ArchiveWriter};
 use super::gate::ReadGate;
 use super::relay::{ConnId, Fetch, Relay, RelayAction, RelayConfig, Tokens};
-use super::wire::{Message, WireError, DEFAULT_MAX_FRAME};
+use super::wire::{EndReason, Message, WireError, DEFAULT_MAX_FRAME};
 
 /// Messages coming in on a connection, whatever the transport.
 pub type MessageStream = Pin<Box<dyn Stream<Item = Result<Message, WireError>> + Send>>;
@@ -52,6 +52,10 @@ pub struct ServerConfig {
     /// accepted. With the relay's per-connection queue bounds and `max_frame`, this bounds
     /// the relay's memory.
     pub max_connections: usize,
+    /// With an archive: the file of each session whose song finished and whose archive is
+    /// whole is sent here once it is closed (for a replay store to keep). Never waits: when
+    /// the channel is full the session is logged and not sent.
+    pub finished: Option<tokio::sync::mpsc::Sender<PathBuf>>,
 }
 
 impl Default for ServerConfig {
@@ -60,6 +64,7 @@ impl Default for ServerConfig {
             max_frame: DEFAULT_MAX_FRAME,
             archive: None,
             max_connections: 10_000,
+            finished: None,
         }
     }
 }
@@ -487,6 +492,9 @@ impl Shared {
             Some(mut a) => write_archive(&mut a, &actions),
             None => Vec::new(),
         };
+        if let (Some(dir), Some(tx)) = (&self.config.archive, &self.config.finished) {
+            announce_finished(dir, tx, &actions, &failed);
+        }
         let writers = lock(&self.writers);
         for action in actions {
             match action {
@@ -588,6 +596,25 @@ fn write_archive(a: &mut ArchiveWriter, actions: &[RelayAction]) -> Vec<String> 
         }
     }
     failed
+}
+
+/// Sends the archive files of the sessions among `actions` that finished whole to `tx`.
+fn announce_finished(
+    dir: &std::path::Path,
+    tx: &tokio::sync::mpsc::Sender<PathBuf>,
+    actions: &[RelayAction],
+    failed: &[String],
+) {
+    for action in actions {
+        if let RelayAction::SessionEnded(s, EndReason::Finished) = action {
+            if failed.contains(s) {
+                continue;
+            }
+            if let Err(e) = tx.try_send(archive::path(dir, s)) {
+                tracing::warn!(session = %s, err = %e, "a finished session was not handed on");
+            }
+        }
+    }
 }
 
 /// Appends the witness statements among `actions` to their sessions' files, and closes

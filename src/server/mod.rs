@@ -424,6 +424,28 @@ impl ReplayServer {
             .grant(token)
     }
 
+    /// Stores a live session that ended whole (`http.md` §8.12): its archived stream, under
+    /// the player its header names, with the same validation, ID and answers as an upload.
+    pub async fn store_session(&self, stream: &[u8]) -> Result<Uploaded, Refusal> {
+        if plan::sniff(stream) != Some(Kind::Stream) {
+            return Err(Refusal::new(
+                400,
+                "unknown-format",
+                "the session is not a stream",
+            ));
+        }
+        let Some((header, _, _)) = crate::stream::split_stream(stream) else {
+            return Err(Refusal::new(
+                400,
+                "unparsable",
+                "the session's stream header",
+            ));
+        };
+        let player = header.info.player_id.to_string_lossy();
+        self.upload(prepare(stream, false, &self.config, &player)?)
+            .await
+    }
+
     /// Stores an upload prepared for the token's player (`http.md` §7.2–7.3).
     pub async fn upload(&self, prepared: Prepared) -> Result<Uploaded, Refusal> {
         let Prepared { stream, mut record } = prepared;

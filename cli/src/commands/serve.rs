@@ -118,9 +118,18 @@ pub fn serve(
             Some(a) => Some(bind(a.to_string()).await?),
             None => None,
         };
+        // With an archive and a store, each session that finishes whole goes into the store.
+        let (finished_tx, finished_rx) = match (archive, &replays.store) {
+            (Some(_), Some(_)) => {
+                let (tx, rx) = tokio::sync::mpsc::channel(FINISHED_QUEUE);
+                (Some(tx), Some(rx))
+            }
+            _ => (None, None),
+        };
         let config = ServerConfig {
             archive: archive.map(Path::to_path_buf),
             max_connections: budgets.max_connections,
+            finished: finished_tx,
             ..ServerConfig::default()
         };
         let relay = RelayConfig {
@@ -145,6 +154,9 @@ pub fn serve(
             Some(location) => Some(open_replays(location, replays, &text).await?),
             None => None,
         };
+        if let (Some(srv), Some(rx)) = (&replay_server, finished_rx) {
+            tokio::spawn(store_finished(srv.clone(), rx));
+        }
         // Before the `listening` line: from then on a signal finds its handler.
         let mut signals = Signals::new().map_err(|e| Failure(format!("signals: {e}")))?;
         let mut tasks = vec![match &tls {
@@ -197,6 +209,48 @@ pub fn serve(
             .map_err(|e| Failure(format!("finishing the archive: {e}")))?;
         Ok(Outcome::Done)
     })
+}
+
+/// Finished sessions waiting to be stored; one more is logged and left in the archive.
+const FINISHED_QUEUE: usize = 256;
+
+/// Stores each finished session's archive as a replay (`http.md` §8.12), one at a time; the
+/// archive file stays where it is (the relay still serves it). A failure is logged with
+/// the session's file; the file can be uploaded later with `POST /replays`.
+async fn store_finished(
+    srv: std::sync::Arc<ReplayServer>,
+    mut rx: tokio::sync::mpsc::Receiver<std::path::PathBuf>,
+) {
+    while let Some(path) = rx.recv().await {
+        let file = path.display().to_string();
+        let bytes = match tokio::fs::metadata(&path).await {
+            Ok(m) if m.len() > srv.config.max_body => {
+                tracing::warn!(%file, bytes = m.len(), "a finished session is over the upload limit; not stored");
+                continue;
+            }
+            Ok(_) => tokio::fs::read(&path).await,
+            Err(e) => Err(e),
+        };
+        let bytes = match bytes {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(%file, err = %e, "reading a finished session");
+                continue;
+            }
+        };
+        match srv.store_session(&bytes).await {
+            Ok(done) => {
+                let (r, created) = match &done {
+                    server::Uploaded::Created(r) => (r, true),
+                    server::Uploaded::Existing(r) => (r, false),
+                };
+                tracing::info!(%file, id = %r.id, player = %r.player, created, "finished session stored");
+            }
+            Err(e) => {
+                tracing::warn!(%file, status = e.status, code = e.code, reason = %e.reason, "a finished session was not stored")
+            }
+        }
+    }
 }
 
 /// Opens the replay server and starts its sweeper (every 30 s, 1,000 expired leases at most
