@@ -11,9 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bsor_stream::bsor::{self, BsorString};
-use bsor_stream::server::{
-    self, plan, Config, Fault, Index, ReplayServer, Store, Uploaded, Uploaders,
-};
+use bsor_stream::server::{self, plan, Config, Fault, Index, ReplayServer, Store, Uploaders};
 use bsor_stream::stream::{split_stream, ChunkType, Profile, Settings};
 use bsor_stream::transcode;
 
@@ -562,10 +560,7 @@ async fn an_interrupted_upload_leaves_nothing_once_swept() {
     }
     // Then a whole upload: stored and listed.
     let srv = open(dir.path(), Config::default(), TOKENS).await;
-    let prepared = server::prepare(&bytes, false, &srv.config, "p1").unwrap();
-    let Uploaded::Created(r) = srv.upload(prepared).await.unwrap() else {
-        panic!("not created");
-    };
+    let r = created(&srv, &bytes, "p1").await;
     assert!(srv.store.exists(&r.blob).await.unwrap());
     assert_eq!(srv.index.blobs(10).await.unwrap(), vec![r.blob.clone()]);
     assert_eq!(srv.sweep(100).await.unwrap(), 0);

@@ -16,10 +16,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bsor_stream::bsor::{self, BsorString};
-use bsor_stream::server::{self, Config, Fault, Index, ReplayServer, Store, Uploaded, Uploaders};
+use bsor_stream::server::{self, Config, Fault, Index, ReplayServer, Store, Uploaders};
 use bsor_stream::transcode;
 use object_store::aws::AmazonS3Builder;
-use replay_http::{assert_refusal, listen, play, request, upload, TOKENS};
+use replay_http::{assert_refusal, created, listen, play, request, upload, TOKENS};
 use sqlx::postgres::PgPoolOptions;
 
 /// A name no other run shares, so that runs against the same services do not collide.
@@ -209,10 +209,7 @@ async fn an_interrupted_upload_leaves_nothing_in_s3_once_swept() {
         srv.index.close().await;
     }
     let srv = open(&s3, &prefix, &db, Config::default()).await;
-    let prepared = server::prepare(&bytes, false, &srv.config, "p1").unwrap();
-    let Uploaded::Created(r) = srv.upload(prepared).await.unwrap() else {
-        panic!("not created");
-    };
+    let r = created(&srv, &bytes, "p1").await;
     assert!(srv.store.exists(&r.blob).await.unwrap());
     assert_eq!(srv.index.blobs(10).await.unwrap(), vec![r.blob.clone()]);
     assert_eq!(srv.sweep(100).await.unwrap(), 0);
@@ -258,10 +255,7 @@ async fn an_unreachable_store_refuses_the_upload_and_a_retry_is_kept() {
     // The store is back (the real one): the same upload is accepted, and the first try's
     // lease is swept without touching it.
     let srv = open(&s3, &prefix, &db, Config::default()).await;
-    let prepared = server::prepare(&bytes, false, &srv.config, "p1").unwrap();
-    let Uploaded::Created(r) = srv.upload(prepared).await.unwrap() else {
-        panic!("not created");
-    };
+    let r = created(&srv, &bytes, "p1").await;
     assert_eq!(r.id, id);
     assert_eq!(srv.sweep(100).await.unwrap(), 1);
     assert!(srv.store.exists(&r.blob).await.unwrap());

@@ -11,7 +11,7 @@ use bsor_stream::net::http::Assets;
 use bsor_stream::net::relay::{RelayConfig, Tokens};
 use bsor_stream::net::server::{Server, ServerConfig};
 use bsor_stream::net::ws;
-use bsor_stream::server::ReplayServer;
+use bsor_stream::server::{self, Record, ReplayServer, Uploaded};
 use bsor_stream::synth;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -131,4 +131,13 @@ pub fn assert_refusal(r: &Reply, status: u16, code: &str) {
     let j = r.json();
     assert_eq!(j["error"], code, "{j}");
     assert!(!j["reason"].as_str().unwrap().is_empty());
+}
+
+/// Stores `bytes` as an upload by `player`, which must be new: its record.
+pub async fn created(srv: &ReplayServer, bytes: &[u8], player: &str) -> Record {
+    let prepared = server::prepare(bytes, false, &srv.config, player).unwrap();
+    let Uploaded::Created(r) = srv.upload(prepared).await.unwrap() else {
+        panic!("not created");
+    };
+    r
 }
