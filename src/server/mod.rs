@@ -434,12 +434,23 @@ impl ReplayServer {
                 "the session is not a stream",
             ));
         }
-        let Some((header, _, _)) = crate::stream::split_stream(stream) else {
-            return Err(Refusal::new(
-                400,
-                "unparsable",
-                "the session's stream header",
-            ));
+        // The header alone names the player (prepare reads the rest).
+        let header = match crate::stream::StreamHeader::parse_prefix(stream) {
+            Ok(Some(h)) => h,
+            Ok(None) => {
+                return Err(Refusal::new(
+                    400,
+                    "unparsable",
+                    "the session's stream header is cut short",
+                ))
+            }
+            Err(e) => {
+                return Err(Refusal::new(
+                    400,
+                    "unparsable",
+                    format!("the session's stream header: {e}"),
+                ))
+            }
         };
         let player = header.info.player_id.to_string_lossy();
         self.upload(prepare(stream, false, &self.config, &player)?)
