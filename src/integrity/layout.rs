@@ -2,9 +2,11 @@
 
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 
+#[cfg(test)]
+use crate::bsor::encode_frame;
 use crate::bsor::{
-    encode_controller_offsets, encode_frame, encode_height, encode_info, encode_note, encode_pause,
-    encode_wall, BsorString, ControllerOffsets, Frame, Height, Info, NoteEvent, Pause, Wall,
+    encode_controller_offsets, encode_height, encode_info, encode_note, encode_pause, encode_wall,
+    BsorString, ControllerOffsets, Frame, Height, Info, NoteEvent, Pause, Wall, FRAME_SIZE,
 };
 
 /// Chunk type of the key chunk (skippable, `format.md` §4.2).
@@ -353,6 +355,37 @@ pub(crate) struct RecordHasher {
     pending: [Vec<u8>; KINDS],
 }
 
+/// A frame's canonical BSOR bytes, the same as [`encode_frame`]'s: its 23 four-byte fields
+/// in order, each little-endian. Written as one array of words so that the compiler can
+/// make it a few vector moves; field by field (`encode_frame`'s bounds-checked cursor) it
+/// cost as much as BLAKE3 over the bytes (benches/integrity.rs).
+#[inline]
+fn frame_bytes(f: &Frame) -> [u8; FRAME_SIZE] {
+    let pose = |p: &crate::bsor::Pose| {
+        [
+            p.position.x,
+            p.position.y,
+            p.position.z,
+            p.rotation.x,
+            p.rotation.y,
+            p.rotation.z,
+            p.rotation.w,
+        ]
+    };
+    let (h, l, r) = (pose(&f.head), pose(&f.left_hand), pose(&f.right_hand));
+    let mut words = [0u32; FRAME_SIZE / 4];
+    words[0] = f.time.to_bits();
+    words[1] = f.fps as u32;
+    for (w, v) in words[2..].iter_mut().zip(h.iter().chain(&l).chain(&r)) {
+        *w = v.to_bits();
+    }
+    let mut out = [0u8; FRAME_SIZE];
+    for (o, w) in out.chunks_exact_mut(4).zip(words) {
+        o.copy_from_slice(&w.to_le_bytes());
+    }
+    out
+}
+
 /// Bytes gathered per kind before they are hashed (whole 1 KiB chunks are handed over).
 const BATCH: usize = 16 * 1024;
 
@@ -379,7 +412,7 @@ impl RecordHasher {
         }
     }
     pub(crate) fn frame(&mut self, f: &Frame) {
-        self.push(0, &encode_frame(f));
+        self.push(0, &frame_bytes(f));
     }
     pub(crate) fn note(&mut self, n: &NoteEvent) {
         let mut note = std::mem::take(&mut self.note);
@@ -444,6 +477,23 @@ pub fn final_hash(
 mod tests {
     use super::*;
     use crate::bsor::Height;
+
+    /// The word-wise frame bytes are the classic writer's, on every frame of a synthetic
+    /// replay and on values whose bits matter (NaN payloads, negative zero, infinities).
+    #[test]
+    fn frame_bytes_are_the_classic_writers() {
+        let r = crate::synth::replay(crate::synth::Settings::default());
+        for f in &r.frames {
+            assert_eq!(frame_bytes(f), encode_frame(f));
+        }
+        let mut f = r.frames[1];
+        f.time = f32::from_bits(0x7fc0_1234);
+        f.fps = -7;
+        f.head.rotation.w = -0.0;
+        f.left_hand.position.y = f32::INFINITY;
+        f.right_hand.rotation.x = f32::from_bits(0xffff_fffe);
+        assert_eq!(frame_bytes(&f), encode_frame(&f));
+    }
 
     #[test]
     fn batched_records_hash_as_one_stream_of_bytes() {
