@@ -128,12 +128,33 @@ fn sign(key: &SigningKey, domain: &[u8], body: &[u8]) -> [u8; 64] {
     key.sign(&msg).to_bytes()
 }
 
-/// Checks `sig` over `domain || body` with `verify_strict`.
-pub(crate) fn check(key: &VerifyingKey, domain: &[u8], body: &[u8], sig: &[u8; 64]) -> bool {
-    let mut msg = Vec::with_capacity(domain.len() + body.len());
-    msg.extend_from_slice(domain);
-    msg.extend_from_slice(body);
-    key.verify_strict(&msg, &Signature::from_bytes(sig)).is_ok()
+/// A signature a parse has read but not checked: the message it signs (domain string and
+/// body), the signature, and the signature's byte offset in the payload. Checked alone
+/// with [`check`](Self::check), or with others at once (`batch::all_verify`).
+#[derive(Clone, Debug)]
+pub(crate) struct Unchecked {
+    pub message: Vec<u8>,
+    pub signature: [u8; 64],
+    pub at: usize,
+}
+
+impl Unchecked {
+    fn new(domain: &[u8], body: &[u8], signature: [u8; 64]) -> Self {
+        let mut message = Vec::with_capacity(domain.len() + body.len());
+        message.extend_from_slice(domain);
+        message.extend_from_slice(body);
+        Unchecked {
+            message,
+            signature,
+            at: body.len(),
+        }
+    }
+
+    /// Checks the signature alone with `verify_strict`.
+    pub(crate) fn check(&self, key: &VerifyingKey) -> Result<(), String> {
+        key.verify_strict(&self.message, &Signature::from_bytes(&self.signature))
+            .map_err(|_| format!("signature at byte {} does not verify", self.at))
+    }
 }
 
 /// The chain value of a signing chunk: BLAKE3 (derive-key mode, context `CONTEXT_CHAIN`)
@@ -161,6 +182,15 @@ impl KeyChunk {
     /// Parses a key chunk payload and checks its signature: the chunk and its public key,
     /// or what is wrong (with the byte in the payload).
     pub fn parse(payload: &[u8]) -> Result<(KeyChunk, VerifyingKey), String> {
+        let (k, vk, sig) = Self::parse_unchecked(payload)?;
+        sig.check(&vk)?;
+        Ok((k, vk))
+    }
+
+    /// [`parse`](Self::parse) without checking the signature: it is returned.
+    pub(crate) fn parse_unchecked(
+        payload: &[u8],
+    ) -> Result<(KeyChunk, VerifyingKey, Unchecked), String> {
         let mut c = Cursor {
             buf: payload,
             at: 0,
@@ -188,9 +218,6 @@ impl KeyChunk {
         }
         let vk = VerifyingKey::from_bytes(&key)
             .map_err(|_| "public key at byte 1 is not a curve point".to_string())?;
-        if !check(&vk, DOMAIN_KEY, &payload[..body_len], &sig) {
-            return Err(format!("signature at byte {body_len} does not verify"));
-        }
         Ok((
             KeyChunk {
                 key,
@@ -198,6 +225,7 @@ impl KeyChunk {
                 binding,
             },
             vk,
+            Unchecked::new(DOMAIN_KEY, &payload[..body_len], sig),
         ))
     }
 }
@@ -248,6 +276,13 @@ impl Checkpoint {
 
     /// Parses a checkpoint payload and checks its signature against `key`.
     pub fn parse(payload: &[u8], key: &VerifyingKey) -> Result<Checkpoint, String> {
+        let (c, sig) = Self::parse_unchecked(payload)?;
+        sig.check(key)?;
+        Ok(c)
+    }
+
+    /// [`parse`](Self::parse) without checking the signature: it is returned.
+    pub(crate) fn parse_unchecked(payload: &[u8]) -> Result<(Checkpoint, Unchecked), String> {
         let (v, sig) = split_signed::<CHECKPOINT_LEN>(payload, "checkpoint")?;
         if v != VERSION {
             return Err(format!("unknown version {v} at byte 0"));
@@ -265,17 +300,16 @@ impl Checkpoint {
             ranges.count[k] = c.u32()?;
         }
         let records = c.array()?;
-        let at = c.at;
-        if !check(key, DOMAIN_CHECKPOINT, &payload[..at], &sig) {
-            return Err(format!("signature at byte {at} does not verify"));
-        }
-        Ok(Checkpoint {
-            nonce,
-            index,
-            prev,
-            ranges,
-            records,
-        })
+        Ok((
+            Checkpoint {
+                nonce,
+                index,
+                prev,
+                ranges,
+                records,
+            },
+            Unchecked::new(DOMAIN_CHECKPOINT, &payload[..c.at], sig),
+        ))
     }
 }
 
@@ -312,6 +346,13 @@ impl FinalCheckpoint {
 
     /// Parses a final checkpoint payload and checks its signature against `key`.
     pub fn parse(payload: &[u8], key: &VerifyingKey) -> Result<FinalCheckpoint, String> {
+        let (f, sig) = Self::parse_unchecked(payload)?;
+        sig.check(key)?;
+        Ok(f)
+    }
+
+    /// [`parse`](Self::parse) without checking the signature: it is returned.
+    pub(crate) fn parse_unchecked(payload: &[u8]) -> Result<(FinalCheckpoint, Unchecked), String> {
         let (v, sig) = split_signed::<FINAL_LEN>(payload, "final checkpoint")?;
         if v != VERSION {
             return Err(format!("unknown version {v} at byte 0"));
@@ -328,17 +369,16 @@ impl FinalCheckpoint {
             *t = c.u32()?;
         }
         let sections = c.array()?;
-        let at = c.at;
-        if !check(key, DOMAIN_FINAL, &payload[..at], &sig) {
-            return Err(format!("signature at byte {at} does not verify"));
-        }
-        Ok(FinalCheckpoint {
-            nonce,
-            index,
-            prev,
-            totals,
-            sections,
-        })
+        Ok((
+            FinalCheckpoint {
+                nonce,
+                index,
+                prev,
+                totals,
+                sections,
+            },
+            Unchecked::new(DOMAIN_FINAL, &payload[..c.at], sig),
+        ))
     }
 }
 

@@ -9,9 +9,10 @@ use ed25519_dalek::VerifyingKey;
 use crate::bsor::{BsorString, Frame, Height, NoteEvent, Pause, Wall};
 use crate::stream::{ChunkHeader, ChunkType, DamageKind, StreamDecoder, StreamItem, Trailer};
 
+use super::batch::{all_verify, Signed};
 use super::layout::{
     binding_of, chain_hash, final_hash, Checkpoint, FinalCheckpoint, KeyChunk, Ranges,
-    RecordHasher, CHECKPOINT_CHUNK, FINAL_CHUNK, KEY_CHUNK, KINDS,
+    RecordHasher, Unchecked, CHECKPOINT_CHUNK, FINAL_CHUNK, KEY_CHUNK, KINDS,
 };
 
 /// The most records a verifier holds that no checkpoint has covered yet: a signed stream
@@ -170,6 +171,9 @@ pub struct Verifier {
     failure: Option<String>,
     /// First thing missing: a gap, damage, a cut.
     missing: Option<String>,
+    /// Whole-file mode ([`verify_stream`]): the signatures read, kept to be checked at once
+    /// at the end instead of one by one as they come.
+    deferred: Option<Vec<(VerifyingKey, Unchecked)>>,
 }
 
 impl Default for Verifier {
@@ -197,7 +201,45 @@ impl Verifier {
             trailer: None,
             failure: None,
             missing: None,
+            deferred: None,
         }
+    }
+
+    /// A verifier for a whole file: it keeps every signature and checks none;
+    /// [`signatures_hold`](Self::signatures_hold) checks them all at once.
+    fn batched() -> Self {
+        Verifier {
+            deferred: Some(Vec::new()),
+            ..Self::new()
+        }
+    }
+
+    /// A chunk's signature: checked now, or kept for the batch.
+    fn signature(&mut self, key: &VerifyingKey, sig: Unchecked) -> Result<(), String> {
+        match &mut self.deferred {
+            Some(kept) => {
+                kept.push((*key, sig));
+                Ok(())
+            }
+            None => sig.check(key),
+        }
+    }
+
+    /// Whether every signature kept so far verifies, checked at once (`integrity.md` §8);
+    /// `true` for a verifier that checked each as it came.
+    fn signatures_hold(&self) -> bool {
+        let Some(kept) = &self.deferred else {
+            return true;
+        };
+        let items: Vec<Signed<'_>> = kept
+            .iter()
+            .map(|(key, u)| Signed {
+                key,
+                message: &u.message,
+                signature: &u.signature,
+            })
+            .collect();
+        all_verify(&items)
     }
 
     /// A verifier for a viewer that joined late: it has the header and the key chunk, then
@@ -337,7 +379,9 @@ impl Verifier {
         if self.key.is_some() {
             return self.fail(format!("a second {at}"));
         }
-        let (k, vk) = match KeyChunk::parse(payload) {
+        let (k, vk) = match KeyChunk::parse_unchecked(payload)
+            .and_then(|(k, vk, sig)| self.signature(&vk, sig).map(|_| (k, vk)))
+        {
             Ok(k) => k,
             Err(e) => return self.fail(format!("{at}: {e}")),
         };
@@ -367,14 +411,17 @@ impl Verifier {
         let Some((k, vk)) = &self.key else {
             return self.fail(format!("{at} comes without a key chunk before it"));
         };
+        let (nonce, vk) = (k.nonce, *vk);
         if self.fin.is_some() {
             return self.fail(format!("{at} comes after the final checkpoint"));
         }
-        let c = match Checkpoint::parse(payload, vk) {
+        let c = match Checkpoint::parse_unchecked(payload)
+            .and_then(|(c, sig)| self.signature(&vk, sig).map(|_| c))
+        {
             Ok(c) => c,
             Err(e) => return self.fail(format!("{at}: {e}")),
         };
-        if c.nonce != k.nonce {
+        if c.nonce != nonce {
             return self.fail(format!("{at} belongs to another recording (nonce)"));
         }
         // Joining: the first checkpoint seen has nothing before it to chain to.
@@ -434,14 +481,17 @@ impl Verifier {
         let Some((k, vk)) = &self.key else {
             return self.fail(format!("{at} comes without a key chunk before it"));
         };
+        let (nonce, vk) = (k.nonce, *vk);
         if self.fin.is_some() {
             return self.fail(format!("a second {at}"));
         }
-        let f = match FinalCheckpoint::parse(payload, vk) {
+        let f = match FinalCheckpoint::parse_unchecked(payload)
+            .and_then(|(f, sig)| self.signature(&vk, sig).map(|_| f))
+        {
             Ok(f) => f,
             Err(e) => return self.fail(format!("{at}: {e}")),
         };
-        if f.nonce != k.nonce {
+        if f.nonce != nonce {
             return self.fail(format!("{at} belongs to another recording (nonce)"));
         }
         if self.covered.is_some() {
@@ -564,9 +614,31 @@ impl Verifier {
     }
 }
 
-/// Verifies a whole stream file (or a prefix of one).
+/// Verifies a whole stream file (or a prefix of one), every signature at once: the stream
+/// is read and checked as [`verify_stream_live`] does, each signature kept, then all of them
+/// checked in one batch (`integrity.md` §8). If the batch fails, the file is verified again
+/// one signature at a time ([`verify_stream_live`]), so that the reason names the first
+/// chunk that fails. The report is the same as [`verify_stream_live`]'s, except for a
+/// signature its own key's holder built with a torsion component on purpose, which the
+/// batch may accept (`integrity.md` §12.3).
 pub fn verify_stream(bytes: &[u8]) -> Report {
-    let mut v = Verifier::new();
+    let mut v = Verifier::batched();
+    let report = feed(bytes, &mut v);
+    if v.signatures_hold() {
+        return report;
+    }
+    verify_stream_live(bytes)
+}
+
+/// Verifies a whole stream file (or a prefix of one) as a live viewer does: each signature
+/// checked with `verify_strict` when its chunk comes ([`Verifier`]).
+pub fn verify_stream_live(bytes: &[u8]) -> Report {
+    feed(bytes, &mut Verifier::new())
+}
+
+/// Gives `v` the stream's items and signing chunks in order; its report at the end, or at
+/// the first place the stream cannot be read.
+fn feed(bytes: &[u8], v: &mut Verifier) -> Report {
     let mut d = StreamDecoder::new();
     d.push(bytes);
     d.finish();
