@@ -2,7 +2,7 @@
 //! in stream order, it checks each as it comes and keeps only the records since the last
 //! checkpoint.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use ed25519_dalek::VerifyingKey;
 
@@ -68,14 +68,88 @@ pub struct Report {
     pub reason: Option<String>,
 }
 
+/// Records of one kind by index: a run of consecutive indices in a deque (a stream's
+/// records come in order, so nearly all go there, without a map's node per record), any
+/// other in a map. No index is in both.
+#[derive(Debug)]
+struct Kept<T> {
+    /// Index of `run[0]`; `start + run.len()` never wraps.
+    start: u32,
+    run: VecDeque<T>,
+    other: BTreeMap<u32, T>,
+}
+
+impl<T> Default for Kept<T> {
+    fn default() -> Self {
+        Kept {
+            start: 0,
+            run: VecDeque::new(),
+            other: BTreeMap::new(),
+        }
+    }
+}
+
+impl<T> Kept<T> {
+    fn len(&self) -> usize {
+        self.run.len() + self.other.len()
+    }
+
+    fn in_run(&self, at: u32) -> Option<usize> {
+        let off = at.checked_sub(self.start)? as usize;
+        (off < self.run.len()).then_some(off)
+    }
+
+    fn get(&self, at: &u32) -> Option<&T> {
+        match self.in_run(*at) {
+            Some(off) => self.run.get(off),
+            None => self.other.get(at),
+        }
+    }
+
+    /// Holds `r` at `at`; `false` if a record is held there already.
+    fn insert(&mut self, at: u32, r: T) -> bool {
+        if self.in_run(at).is_some() {
+            return false;
+        }
+        if self.other.contains_key(&at) {
+            return false;
+        }
+        if self.run.is_empty() {
+            self.start = at;
+        }
+        let next = u32::try_from(self.run.len())
+            .ok()
+            .and_then(|n| self.start.checked_add(n));
+        if next == Some(at) {
+            self.run.push_back(r);
+        } else {
+            self.other.insert(at, r);
+        }
+        true
+    }
+
+    /// Keeps only the records at `end` and above.
+    fn split_off(&mut self, end: &u32) -> Self {
+        let n = end.saturating_sub(self.start) as usize;
+        let n = n.min(self.run.len());
+        self.run.drain(..n);
+        self.start = self.start.wrapping_add(n as u32);
+        Kept {
+            start: self.start,
+            run: std::mem::take(&mut self.run),
+            other: self.other.split_off(end),
+        }
+    }
+}
+
 /// Records received and not yet covered by a checkpoint, by kind and index.
 #[derive(Debug, Default)]
 struct Held {
-    frames: BTreeMap<u32, Frame>,
-    notes: BTreeMap<u32, NoteEvent>,
-    walls: BTreeMap<u32, Wall>,
-    heights: BTreeMap<u32, Height>,
-    pauses: BTreeMap<u32, Pause>,
+    frames: Kept<Frame>,
+    notes: Kept<NoteEvent>,
+    walls: Kept<Wall>,
+    heights: Kept<Height>,
+    pauses: Kept<Pause>,
 }
 
 impl Held {
@@ -89,7 +163,7 @@ impl Held {
 
     /// Drops every record below `end` (what a checkpoint covered).
     fn drop_below(&mut self, end: [u32; KINDS]) {
-        fn keep<T>(m: &mut BTreeMap<u32, T>, end: u32) {
+        fn keep<T>(m: &mut Kept<T>, end: u32) {
             *m = m.split_off(&end);
         }
         keep(&mut self.frames, end[0]);
@@ -103,7 +177,7 @@ impl Held {
     /// index missing.
     fn hash(&self, r: &Ranges) -> Result<([u8; 32], Option<f32>), (usize, u32)> {
         fn each<T>(
-            m: &BTreeMap<u32, T>,
+            m: &Kept<T>,
             k: usize,
             r: &Ranges,
             mut f: impl FnMut(&T),
@@ -130,15 +204,10 @@ impl Held {
 
 /// Holds records `first..` of a kind; the index of one that came before (held, or below
 /// `covered`, the end of what the checkpoints so far covered).
-fn put<T: Copy>(
-    m: &mut BTreeMap<u32, T>,
-    covered: Option<u32>,
-    first: u32,
-    rs: &[T],
-) -> Result<(), u32> {
+fn put<T: Copy>(m: &mut Kept<T>, covered: Option<u32>, first: u32, rs: &[T]) -> Result<(), u32> {
     for (i, r) in rs.iter().enumerate() {
         let at = first.wrapping_add(i as u32);
-        if covered.is_some_and(|c| at < c) || m.insert(at, *r).is_some() {
+        if covered.is_some_and(|c| at < c) || !m.insert(at, *r) {
             return Err(at);
         }
     }
@@ -669,4 +738,60 @@ fn feed(bytes: &[u8], v: &mut Verifier) -> Report {
         }
     }
     v.report()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Kept` holds what a map would: the same answers to inserts, lookups, lengths and
+    /// drops, over mostly consecutive indices with repeats, jumps back, far jumps and
+    /// indices near `u32::MAX`.
+    #[test]
+    fn kept_is_a_map_by_index() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for base in [0u32, 1000, u32::MAX - 300] {
+            let mut kept = Kept::default();
+            let mut map = BTreeMap::new();
+            let mut at = base;
+            for step in 0..5000u32 {
+                let r = next();
+                at = match r % 16 {
+                    0 => at.wrapping_sub((r >> 8) as u32 % 50),
+                    1 => at.wrapping_add((r >> 8) as u32 % 5000),
+                    2 => (r >> 8) as u32,
+                    _ => at.wrapping_add(1),
+                };
+                // A repeat is refused and keeps the first record.
+                let fresh = !map.contains_key(&at);
+                map.entry(at).or_insert(step);
+                assert_eq!(kept.insert(at, step), fresh);
+                if r % 97 == 0 {
+                    let end = at.wrapping_sub((r >> 16) as u32 % 40);
+                    kept = kept.split_off(&end);
+                    map = map.split_off(&end);
+                }
+                assert_eq!(kept.len(), map.len());
+                for probe in [at, at.wrapping_sub(1), at.wrapping_add(1), (r >> 32) as u32] {
+                    assert_eq!(kept.get(&probe), map.get(&probe), "{probe}");
+                }
+            }
+        }
+        // Records in order go to the run, from wherever they start.
+        let mut kept = Kept::default();
+        for at in 7000..8000u32 {
+            assert!(kept.insert(at, ()));
+        }
+        kept = kept.split_off(&7500);
+        for at in 8000..9000u32 {
+            assert!(kept.insert(at, ()));
+        }
+        assert_eq!((kept.run.len(), kept.other.len()), (1500, 0));
+    }
 }
