@@ -401,24 +401,33 @@ pub(crate) struct RecordHasher {
 /// cost as much as BLAKE3 over the bytes (benches/integrity.rs).
 #[inline]
 fn frame_bytes(f: &Frame) -> [u8; FRAME_SIZE] {
-    let pose = |p: &crate::bsor::Pose| {
-        [
-            p.position.x,
-            p.position.y,
-            p.position.z,
-            p.rotation.x,
-            p.rotation.y,
-            p.rotation.z,
-            p.rotation.w,
-        ]
-    };
-    let (h, l, r) = (pose(&f.head), pose(&f.left_hand), pose(&f.right_hand));
-    let mut words = [0u32; FRAME_SIZE / 4];
-    words[0] = f.time.to_bits();
-    words[1] = f.fps as u32;
-    for (w, v) in words[2..].iter_mut().zip(h.iter().chain(&l).chain(&r)) {
-        *w = v.to_bits();
-    }
+    let (h, l, r) = (&f.head, &f.left_hand, &f.right_hand);
+    // Written out, not chained iterators: the compiler then stores whole vectors.
+    let words: [u32; FRAME_SIZE / 4] = [
+        f.time.to_bits(),
+        f.fps as u32,
+        h.position.x.to_bits(),
+        h.position.y.to_bits(),
+        h.position.z.to_bits(),
+        h.rotation.x.to_bits(),
+        h.rotation.y.to_bits(),
+        h.rotation.z.to_bits(),
+        h.rotation.w.to_bits(),
+        l.position.x.to_bits(),
+        l.position.y.to_bits(),
+        l.position.z.to_bits(),
+        l.rotation.x.to_bits(),
+        l.rotation.y.to_bits(),
+        l.rotation.z.to_bits(),
+        l.rotation.w.to_bits(),
+        r.position.x.to_bits(),
+        r.position.y.to_bits(),
+        r.position.z.to_bits(),
+        r.rotation.x.to_bits(),
+        r.rotation.y.to_bits(),
+        r.rotation.z.to_bits(),
+        r.rotation.w.to_bits(),
+    ];
     let mut out = [0u8; FRAME_SIZE];
     for (o, w) in out.chunks_exact_mut(4).zip(words) {
         o.copy_from_slice(&w.to_le_bytes());
