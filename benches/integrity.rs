@@ -10,8 +10,8 @@
 //!   live recording makes about once a second;
 //! - `blake3-bytes`: BLAKE3 over the file's bytes in one call, for comparison.
 //!
-//! Run: `cargo bench --bench integrity`. Throughput is in bytes of BSOR per second, on one
-//! thread.
+//! Run: `cargo bench --bench integrity`. Throughput is in bytes of BSOR per second (MB/s,
+//! 10^6 bytes), on one thread.
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -84,7 +84,7 @@ fn integrity(c: &mut Criterion) {
         let replay = bsor::parse(&bytes).expect("input parses");
         let other = MotionSignature::of(&replay);
         let mut g = c.benchmark_group(format!("integrity/{name}"));
-        g.throughput(Throughput::Bytes(bytes.len() as u64));
+        g.throughput(Throughput::BytesDecimal(bytes.len() as u64));
         g.sample_size(20);
         g.bench_function("fingerprint", |b| {
             b.iter(|| fingerprint(black_box(&replay), &other))

@@ -6,8 +6,8 @@ mod signed_vectors;
 
 use bsor_stream::bsor;
 use bsor_stream::integrity::{
-    self, verify_stream, SignError, Signer, SigningKey, Verdict, Verifier, CHECKPOINT_CHUNK,
-    FINAL_CHUNK, KEY_CHUNK,
+    self, verify_stream, verify_stream_live, SignError, Signer, SigningKey, Verdict, Verifier,
+    CHECKPOINT_CHUNK, FINAL_CHUNK, KEY_CHUNK,
 };
 use bsor_stream::stream::{
     split_stream, ChunkType, Profile, Settings, StreamDecoder, StreamEncoder, StreamItem,
@@ -137,6 +137,52 @@ fn no_single_byte_flip_verifies() {
         "flips at {valid:?} of {} still verify",
         s.len()
     );
+}
+
+/// The whole-file verifier checks every signature in one batch; when the batch fails it
+/// verifies one by one, so that its report is the live verifier's: a bad signature in any
+/// signing chunk (its chunk's CRC made good again) is named by chunk, byte offset and the
+/// signature's byte, and any other change gives the same report both ways.
+#[test]
+fn the_batch_reports_what_one_by_one_reports() {
+    let s = signed();
+    assert_eq!(verify_stream(&s), verify_stream_live(&s));
+    let (header, cs) = chunks(&s);
+    let signing: Vec<usize> = [KEY_CHUNK, CHECKPOINT_CHUNK, FINAL_CHUNK]
+        .iter()
+        .flat_map(|&k| of_kind(&cs, k))
+        .collect();
+    assert!(signing.len() >= 5, "{}", signing.len());
+    for &i in &signing {
+        // A bit of the signature's S, then of its R, then of the signed body.
+        let len = cs[i].1.len();
+        for at in [len - 1, len - 40, len - 64, 1] {
+            let mut v = cs.clone();
+            v[i].1[at] ^= 0x04;
+            let t = rebuild(&header, &v);
+            let batch = verify_stream(&t);
+            assert_eq!(batch, verify_stream_live(&t), "chunk {i}, byte {at}");
+            assert_eq!(batch.verdict, Verdict::Invalid, "chunk {i}, byte {at}");
+            let reason = batch.reason.unwrap_or_default();
+            assert!(
+                reason.contains(&format!(" chunk {i} at byte offset ")),
+                "chunk {i}, byte {at}: {reason}"
+            );
+            if at >= len - 64 {
+                assert!(
+                    reason.ends_with(&format!("signature at byte {} does not verify", len - 64)),
+                    "chunk {i}, byte {at}: {reason}"
+                );
+            }
+        }
+    }
+    // Every single-byte change of a stretch of the stream (headers, records, signing
+    // chunks; CRCs not made good): the same report both ways.
+    for i in (0..s.len()).step_by(7) {
+        let mut t = s.clone();
+        t[i] ^= 0x01;
+        assert_eq!(verify_stream(&t), verify_stream_live(&t), "byte {i}");
+    }
 }
 
 /// Checkpoints sign the records, not the chunks that carry them (so that a lossless

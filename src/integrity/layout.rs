@@ -2,9 +2,11 @@
 
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 
+#[cfg(test)]
+use crate::bsor::encode_frame;
 use crate::bsor::{
-    encode_controller_offsets, encode_frame, encode_height, encode_info, encode_note, encode_pause,
-    encode_wall, BsorString, ControllerOffsets, Frame, Height, Info, NoteEvent, Pause, Wall,
+    encode_controller_offsets, encode_height, encode_info, encode_note, encode_pause, encode_wall,
+    BsorString, ControllerOffsets, Frame, Height, Info, NoteEvent, Pause, Wall, FRAME_SIZE,
 };
 
 /// Chunk type of the key chunk (skippable, `format.md` §4.2).
@@ -126,12 +128,33 @@ fn sign(key: &SigningKey, domain: &[u8], body: &[u8]) -> [u8; 64] {
     key.sign(&msg).to_bytes()
 }
 
-/// Checks `sig` over `domain || body` with `verify_strict`.
-pub(crate) fn check(key: &VerifyingKey, domain: &[u8], body: &[u8], sig: &[u8; 64]) -> bool {
-    let mut msg = Vec::with_capacity(domain.len() + body.len());
-    msg.extend_from_slice(domain);
-    msg.extend_from_slice(body);
-    key.verify_strict(&msg, &Signature::from_bytes(sig)).is_ok()
+/// A signature a parse has read but not checked: the message it signs (domain string and
+/// body), the signature, and the signature's byte offset in the payload. Checked alone
+/// with [`check`](Self::check), or with others at once (`batch::all_verify`).
+#[derive(Clone, Debug)]
+pub(crate) struct Unchecked {
+    pub message: Vec<u8>,
+    pub signature: [u8; 64],
+    pub at: usize,
+}
+
+impl Unchecked {
+    fn new(domain: &[u8], body: &[u8], signature: [u8; 64]) -> Self {
+        let mut message = Vec::with_capacity(domain.len() + body.len());
+        message.extend_from_slice(domain);
+        message.extend_from_slice(body);
+        Unchecked {
+            message,
+            signature,
+            at: body.len(),
+        }
+    }
+
+    /// Checks the signature alone with `verify_strict`.
+    pub(crate) fn check(&self, key: &VerifyingKey) -> Result<(), String> {
+        key.verify_strict(&self.message, &Signature::from_bytes(&self.signature))
+            .map_err(|_| format!("signature at byte {} does not verify", self.at))
+    }
 }
 
 /// The chain value of a signing chunk: BLAKE3 (derive-key mode, context `CONTEXT_CHAIN`)
@@ -159,6 +182,15 @@ impl KeyChunk {
     /// Parses a key chunk payload and checks its signature: the chunk and its public key,
     /// or what is wrong (with the byte in the payload).
     pub fn parse(payload: &[u8]) -> Result<(KeyChunk, VerifyingKey), String> {
+        let (k, vk, sig) = Self::parse_unchecked(payload)?;
+        sig.check(&vk)?;
+        Ok((k, vk))
+    }
+
+    /// [`parse`](Self::parse) without checking the signature: it is returned.
+    pub(crate) fn parse_unchecked(
+        payload: &[u8],
+    ) -> Result<(KeyChunk, VerifyingKey, Unchecked), String> {
         let mut c = Cursor {
             buf: payload,
             at: 0,
@@ -186,9 +218,6 @@ impl KeyChunk {
         }
         let vk = VerifyingKey::from_bytes(&key)
             .map_err(|_| "public key at byte 1 is not a curve point".to_string())?;
-        if !check(&vk, DOMAIN_KEY, &payload[..body_len], &sig) {
-            return Err(format!("signature at byte {body_len} does not verify"));
-        }
         Ok((
             KeyChunk {
                 key,
@@ -196,6 +225,7 @@ impl KeyChunk {
                 binding,
             },
             vk,
+            Unchecked::new(DOMAIN_KEY, &payload[..body_len], sig),
         ))
     }
 }
@@ -246,6 +276,13 @@ impl Checkpoint {
 
     /// Parses a checkpoint payload and checks its signature against `key`.
     pub fn parse(payload: &[u8], key: &VerifyingKey) -> Result<Checkpoint, String> {
+        let (c, sig) = Self::parse_unchecked(payload)?;
+        sig.check(key)?;
+        Ok(c)
+    }
+
+    /// [`parse`](Self::parse) without checking the signature: it is returned.
+    pub(crate) fn parse_unchecked(payload: &[u8]) -> Result<(Checkpoint, Unchecked), String> {
         let (v, sig) = split_signed::<CHECKPOINT_LEN>(payload, "checkpoint")?;
         if v != VERSION {
             return Err(format!("unknown version {v} at byte 0"));
@@ -263,17 +300,16 @@ impl Checkpoint {
             ranges.count[k] = c.u32()?;
         }
         let records = c.array()?;
-        let at = c.at;
-        if !check(key, DOMAIN_CHECKPOINT, &payload[..at], &sig) {
-            return Err(format!("signature at byte {at} does not verify"));
-        }
-        Ok(Checkpoint {
-            nonce,
-            index,
-            prev,
-            ranges,
-            records,
-        })
+        Ok((
+            Checkpoint {
+                nonce,
+                index,
+                prev,
+                ranges,
+                records,
+            },
+            Unchecked::new(DOMAIN_CHECKPOINT, &payload[..c.at], sig),
+        ))
     }
 }
 
@@ -310,6 +346,13 @@ impl FinalCheckpoint {
 
     /// Parses a final checkpoint payload and checks its signature against `key`.
     pub fn parse(payload: &[u8], key: &VerifyingKey) -> Result<FinalCheckpoint, String> {
+        let (f, sig) = Self::parse_unchecked(payload)?;
+        sig.check(key)?;
+        Ok(f)
+    }
+
+    /// [`parse`](Self::parse) without checking the signature: it is returned.
+    pub(crate) fn parse_unchecked(payload: &[u8]) -> Result<(FinalCheckpoint, Unchecked), String> {
         let (v, sig) = split_signed::<FINAL_LEN>(payload, "final checkpoint")?;
         if v != VERSION {
             return Err(format!("unknown version {v} at byte 0"));
@@ -326,17 +369,16 @@ impl FinalCheckpoint {
             *t = c.u32()?;
         }
         let sections = c.array()?;
-        let at = c.at;
-        if !check(key, DOMAIN_FINAL, &payload[..at], &sig) {
-            return Err(format!("signature at byte {at} does not verify"));
-        }
-        Ok(FinalCheckpoint {
-            nonce,
-            index,
-            prev,
-            totals,
-            sections,
-        })
+        Ok((
+            FinalCheckpoint {
+                nonce,
+                index,
+                prev,
+                totals,
+                sections,
+            },
+            Unchecked::new(DOMAIN_FINAL, &payload[..c.at], sig),
+        ))
     }
 }
 
@@ -351,6 +393,46 @@ pub(crate) struct RecordHasher {
     /// block with a call's overhead each, several times slower (benches/integrity.rs). At
     /// most `BATCH` + 88 bytes each.
     pending: [Vec<u8>; KINDS],
+}
+
+/// A frame's canonical BSOR bytes, the same as [`encode_frame`]'s: its 23 four-byte fields
+/// in order, each little-endian. Written as one array of words so that the compiler can
+/// make it a few vector moves; field by field (`encode_frame`'s bounds-checked cursor) it
+/// cost as much as BLAKE3 over the bytes (benches/integrity.rs).
+#[inline]
+fn frame_bytes(f: &Frame) -> [u8; FRAME_SIZE] {
+    let (h, l, r) = (&f.head, &f.left_hand, &f.right_hand);
+    // Written out, not chained iterators: the compiler then stores whole vectors.
+    let words: [u32; FRAME_SIZE / 4] = [
+        f.time.to_bits(),
+        f.fps as u32,
+        h.position.x.to_bits(),
+        h.position.y.to_bits(),
+        h.position.z.to_bits(),
+        h.rotation.x.to_bits(),
+        h.rotation.y.to_bits(),
+        h.rotation.z.to_bits(),
+        h.rotation.w.to_bits(),
+        l.position.x.to_bits(),
+        l.position.y.to_bits(),
+        l.position.z.to_bits(),
+        l.rotation.x.to_bits(),
+        l.rotation.y.to_bits(),
+        l.rotation.z.to_bits(),
+        l.rotation.w.to_bits(),
+        r.position.x.to_bits(),
+        r.position.y.to_bits(),
+        r.position.z.to_bits(),
+        r.rotation.x.to_bits(),
+        r.rotation.y.to_bits(),
+        r.rotation.z.to_bits(),
+        r.rotation.w.to_bits(),
+    ];
+    let mut out = [0u8; FRAME_SIZE];
+    for (o, w) in out.chunks_exact_mut(4).zip(words) {
+        o.copy_from_slice(&w.to_le_bytes());
+    }
+    out
 }
 
 /// Bytes gathered per kind before they are hashed (whole 1 KiB chunks are handed over).
@@ -379,7 +461,7 @@ impl RecordHasher {
         }
     }
     pub(crate) fn frame(&mut self, f: &Frame) {
-        self.push(0, &encode_frame(f));
+        self.push(0, &frame_bytes(f));
     }
     pub(crate) fn note(&mut self, n: &NoteEvent) {
         let mut note = std::mem::take(&mut self.note);
@@ -444,6 +526,23 @@ pub fn final_hash(
 mod tests {
     use super::*;
     use crate::bsor::Height;
+
+    /// The word-wise frame bytes are the classic writer's, on every frame of a synthetic
+    /// replay and on values whose bits matter (NaN payloads, negative zero, infinities).
+    #[test]
+    fn frame_bytes_are_the_classic_writers() {
+        let r = crate::synth::replay(crate::synth::Settings::default());
+        for f in &r.frames {
+            assert_eq!(frame_bytes(f), encode_frame(f));
+        }
+        let mut f = r.frames[1];
+        f.time = f32::from_bits(0x7fc0_1234);
+        f.fps = -7;
+        f.head.rotation.w = -0.0;
+        f.left_hand.position.y = f32::INFINITY;
+        f.right_hand.rotation.x = f32::from_bits(0xffff_fffe);
+        assert_eq!(frame_bytes(&f), encode_frame(&f));
+    }
 
     #[test]
     fn batched_records_hash_as_one_stream_of_bytes() {

@@ -10,6 +10,7 @@
 //! A signature proves only that the holder of a key produced the stream: a key means a
 //! player once a key registry binds it to one (the replay server's).
 
+mod batch;
 mod carry;
 mod entry;
 pub mod fingerprint;
@@ -29,7 +30,7 @@ pub use layout::{
     FINAL_CHUNK, FINAL_LEN, KEY_CHUNK, MAX_KEY_LEN, NONCE_LEN, VERSION,
 };
 pub use sign::{SignError, Signer};
-pub use verify::{verify_stream, Report, Verdict, Verifier, MAX_UNCHECKED};
+pub use verify::{verify_stream, verify_stream_live, Report, Verdict, Verifier, MAX_UNCHECKED};
 
 /// Is this chunk type byte one of the signing chunks (key, checkpoint, final)?
 pub fn is_integrity_chunk(kind: u8) -> bool {

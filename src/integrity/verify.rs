@@ -2,16 +2,17 @@
 //! in stream order, it checks each as it comes and keeps only the records since the last
 //! checkpoint.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use ed25519_dalek::VerifyingKey;
 
 use crate::bsor::{BsorString, Frame, Height, NoteEvent, Pause, Wall};
 use crate::stream::{ChunkHeader, ChunkType, DamageKind, StreamDecoder, StreamItem, Trailer};
 
+use super::batch::{all_verify, Signed};
 use super::layout::{
     binding_of, chain_hash, final_hash, Checkpoint, FinalCheckpoint, KeyChunk, Ranges,
-    RecordHasher, CHECKPOINT_CHUNK, FINAL_CHUNK, KEY_CHUNK, KINDS,
+    RecordHasher, Unchecked, CHECKPOINT_CHUNK, FINAL_CHUNK, KEY_CHUNK, KINDS,
 };
 
 /// The most records a verifier holds that no checkpoint has covered yet: a signed stream
@@ -67,14 +68,88 @@ pub struct Report {
     pub reason: Option<String>,
 }
 
+/// Records of one kind by index: a run of consecutive indices in a deque (a stream's
+/// records come in order, so nearly all go there, without a map's node per record), any
+/// other in a map. No index is in both.
+#[derive(Debug)]
+struct Kept<T> {
+    /// Index of `run[0]`; `start + run.len()` never wraps.
+    start: u32,
+    run: VecDeque<T>,
+    other: BTreeMap<u32, T>,
+}
+
+impl<T> Default for Kept<T> {
+    fn default() -> Self {
+        Kept {
+            start: 0,
+            run: VecDeque::new(),
+            other: BTreeMap::new(),
+        }
+    }
+}
+
+impl<T> Kept<T> {
+    fn len(&self) -> usize {
+        self.run.len() + self.other.len()
+    }
+
+    fn in_run(&self, at: u32) -> Option<usize> {
+        let off = at.checked_sub(self.start)? as usize;
+        (off < self.run.len()).then_some(off)
+    }
+
+    fn get(&self, at: &u32) -> Option<&T> {
+        match self.in_run(*at) {
+            Some(off) => self.run.get(off),
+            None => self.other.get(at),
+        }
+    }
+
+    /// Holds `r` at `at`; `false` if a record is held there already.
+    fn insert(&mut self, at: u32, r: T) -> bool {
+        if self.in_run(at).is_some() {
+            return false;
+        }
+        if self.other.contains_key(&at) {
+            return false;
+        }
+        if self.run.is_empty() {
+            self.start = at;
+        }
+        let next = u32::try_from(self.run.len())
+            .ok()
+            .and_then(|n| self.start.checked_add(n));
+        if next == Some(at) {
+            self.run.push_back(r);
+        } else {
+            self.other.insert(at, r);
+        }
+        true
+    }
+
+    /// Keeps only the records at `end` and above.
+    fn split_off(&mut self, end: &u32) -> Self {
+        let n = end.saturating_sub(self.start) as usize;
+        let n = n.min(self.run.len());
+        self.run.drain(..n);
+        self.start = self.start.wrapping_add(n as u32);
+        Kept {
+            start: self.start,
+            run: std::mem::take(&mut self.run),
+            other: self.other.split_off(end),
+        }
+    }
+}
+
 /// Records received and not yet covered by a checkpoint, by kind and index.
 #[derive(Debug, Default)]
 struct Held {
-    frames: BTreeMap<u32, Frame>,
-    notes: BTreeMap<u32, NoteEvent>,
-    walls: BTreeMap<u32, Wall>,
-    heights: BTreeMap<u32, Height>,
-    pauses: BTreeMap<u32, Pause>,
+    frames: Kept<Frame>,
+    notes: Kept<NoteEvent>,
+    walls: Kept<Wall>,
+    heights: Kept<Height>,
+    pauses: Kept<Pause>,
 }
 
 impl Held {
@@ -88,7 +163,7 @@ impl Held {
 
     /// Drops every record below `end` (what a checkpoint covered).
     fn drop_below(&mut self, end: [u32; KINDS]) {
-        fn keep<T>(m: &mut BTreeMap<u32, T>, end: u32) {
+        fn keep<T>(m: &mut Kept<T>, end: u32) {
             *m = m.split_off(&end);
         }
         keep(&mut self.frames, end[0]);
@@ -102,7 +177,7 @@ impl Held {
     /// index missing.
     fn hash(&self, r: &Ranges) -> Result<([u8; 32], Option<f32>), (usize, u32)> {
         fn each<T>(
-            m: &BTreeMap<u32, T>,
+            m: &Kept<T>,
             k: usize,
             r: &Ranges,
             mut f: impl FnMut(&T),
@@ -129,15 +204,10 @@ impl Held {
 
 /// Holds records `first..` of a kind; the index of one that came before (held, or below
 /// `covered`, the end of what the checkpoints so far covered).
-fn put<T: Copy>(
-    m: &mut BTreeMap<u32, T>,
-    covered: Option<u32>,
-    first: u32,
-    rs: &[T],
-) -> Result<(), u32> {
+fn put<T: Copy>(m: &mut Kept<T>, covered: Option<u32>, first: u32, rs: &[T]) -> Result<(), u32> {
     for (i, r) in rs.iter().enumerate() {
         let at = first.wrapping_add(i as u32);
-        if covered.is_some_and(|c| at < c) || m.insert(at, *r).is_some() {
+        if covered.is_some_and(|c| at < c) || !m.insert(at, *r) {
             return Err(at);
         }
     }
@@ -170,6 +240,9 @@ pub struct Verifier {
     failure: Option<String>,
     /// First thing missing: a gap, damage, a cut.
     missing: Option<String>,
+    /// Whole-file mode ([`verify_stream`]): the signatures read, kept to be checked at once
+    /// at the end instead of one by one as they come.
+    deferred: Option<Vec<(VerifyingKey, Unchecked)>>,
 }
 
 impl Default for Verifier {
@@ -197,7 +270,45 @@ impl Verifier {
             trailer: None,
             failure: None,
             missing: None,
+            deferred: None,
         }
+    }
+
+    /// A verifier for a whole file: it keeps every signature and checks none;
+    /// [`signatures_hold`](Self::signatures_hold) checks them all at once.
+    fn batched() -> Self {
+        Verifier {
+            deferred: Some(Vec::new()),
+            ..Self::new()
+        }
+    }
+
+    /// A chunk's signature: checked now, or kept for the batch.
+    fn signature(&mut self, key: &VerifyingKey, sig: Unchecked) -> Result<(), String> {
+        match &mut self.deferred {
+            Some(kept) => {
+                kept.push((*key, sig));
+                Ok(())
+            }
+            None => sig.check(key),
+        }
+    }
+
+    /// Whether every signature kept so far verifies, checked at once (`integrity.md` §8);
+    /// `true` for a verifier that checked each as it came.
+    fn signatures_hold(&self) -> bool {
+        let Some(kept) = &self.deferred else {
+            return true;
+        };
+        let items: Vec<Signed<'_>> = kept
+            .iter()
+            .map(|(key, u)| Signed {
+                key,
+                message: &u.message,
+                signature: &u.signature,
+            })
+            .collect();
+        all_verify(&items)
     }
 
     /// A verifier for a viewer that joined late: it has the header and the key chunk, then
@@ -337,7 +448,9 @@ impl Verifier {
         if self.key.is_some() {
             return self.fail(format!("a second {at}"));
         }
-        let (k, vk) = match KeyChunk::parse(payload) {
+        let (k, vk) = match KeyChunk::parse_unchecked(payload)
+            .and_then(|(k, vk, sig)| self.signature(&vk, sig).map(|_| (k, vk)))
+        {
             Ok(k) => k,
             Err(e) => return self.fail(format!("{at}: {e}")),
         };
@@ -367,14 +480,17 @@ impl Verifier {
         let Some((k, vk)) = &self.key else {
             return self.fail(format!("{at} comes without a key chunk before it"));
         };
+        let (nonce, vk) = (k.nonce, *vk);
         if self.fin.is_some() {
             return self.fail(format!("{at} comes after the final checkpoint"));
         }
-        let c = match Checkpoint::parse(payload, vk) {
+        let c = match Checkpoint::parse_unchecked(payload)
+            .and_then(|(c, sig)| self.signature(&vk, sig).map(|_| c))
+        {
             Ok(c) => c,
             Err(e) => return self.fail(format!("{at}: {e}")),
         };
-        if c.nonce != k.nonce {
+        if c.nonce != nonce {
             return self.fail(format!("{at} belongs to another recording (nonce)"));
         }
         // Joining: the first checkpoint seen has nothing before it to chain to.
@@ -434,14 +550,17 @@ impl Verifier {
         let Some((k, vk)) = &self.key else {
             return self.fail(format!("{at} comes without a key chunk before it"));
         };
+        let (nonce, vk) = (k.nonce, *vk);
         if self.fin.is_some() {
             return self.fail(format!("a second {at}"));
         }
-        let f = match FinalCheckpoint::parse(payload, vk) {
+        let f = match FinalCheckpoint::parse_unchecked(payload)
+            .and_then(|(f, sig)| self.signature(&vk, sig).map(|_| f))
+        {
             Ok(f) => f,
             Err(e) => return self.fail(format!("{at}: {e}")),
         };
-        if f.nonce != k.nonce {
+        if f.nonce != nonce {
             return self.fail(format!("{at} belongs to another recording (nonce)"));
         }
         if self.covered.is_some() {
@@ -564,9 +683,31 @@ impl Verifier {
     }
 }
 
-/// Verifies a whole stream file (or a prefix of one).
+/// Verifies a whole stream file (or a prefix of one), every signature at once: the stream
+/// is read and checked as [`verify_stream_live`] does, each signature kept, then all of them
+/// checked in one batch (`integrity.md` §8). If the batch fails, the file is verified again
+/// one signature at a time ([`verify_stream_live`]), so that the reason names the first
+/// chunk that fails. The report is the same as [`verify_stream_live`]'s, except for a
+/// signature its own key's holder built with a torsion component on purpose, which the
+/// batch may accept (`integrity.md` §12.3).
 pub fn verify_stream(bytes: &[u8]) -> Report {
-    let mut v = Verifier::new();
+    let mut v = Verifier::batched();
+    let report = feed(bytes, &mut v);
+    if v.signatures_hold() {
+        return report;
+    }
+    verify_stream_live(bytes)
+}
+
+/// Verifies a whole stream file (or a prefix of one) as a live viewer does: each signature
+/// checked with `verify_strict` when its chunk comes ([`Verifier`]).
+pub fn verify_stream_live(bytes: &[u8]) -> Report {
+    feed(bytes, &mut Verifier::new())
+}
+
+/// Gives `v` the stream's items and signing chunks in order; its report at the end, or at
+/// the first place the stream cannot be read.
+fn feed(bytes: &[u8], v: &mut Verifier) -> Report {
     let mut d = StreamDecoder::new();
     d.push(bytes);
     d.finish();
@@ -597,4 +738,60 @@ pub fn verify_stream(bytes: &[u8]) -> Report {
         }
     }
     v.report()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Kept` holds what a map would: the same answers to inserts, lookups, lengths and
+    /// drops, over mostly consecutive indices with repeats, jumps back, far jumps and
+    /// indices near `u32::MAX`.
+    #[test]
+    fn kept_is_a_map_by_index() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for base in [0u32, 1000, u32::MAX - 300] {
+            let mut kept = Kept::default();
+            let mut map = BTreeMap::new();
+            let mut at = base;
+            for step in 0..5000u32 {
+                let r = next();
+                at = match r % 16 {
+                    0 => at.wrapping_sub((r >> 8) as u32 % 50),
+                    1 => at.wrapping_add((r >> 8) as u32 % 5000),
+                    2 => (r >> 8) as u32,
+                    _ => at.wrapping_add(1),
+                };
+                // A repeat is refused and keeps the first record.
+                let fresh = !map.contains_key(&at);
+                map.entry(at).or_insert(step);
+                assert_eq!(kept.insert(at, step), fresh);
+                if r % 97 == 0 {
+                    let end = at.wrapping_sub((r >> 16) as u32 % 40);
+                    kept = kept.split_off(&end);
+                    map = map.split_off(&end);
+                }
+                assert_eq!(kept.len(), map.len());
+                for probe in [at, at.wrapping_sub(1), at.wrapping_add(1), (r >> 32) as u32] {
+                    assert_eq!(kept.get(&probe), map.get(&probe), "{probe}");
+                }
+            }
+        }
+        // Records in order go to the run, from wherever they start.
+        let mut kept = Kept::default();
+        for at in 7000..8000u32 {
+            assert!(kept.insert(at, ()));
+        }
+        kept = kept.split_off(&7500);
+        for at in 8000..9000u32 {
+            assert!(kept.insert(at, ()));
+        }
+        assert_eq!((kept.run.len(), kept.other.len()), (1500, 0));
+    }
 }

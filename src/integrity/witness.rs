@@ -14,6 +14,7 @@ use std::fmt;
 
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 
+use super::batch::{all_verify, Signed};
 use super::layout::{chain_hash, CHECKPOINT_CHUNK, CHECKPOINT_LEN, FINAL_CHUNK, FINAL_LEN};
 use super::{KEY_CHUNK, NONCE_LEN, VERSION};
 use crate::stream::{split_stream, ChunkType};
@@ -343,32 +344,35 @@ fn subjects(stream: &[u8]) -> (Option<[u8; NONCE_LEN]>, ByChain) {
     (nonce, out)
 }
 
-/// Whether `verify_strict` would accept this signature's `R` and this key on the points
-/// alone: `R` a canonical encoding of a point not of small order, the key not of small
-/// order. `verify_batch` checks neither.
-fn strict_points(s: &Statement, key: &VerifyingKey) -> bool {
-    let r: [u8; 32] = s.signature[..32].try_into().unwrap_or([0; 32]);
-    let point = curve25519_dalek::edwards::CompressedEdwardsY(r).decompress();
-    !key.is_weak() && point.is_some_and(|p| !p.is_small_order() && p.compress().to_bytes() == r)
-}
-
 /// Checks statements' signatures (`integrity.md` §12.3): all of them in one
 /// `ed25519_dalek::verify_batch` when every `R` and key passes the point checks
-/// `verify_strict` makes and the batch does not; if that fails (or a point does not pass),
-/// each one alone with `verify_strict`. Returns, for each, whether it verifies.
+/// `verify_strict` makes and the batch does not (each distinct key decompressed and checked
+/// once); if that fails (or a point does not pass), each one alone with `verify_strict`.
+/// Returns, for each, whether it verifies.
 pub fn verify_statements(statements: &[Statement]) -> Vec<bool> {
-    let keys: Option<Vec<VerifyingKey>> = statements
-        .iter()
-        .map(|s| s.key().ok().filter(|k| strict_points(s, k)))
-        .collect();
-    if let Some(keys) = keys.filter(|k| !k.is_empty()) {
+    let mut keys: Vec<([u8; 32], Option<VerifyingKey>)> = Vec::new();
+    let mut key_of = |s: &Statement| -> Option<VerifyingKey> {
+        if let Some((_, k)) = keys.iter().find(|(b, _)| *b == s.witness) {
+            return *k;
+        }
+        let k = s.key().ok();
+        keys.push((s.witness, k));
+        k
+    };
+    let resolved: Option<Vec<VerifyingKey>> = statements.iter().map(&mut key_of).collect();
+    if let Some(resolved) = resolved {
         let messages: Vec<Vec<u8>> = statements.iter().map(Statement::message).collect();
-        let refs: Vec<&[u8]> = messages.iter().map(Vec::as_slice).collect();
-        let sigs: Vec<Signature> = statements
+        let items: Vec<Signed<'_>> = statements
             .iter()
-            .map(|s| Signature::from_bytes(&s.signature))
+            .zip(&resolved)
+            .zip(&messages)
+            .map(|((s, key), message)| Signed {
+                key,
+                message,
+                signature: &s.signature,
+            })
             .collect();
-        if ed25519_dalek::verify_batch(&refs, &sigs, &keys).is_ok() {
+        if all_verify(&items) {
             return vec![true; statements.len()];
         }
     }
