@@ -15,6 +15,7 @@
 
 pub mod auth;
 pub mod index;
+pub mod keys;
 pub mod plan;
 pub mod store;
 
@@ -25,7 +26,8 @@ use bytes::Bytes;
 use serde::Serialize;
 
 pub use self::auth::{Grant, Uploaders};
-pub use self::index::{Committed, Filter, Index, IndexError, Record, Review};
+pub use self::index::{Committed, Filter, Index, IndexError, KeyRow, Record, Registered, Review};
+pub use self::keys::{KeyOwner, Ownership};
 pub use self::store::{Reads, Store, StoreError};
 use crate::bsor::{self, Replay};
 use crate::integrity::{fingerprint::event_digest, hex, SigningKey};
@@ -133,6 +135,8 @@ pub struct Prepared {
     pub stream: Bytes,
     /// Its index row.
     pub record: Record,
+    /// The signer's key, when its signature's key chunk verified (`keys::upload_signer`).
+    pub signer: Option<[u8; 32]>,
 }
 
 /// Inflates a gzip body, stopping at `limit` bytes (a gzip bomb is refused there, having
@@ -250,7 +254,9 @@ pub fn prepare(
         ));
     }
     let record = describe(&replay, &stream, bsor_bytes.len())?;
+    let signer = keys::upload_signer(body, plan::sniff(body) == Some(Kind::Bsor), record.signed);
     Ok(Prepared {
+        signer,
         stream: Bytes::from(stream),
         record: Record {
             id: plan::replay_id(&bsor_bytes),
@@ -419,7 +425,9 @@ impl ReplayServer {
 
     /// Stores an upload prepared for the token's player (`http.md` §7.2–7.3).
     pub async fn upload(&self, prepared: Prepared) -> Result<Uploaded, Refusal> {
-        let Prepared { stream, mut record } = prepared;
+        let Prepared {
+            stream, mut record, ..
+        } = prepared;
         for _ in 0..2 {
             if let Some(done) = self.already(&record, &stream).await? {
                 return done;
