@@ -4,6 +4,9 @@
 
 #![cfg(feature = "server")]
 
+#[path = "common/services.rs"]
+mod services;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -285,6 +288,60 @@ async fn a_player_holds_a_bounded_number_of_keys() {
         .register_key(&public(3), "q", 5, 2)
         .await
         .unwrap()));
+    index.close().await;
+}
+
+/// The registry's queries on PostgreSQL (`scripts/services.sh`), with names no other run
+/// shares: the same statements as on SQLite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_registry_runs_on_postgresql_too() {
+    let Some(url) = services::postgres() else {
+        return;
+    };
+    let index = Index::open(&url)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL at {url}: {e}"));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let player = format!("pg-{}-{nanos}", std::process::id());
+    let other = format!("{player}-b");
+    // Keys of this run: derived from its player name.
+    let k = |i: u8| {
+        let seed = blake3::hash(format!("{player}/{i}").as_bytes());
+        integrity::hex(
+            SigningKey::from_bytes(seed.as_bytes())
+                .verifying_key()
+                .as_bytes(),
+        )
+    };
+    let new = |r: Registered| matches!(r, Registered::New(_));
+    assert!(new(index
+        .register_key(&k(1), &player, 10, 2)
+        .await
+        .unwrap()));
+    assert!(new(index
+        .register_key(&k(2), &player, 20, 2)
+        .await
+        .unwrap()));
+    assert_eq!(
+        index.register_key(&k(3), &player, 30, 2).await.unwrap(),
+        Registered::TooMany
+    );
+    let taken = index.register_key(&k(1), &other, 40, 2).await.unwrap();
+    assert!(matches!(taken, Registered::Existing(r) if r.player == player));
+    let revoked = index.revoke_key(&k(1), 50).await.unwrap().unwrap();
+    assert_eq!(revoked.revoked, Some(50));
+    assert_eq!(
+        index.revoke_key(&k(1), 60).await.unwrap().unwrap().revoked,
+        Some(50)
+    );
+    assert_eq!(index.revoke_key(&k(9), 60).await.unwrap(), None);
+    let list = index.keys(&player, 100).await.unwrap();
+    assert_eq!(list.len(), 2);
+    assert_eq!((list[0].registered, list[0].revoked), (10, Some(50)));
+    assert_eq!((list[1].registered, list[1].revoked), (20, None));
     index.close().await;
 }
 
