@@ -143,7 +143,14 @@ pub struct Prepared {
 /// taken at most `limit` bytes of memory).
 pub fn inflate(body: &[u8], limit: u64) -> Result<Vec<u8>, Refusal> {
     use std::io::Read;
-    let mut out = Vec::new();
+    // Deflate makes at most 1,032 bytes of each byte: room for that (up to the limit) is
+    // taken at once, so that the buffer never doubles with both copies alive (a bomb's
+    // resident cost stays the limit, not twice it).
+    let room = (body.len() as u64)
+        .saturating_mul(1032)
+        .saturating_add(64)
+        .min(limit + 1);
+    let mut out = Vec::with_capacity(usize::try_from(room).unwrap_or(0));
     let mut d = flate2::read::MultiGzDecoder::new(body).take(limit + 1);
     d.read_to_end(&mut out)
         .map_err(|e| Refusal::new(400, "bad-encoding", format!("the gzip body: {e}")))?;
@@ -367,7 +374,15 @@ pub struct ReplayServer {
     /// The settings.
     pub config: Config,
     uploaders: std::sync::RwLock<Uploaders>,
+    /// Request bodies buffered at once, in KiB (`config.max_body` in all): a body takes its
+    /// share as it arrives (`http.md` §8.2).
+    pub bodies: tokio::sync::Semaphore,
+    /// Uploads being parsed at once ([`PREPARING`]); a gzip body takes them all.
+    pub preparing: tokio::sync::Semaphore,
 }
+
+/// Uploads parsed at once (CPU-bound; the machine's two cores).
+pub const PREPARING: u32 = 2;
 
 /// Unix milliseconds now.
 pub fn now_ms() -> i64 {
@@ -382,6 +397,12 @@ impl ReplayServer {
         Arc::new(ReplayServer {
             store,
             index,
+            bodies: tokio::sync::Semaphore::new(
+                usize::try_from(config.max_body.div_ceil(1024))
+                    .unwrap_or(usize::MAX)
+                    .min(tokio::sync::Semaphore::MAX_PERMITS),
+            ),
+            preparing: tokio::sync::Semaphore::new(PREPARING as usize),
             config,
             uploaders: std::sync::RwLock::new(uploaders),
         })

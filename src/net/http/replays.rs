@@ -226,7 +226,20 @@ async fn upload(
             ))
         }
     };
-    let bytes = read_body(req, srv.config.max_body, gate).await?;
+    // The budget is held until the upload is answered; the bytes go to the parser.
+    let mut held = read_body(srv, req, srv.config.max_body, gate).await?;
+    let bytes = std::mem::take(&mut held.bytes);
+    // Parsing is bounded too: a gzip body (up to the inflated limit) alone, others two at once.
+    let slots = if gzip || plan::looks_gzipped(&bytes) {
+        server::PREPARING
+    } else {
+        1
+    };
+    let _slots = srv
+        .preparing
+        .acquire_many(slots)
+        .await
+        .map_err(|e| Refusal::new(500, "internal", e.to_string()))?;
     let s = srv.clone();
     let prepared =
         tokio::task::spawn_blocking(move || server::prepare(&bytes, gzip, &s.config, &player))
@@ -255,14 +268,30 @@ async fn upload(
     Ok(r)
 }
 
+/// A request body, and its share of the server's body budget (given back on drop).
+struct Held<'a> {
+    bytes: Vec<u8>,
+    budget: &'a tokio::sync::Semaphore,
+    kib: u32,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.budget.add_permits(self.kib as usize);
+    }
+}
+
 /// Reads a request body of at most `limit` bytes: refused `413` by its `Content-Length`
 /// before a byte is read, or as soon as more arrives; `408` when it takes longer than
-/// [`BODY_TIMEOUT`].
-async fn read_body(
+/// [`BODY_TIMEOUT`]. Each KiB read takes a KiB of the server's body budget first, so that
+/// bodies buffered at once stay within `max_body` however many connections send them (a
+/// sender waits, unread, while the budget is spent).
+async fn read_body<'a>(
+    srv: &'a ReplayServer,
     req: Request<Incoming>,
     limit: u64,
     gate: &ReadGate,
-) -> Result<Vec<u8>, Refusal> {
+) -> Result<Held<'a>, Refusal> {
     let too_large = || Refusal::new(413, "too-large", format!("the body is over {limit} bytes"));
     if let Some(len) = value(req.headers(), header::CONTENT_LENGTH) {
         match len.trim().parse::<u64>() {
@@ -274,16 +303,30 @@ async fn read_body(
     // The body may now come through the connection's read gate.
     gate.taken(u32::try_from(limit).unwrap_or(u32::MAX));
     let mut body = req.into_body();
-    let mut bytes: Vec<u8> = Vec::new();
+    let mut held = Held {
+        bytes: Vec::new(),
+        budget: &srv.bodies,
+        kib: 0,
+    };
     let read = async {
         while let Some(frame) = body.frame().await {
             let frame =
                 frame.map_err(|e| Refusal::new(400, "bad-request", format!("the body: {e}")))?;
             if let Ok(data) = frame.into_data() {
-                if bytes.len() as u64 + data.len() as u64 > limit {
+                let total = held.bytes.len() as u64 + data.len() as u64;
+                if total > limit {
                     return Err(too_large());
                 }
-                bytes.extend_from_slice(&data);
+                let need = u32::try_from(total.div_ceil(1024)).unwrap_or(u32::MAX);
+                if need > held.kib {
+                    srv.bodies
+                        .acquire_many(need - held.kib)
+                        .await
+                        .map_err(|e| Refusal::new(500, "internal", e.to_string()))?
+                        .forget();
+                    held.kib = need;
+                }
+                held.bytes.extend_from_slice(&data);
             }
         }
         Ok(())
@@ -291,7 +334,7 @@ async fn read_body(
     tokio::time::timeout(BODY_TIMEOUT, read)
         .await
         .map_err(|_| Refusal::new(408, "timeout", "the body took too long"))??;
-    Ok(bytes)
+    Ok(held)
 }
 
 async fn verify(srv: &Arc<ReplayServer>, id: &str) -> Result<Response<Body>, Refusal> {
@@ -319,13 +362,13 @@ async fn register_key(
             ))
         }
     };
-    let body = read_body(req, MAX_KEY_BODY, gate).await?;
+    let body = read_body(srv, req, MAX_KEY_BODY, gate).await?;
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Asked {
         key: String,
     }
-    let asked: Asked = serde_json::from_slice(&body).map_err(|e| {
+    let asked: Asked = serde_json::from_slice(&body.bytes).map_err(|e| {
         Refusal::new(
             400,
             "bad-json",
