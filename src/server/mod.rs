@@ -377,12 +377,10 @@ pub struct ReplayServer {
     /// Request bodies buffered at once, in KiB (`config.max_body` in all): a body takes its
     /// share as it arrives (`http.md` §8.2).
     pub bodies: tokio::sync::Semaphore,
-    /// Uploads being parsed at once ([`PREPARING`]); a gzip body takes them all.
-    pub preparing: tokio::sync::Semaphore,
+    /// Held while a gzip-encoded upload is inflated and parsed: one at a time, since each
+    /// may take the inflated limit.
+    pub inflating: tokio::sync::Semaphore,
 }
-
-/// Uploads parsed at once (CPU-bound; the machine's two cores).
-pub const PREPARING: u32 = 2;
 
 /// Unix milliseconds now.
 pub fn now_ms() -> i64 {
@@ -402,7 +400,7 @@ impl ReplayServer {
                     .unwrap_or(usize::MAX)
                     .min(tokio::sync::Semaphore::MAX_PERMITS),
             ),
-            preparing: tokio::sync::Semaphore::new(PREPARING as usize),
+            inflating: tokio::sync::Semaphore::new(1),
             config,
             uploaders: std::sync::RwLock::new(uploaders),
         })

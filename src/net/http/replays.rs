@@ -229,17 +229,17 @@ async fn upload(
     // The budget is held until the upload is answered; the bytes go to the parser.
     let mut held = read_body(srv, req, srv.config.max_body, gate).await?;
     let bytes = std::mem::take(&mut held.bytes);
-    // Parsing is bounded too: a gzip body (up to the inflated limit) alone, others two at once.
-    let slots = if gzip || plan::looks_gzipped(&bytes) {
-        server::PREPARING
+    // A gzip body may inflate to the inflated limit: one is inflated and parsed at a time.
+    let _inflating = if gzip || plan::looks_gzipped(&bytes) {
+        Some(
+            srv.inflating
+                .acquire()
+                .await
+                .map_err(|e| Refusal::new(500, "internal", e.to_string()))?,
+        )
     } else {
-        1
+        None
     };
-    let _slots = srv
-        .preparing
-        .acquire_many(slots)
-        .await
-        .map_err(|e| Refusal::new(500, "internal", e.to_string()))?;
     let s = srv.clone();
     let prepared =
         tokio::task::spawn_blocking(move || server::prepare(&bytes, gzip, &s.config, &player))
