@@ -101,3 +101,8 @@ fn http_holds_against_slow_heads_range_and_list_floods_and_forged_headers() {
 fn sighup_reloads_the_tokens_and_keeps_the_relay() {
     assert_pass(&run("sighup"));
 }
+
+#[test]
+fn the_replay_server_refuses_bad_paths_queries_tokens_and_bodies_in_json() {
+    assert_pass(&run("server-requests,server-bodies"));
+}

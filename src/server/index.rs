@@ -144,6 +144,31 @@ pub enum Committed {
     Conflict,
 }
 
+/// A public key in the registry (`http.md` §8.13).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyRow {
+    /// The Ed25519 public key, 64 lower-case hex digits.
+    pub key: String,
+    /// The player it is bound to.
+    pub player: String,
+    /// When it was registered (Unix milliseconds).
+    pub registered: i64,
+    /// When it was revoked (Unix milliseconds), or `None` while it stands.
+    pub revoked: Option<i64>,
+}
+
+/// How a registration ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Registered {
+    /// The key is now the player's.
+    New(KeyRow),
+    /// The key was registered already; the row says to whom and whether it stands.
+    Existing(KeyRow),
+    /// The player holds as many keys as allowed (revoked ones count).
+    TooMany,
+}
+
 const COLUMNS: &str = "id, blob, player, player_name, map_hash, song, difficulty, mode, score, \
 played, uploaded, duration, format, stored_bytes, bsor_bytes, header_bytes, fingerprint, \
 signed, countersigned";
@@ -158,13 +183,22 @@ impl MigrationSource<'static> for Embedded {
     ) -> futures_util::future::BoxFuture<'static, Result<Vec<Migration>, sqlx::error::BoxDynError>>
     {
         Box::pin(async {
-            Ok(vec![Migration::new(
-                1,
-                Cow::Borrowed("replays"),
-                MigrationType::Simple,
-                Cow::Borrowed(include_str!("migrations/0001_replays.sql")),
-                false,
-            )])
+            Ok(vec![
+                Migration::new(
+                    1,
+                    Cow::Borrowed("replays"),
+                    MigrationType::Simple,
+                    Cow::Borrowed(include_str!("migrations/0001_replays.sql")),
+                    false,
+                ),
+                Migration::new(
+                    2,
+                    Cow::Borrowed("keys"),
+                    MigrationType::Simple,
+                    Cow::Borrowed(include_str!("migrations/0002_keys.sql")),
+                    false,
+                ),
+            ])
         })
     }
 }
@@ -491,6 +525,87 @@ impl Index {
         rows.iter().map(record).collect()
     }
 
+    /// Registers `key` to `player` at `now`, unless the player holds `max` keys already. A
+    /// key registered before (to anyone) is left as it is and returned.
+    pub async fn register_key(
+        &self,
+        key: &str,
+        player: &str,
+        now: i64,
+        max: i64,
+    ) -> Result<Registered, IndexError> {
+        // The count and the insert are one statement, so that the cap holds without a lock.
+        let inserted = sqlx::query(
+            "INSERT INTO keys (key, player, registered) SELECT $1, $2, $3 \
+             WHERE (SELECT COUNT(*) FROM keys WHERE player = $4) < $5",
+        )
+        .bind(key)
+        .bind(player)
+        .bind(now)
+        .bind(player)
+        .bind(max)
+        .execute(&self.pool)
+        .await;
+        match inserted {
+            Ok(done) if done.rows_affected() == 1 => Ok(Registered::New(KeyRow {
+                key: key.to_string(),
+                player: player.to_string(),
+                registered: now,
+                revoked: None,
+            })),
+            Ok(_) => Ok(match self.key(key).await? {
+                // Registered since the count was taken, or over the cap.
+                Some(row) => Registered::Existing(row),
+                None => Registered::TooMany,
+            }),
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => self
+                .key(key)
+                .await?
+                .map(Registered::Existing)
+                .ok_or_else(|| IndexError {
+                    what: "registering a key",
+                    source: sqlx::Error::RowNotFound,
+                }),
+            Err(e) => Err(err("registering a key")(e)),
+        }
+    }
+
+    /// The registry's row of `key` (lower-case hex).
+    pub async fn key(&self, key: &str) -> Result<Option<KeyRow>, IndexError> {
+        let row = sqlx::query("SELECT key, player, registered, revoked FROM keys WHERE key = $1")
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(err("reading a key"))?;
+        row.map(|r| key_row(&r)).transpose()
+    }
+
+    /// The keys of `player`, oldest first (at most `limit`).
+    pub async fn keys(&self, player: &str, limit: i64) -> Result<Vec<KeyRow>, IndexError> {
+        let rows = sqlx::query(
+            "SELECT key, player, registered, revoked FROM keys WHERE player = $1 \
+             ORDER BY registered, key LIMIT $2",
+        )
+        .bind(player)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(err("reading keys"))?;
+        rows.iter().map(key_row).collect()
+    }
+
+    /// Revokes `key` at `now` unless it was revoked before (the first time stays): its row
+    /// after, or `None` when it is not registered.
+    pub async fn revoke_key(&self, key: &str, now: i64) -> Result<Option<KeyRow>, IndexError> {
+        sqlx::query("UPDATE keys SET revoked = $1 WHERE key = $2 AND revoked IS NULL")
+            .bind(now)
+            .bind(key)
+            .execute(&self.pool)
+            .await
+            .map_err(err("revoking a key"))?;
+        self.key(key).await
+    }
+
     /// Closes the pool.
     pub async fn close(&self) {
         self.pool.close().await;
@@ -525,6 +640,18 @@ fn record(r: &AnyRow) -> Result<Record, IndexError> {
         })
     })()
     .map_err(e)
+}
+
+fn key_row(r: &AnyRow) -> Result<KeyRow, IndexError> {
+    (|| {
+        Ok(KeyRow {
+            key: r.try_get("key")?,
+            player: r.try_get("player")?,
+            registered: r.try_get("registered")?,
+            revoked: r.try_get::<Option<i64>, _>("revoked")?,
+        })
+    })()
+    .map_err(err("reading a key"))
 }
 
 /// `url` without the password of its user part.

@@ -15,6 +15,7 @@
 
 pub mod auth;
 pub mod index;
+pub mod keys;
 pub mod plan;
 pub mod store;
 
@@ -25,7 +26,8 @@ use bytes::Bytes;
 use serde::Serialize;
 
 pub use self::auth::{Grant, Uploaders};
-pub use self::index::{Committed, Filter, Index, IndexError, Record, Review};
+pub use self::index::{Committed, Filter, Index, IndexError, KeyRow, Record, Registered, Review};
+pub use self::keys::{KeyOwner, Ownership};
 pub use self::store::{Reads, Store, StoreError};
 use crate::bsor::{self, Replay};
 use crate::integrity::{fingerprint::event_digest, hex, SigningKey};
@@ -133,13 +135,22 @@ pub struct Prepared {
     pub stream: Bytes,
     /// Its index row.
     pub record: Record,
+    /// The signer's key, when its signature's key chunk verified (`keys::upload_signer`).
+    pub signer: Option<[u8; 32]>,
 }
 
 /// Inflates a gzip body, stopping at `limit` bytes (a gzip bomb is refused there, having
 /// taken at most `limit` bytes of memory).
 pub fn inflate(body: &[u8], limit: u64) -> Result<Vec<u8>, Refusal> {
     use std::io::Read;
-    let mut out = Vec::new();
+    // Deflate makes at most 1,032 bytes of each byte: room for that (up to the limit) is
+    // taken at once, so that the buffer never doubles with both copies alive (a bomb's
+    // resident cost stays the limit, not twice it).
+    let room = (body.len() as u64)
+        .saturating_mul(1032)
+        .saturating_add(64)
+        .min(limit + 1);
+    let mut out = Vec::with_capacity(usize::try_from(room).unwrap_or(0));
     let mut d = flate2::read::MultiGzDecoder::new(body).take(limit + 1);
     d.read_to_end(&mut out)
         .map_err(|e| Refusal::new(400, "bad-encoding", format!("the gzip body: {e}")))?;
@@ -250,7 +261,9 @@ pub fn prepare(
         ));
     }
     let record = describe(&replay, &stream, bsor_bytes.len())?;
+    let signer = keys::upload_signer(body, plan::sniff(body) == Some(Kind::Bsor), record.signed);
     Ok(Prepared {
+        signer,
         stream: Bytes::from(stream),
         record: Record {
             id: plan::replay_id(&bsor_bytes),
@@ -361,6 +374,12 @@ pub struct ReplayServer {
     /// The settings.
     pub config: Config,
     uploaders: std::sync::RwLock<Uploaders>,
+    /// Request bodies buffered at once, in KiB (`config.max_body` in all): a body takes its
+    /// share as it arrives (`http.md` §8.2).
+    pub bodies: tokio::sync::Semaphore,
+    /// Held while a gzip-encoded upload is inflated and parsed: one at a time, since each
+    /// may take the inflated limit.
+    pub inflating: tokio::sync::Semaphore,
 }
 
 /// Unix milliseconds now.
@@ -376,6 +395,12 @@ impl ReplayServer {
         Arc::new(ReplayServer {
             store,
             index,
+            bodies: tokio::sync::Semaphore::new(
+                usize::try_from(config.max_body.div_ceil(1024))
+                    .unwrap_or(usize::MAX)
+                    .min(tokio::sync::Semaphore::MAX_PERMITS),
+            ),
+            inflating: tokio::sync::Semaphore::new(1),
             config,
             uploaders: std::sync::RwLock::new(uploaders),
         })
@@ -459,7 +484,9 @@ impl ReplayServer {
 
     /// Stores an upload prepared for the token's player (`http.md` §7.2–7.3).
     pub async fn upload(&self, prepared: Prepared) -> Result<Uploaded, Refusal> {
-        let Prepared { stream, mut record } = prepared;
+        let Prepared {
+            stream, mut record, ..
+        } = prepared;
         for _ in 0..2 {
             if let Some(done) = self.already(&record, &stream).await? {
                 return done;

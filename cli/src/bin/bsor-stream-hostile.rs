@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use bench::{
     check_open_files, cpu_seconds, memory_kb, percentile, publisher, sample_memory, song,
-    start_relay, viewer, Failure, RelayOptions, Seen, Song, TempDir, Watch,
+    start_relay_with, viewer, Failure, RelayOptions, Seen, Song, TempDir, Watch,
 };
 use bsor_stream::net::wire::{Message, Role, ViewMode};
 use bsor_stream::stream::{ChunkHeader, ChunkType};
@@ -105,9 +105,11 @@ enum Scenario {
     HttpRanges,
     HttpSessions,
     HttpHeaders,
+    ServerRequests,
+    ServerBodies,
 }
 
-const SCENARIOS: [Scenario; 18] = [
+const SCENARIOS: [Scenario; 20] = [
     Scenario::NeverRead,
     Scenario::HugeChunks,
     Scenario::BadHeader,
@@ -126,6 +128,8 @@ const SCENARIOS: [Scenario; 18] = [
     Scenario::HttpRanges,
     Scenario::HttpSessions,
     Scenario::HttpHeaders,
+    Scenario::ServerRequests,
+    Scenario::ServerBodies,
 ];
 
 impl Scenario {
@@ -149,6 +153,8 @@ impl Scenario {
             Scenario::HttpRanges => "http-ranges",
             Scenario::HttpSessions => "http-sessions",
             Scenario::HttpHeaders => "http-headers",
+            Scenario::ServerRequests => "server-requests",
+            Scenario::ServerBodies => "server-bodies",
         }
     }
 
@@ -235,6 +241,22 @@ impl Scenario {
                 "N requests with huge or forged header fields, Range values and traversal \
                  paths: each gets its status (431/400, 200 for an ignored Range, 416, 400 \
                  for a path) or is closed; none reaches a file outside the archive"
+            }
+            Scenario::ServerRequests => {
+                "the replay server (serve --store): N requests, one case each, with `..`, \
+                 `%2e%2e`, NUL and 6,000-byte IDs and query values, SQL in searches, absurd \
+                 and inverted ranges and spans, missing, bad and other players' tokens, and \
+                 /keys abuse: each gets its status with a JSON refusal; an honest client \
+                 uploads and reads back replays whole all along; nothing is written outside \
+                 the store"
+            }
+            Scenario::ServerBodies => {
+                "the replay server (serve --store): N uploads, one case each: a forged \
+                 Content-Length over the limit (413 before the body), a 65 MiB gzip bomb \
+                 (413 at the 64 MiB limit), a body trickling in (unanswered, or 408), \
+                 garbage, truncated, wrongly encoded and unauthorised bodies: each gets its \
+                 status with a JSON refusal; memory stays bounded and the honest client's \
+                 replays come back whole"
             }
         }
     }
@@ -342,6 +364,11 @@ impl Files {
             archive: dir.join("archive"),
             log: dir.join("relay.log"),
         }
+    }
+
+    /// The replay server's store (its scenarios only).
+    fn store(&self) -> PathBuf {
+        self.archive.with_file_name("store")
     }
 }
 
@@ -476,8 +503,15 @@ fn scenario(
         },
         None => {
             let files = Files::in_dir(&dir.0);
-            std::fs::write(&files.tokens, format!("{}\n{OLD_TOKEN}\n", args.token))
-                .map_err(|e| (files.tokens.as_path(), e))?;
+            std::fs::write(
+                &files.tokens,
+                format!(
+                    "{}\n{OLD_TOKEN}\n{}",
+                    args.token,
+                    hostile::replays::token_lines()
+                ),
+            )
+            .map_err(|e| (files.tokens.as_path(), e))?;
             std::fs::create_dir_all(&files.archive).map_err(|e| (files.archive.as_path(), e))?;
             if matches!(which, Scenario::HttpRanges | Scenario::HttpHeaders) {
                 // A finished session for the range requests to read.
@@ -491,7 +525,14 @@ fn scenario(
                 let path = files.archive.join("big.bsors");
                 std::fs::write(&path, &big.file).map_err(|e| (path.as_path(), e))?;
             }
-            let p = start_relay(
+            // The replay server's scenarios: its store in the same folder.
+            let store = match which {
+                Scenario::ServerRequests | Scenario::ServerBodies => {
+                    vec!["--store".to_string(), files.store().display().to_string()]
+                }
+                _ => Vec::new(),
+            };
+            let p = start_relay_with(
                 &files.tokens,
                 &RelayOptions {
                     websocket: true,
@@ -499,6 +540,7 @@ fn scenario(
                     log: Some(files.log.clone()),
                     max_per_address: None,
                 },
+                &store,
             )?;
             let relay = Relay {
                 addr: parse_addr(&p.addr)?,
@@ -813,6 +855,8 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
         Scenario::HttpRanges => hostile::http::ranges(ctx).await,
         Scenario::HttpSessions => hostile::http::sessions(ctx, which).await,
         Scenario::HttpHeaders => hostile::http::headers(ctx).await,
+        Scenario::ServerRequests => hostile::replays::attack(ctx, false).await,
+        Scenario::ServerBodies => hostile::replays::attack(ctx, true).await,
         Scenario::NeverRead => {
             let every = Duration::from_secs_f64((ctx.seconds / 4.0).min(20.0));
             let until = ctx.until;
@@ -1346,6 +1390,17 @@ fn after_checks(
     a: &mut Attack,
 ) {
     let log = std::fs::read_to_string(&files.log).unwrap_or_default();
+    if matches!(which, Scenario::ServerRequests | Scenario::ServerBodies) {
+        if let Some(dir) = files.archive.parent() {
+            a.checks
+                .extend(hostile::replays::store_checks(dir, &files.store()));
+        }
+        let leaked = log.lines().filter(|l| l.contains(SECRET_MARK)).count();
+        a.checks.push(check(
+            leaked == 0,
+            format!("{leaked} log lines show a token"),
+        ));
+    }
     match which {
         Scenario::BadTokens => {
             let leaked = log.lines().filter(|l| l.contains(SECRET_MARK)).count();

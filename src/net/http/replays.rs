@@ -1,6 +1,7 @@
 //! The replay server's HTTP (`proto-spec/http.md` §7): `POST /replays`, `GET /replays`
 //! (search), `GET|HEAD|DELETE /replays/ID`, `GET /replays/ID/events`,
-//! `GET /replays/ID/frames` and `GET /reviews`. The archive's `/replays/NAME.bsors` stays
+//! `GET /replays/ID/frames`, `GET /replays/ID/verify`, `GET /reviews`, and the key
+//! registry's `GET|POST /keys` and `DELETE /keys/KEY`. The archive's `/replays/NAME.bsors` stays
 //! the relay's (`mod.rs`). What to do is decided by `crate::server`; this wires it to hyper.
 
 use std::sync::Arc;
@@ -31,8 +32,14 @@ pub const PATHS: &[&str] = &[
     "/replays/{id}",
     "/replays/{id}/events",
     "/replays/{id}/frames",
+    "/replays/{id}/verify",
     "/reviews",
+    "/keys",
+    "/keys/{key}",
 ];
+
+/// The most bytes of a `POST /keys` body.
+pub const MAX_KEY_BODY: u64 = 1024;
 
 /// What a path names on the replay server.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,8 +52,15 @@ pub enum Route<'a> {
     Events(&'a str),
     /// `/replays/ID/frames`.
     Frames(&'a str),
+    /// `/replays/ID/verify`.
+    Verify(&'a str),
     /// `/reviews`.
     Reviews,
+    /// `/keys`: list and register.
+    Keys,
+    /// `/keys/KEY`: revoke (the key is checked by its handler, so that a bad one is a `400`
+    /// saying why).
+    Key(&'a str),
     /// Under `/replays/` but no resource: `404`.
     Unknown,
 }
@@ -60,6 +74,12 @@ pub fn claims(path: &str) -> Option<Route<'_>> {
     if path == "/reviews" {
         return Some(Route::Reviews);
     }
+    if path == "/keys" {
+        return Some(Route::Keys);
+    }
+    if let Some(key) = path.strip_prefix("/keys/") {
+        return Some(Route::Key(key));
+    }
     let rest = path.strip_prefix("/replays/")?;
     if rest.ends_with(".bsors") {
         return None;
@@ -72,6 +92,7 @@ pub fn claims(path: &str) -> Option<Route<'_>> {
         "" => Route::Replay(id),
         "events" => Route::Events(id),
         "frames" => Route::Frames(id),
+        "verify" => Route::Verify(id),
         _ => Route::Unknown,
     })
 }
@@ -114,14 +135,20 @@ pub(crate) async fn answer(
 ) -> Response<Body> {
     let method = req.method().clone();
     let allowed = match route {
-        Route::List => "GET, HEAD, POST",
+        Route::List | Route::Keys => "GET, HEAD, POST",
         Route::Replay(_) => "GET, HEAD, DELETE",
+        Route::Key(_) => "DELETE",
         _ => "GET, HEAD",
     };
-    let ok_method = method == Method::GET
-        || method == Method::HEAD
-        || (method == Method::POST && route == Route::List)
-        || (method == Method::DELETE && matches!(route, Route::Replay(_)));
+    let ok_method = match route {
+        Route::Key(_) => method == Method::DELETE,
+        _ => {
+            method == Method::GET
+                || method == Method::HEAD
+                || (method == Method::POST && matches!(route, Route::List | Route::Keys))
+                || (method == Method::DELETE && matches!(route, Route::Replay(_)))
+        }
+    };
     if !ok_method {
         let mut r = refusal(&Refusal::new(
             405,
@@ -141,7 +168,11 @@ pub(crate) async fn answer(
         (Route::Replay(id), _) => download(srv, id, &query, req.headers(), head).await,
         (Route::Events(id), _) => events(srv, id).await,
         (Route::Frames(id), _) => frames(srv, id, &query).await,
+        (Route::Verify(id), _) => verify(srv, id).await,
         (Route::Reviews, _) => reviews(srv, req.headers()).await,
+        (Route::Keys, Method::POST) => register_key(srv, req, gate).await,
+        (Route::Keys, _) => list_keys(srv, &query).await,
+        (Route::Key(key), _) => revoke_key(srv, key, req.headers()).await,
         (Route::Unknown, _) => Err(Refusal::new(404, "not-found", "no such resource")),
     };
     let mut r = result.unwrap_or_else(|f| refusal(&f));
@@ -195,7 +226,72 @@ async fn upload(
             ))
         }
     };
-    let limit = srv.config.max_body;
+    // The budget is held until the upload is answered; the bytes go to the parser.
+    let mut held = read_body(srv, req, srv.config.max_body, gate).await?;
+    let bytes = std::mem::take(&mut held.bytes);
+    // A gzip body may inflate to the inflated limit: one is inflated and parsed at a time.
+    let _inflating = if gzip || plan::looks_gzipped(&bytes) {
+        Some(
+            srv.inflating
+                .acquire()
+                .await
+                .map_err(|e| Refusal::new(500, "internal", e.to_string()))?,
+        )
+    } else {
+        None
+    };
+    let s = srv.clone();
+    let prepared =
+        tokio::task::spawn_blocking(move || server::prepare(&bytes, gzip, &s.config, &player))
+            .await
+            .map_err(|e| Refusal::new(500, "internal", e.to_string()))??;
+    let signer = prepared.signer;
+    let (status, record, owner) = match srv.upload(prepared).await? {
+        Uploaded::Created(r) => {
+            let owner = srv.ownership(signer, &r.player, r.uploaded).await?;
+            (StatusCode::CREATED, r, owner)
+        }
+        // Another upload's bytes may be the stored ones: the stored replay is judged.
+        Uploaded::Existing(r) => {
+            let (_, owner) = srv.verify(&r).await?;
+            (StatusCode::OK, r, owner)
+        }
+    };
+    let mut v = serde_json::to_value(&record).unwrap_or_default();
+    if let (Some(v), Ok(serde_json::Value::Object(o))) =
+        (v.as_object_mut(), serde_json::to_value(&owner))
+    {
+        v.extend(o);
+    }
+    let mut r = json(status, v.to_string());
+    set(&mut r, header::LOCATION, &format!("/replays/{}", record.id));
+    Ok(r)
+}
+
+/// A request body, and its share of the server's body budget (given back on drop).
+struct Held<'a> {
+    bytes: Vec<u8>,
+    budget: &'a tokio::sync::Semaphore,
+    kib: u32,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.budget.add_permits(self.kib as usize);
+    }
+}
+
+/// Reads a request body of at most `limit` bytes: refused `413` by its `Content-Length`
+/// before a byte is read, or as soon as more arrives; `408` when it takes longer than
+/// [`BODY_TIMEOUT`]. Each KiB read takes a KiB of the server's body budget first, so that
+/// bodies buffered at once stay within `max_body` however many connections send them (a
+/// sender waits, unread, while the budget is spent).
+async fn read_body<'a>(
+    srv: &'a ReplayServer,
+    req: Request<Incoming>,
+    limit: u64,
+    gate: &ReadGate,
+) -> Result<Held<'a>, Refusal> {
     let too_large = || Refusal::new(413, "too-large", format!("the body is over {limit} bytes"));
     if let Some(len) = value(req.headers(), header::CONTENT_LENGTH) {
         match len.trim().parse::<u64>() {
@@ -207,16 +303,30 @@ async fn upload(
     // The body may now come through the connection's read gate.
     gate.taken(u32::try_from(limit).unwrap_or(u32::MAX));
     let mut body = req.into_body();
-    let mut bytes: Vec<u8> = Vec::new();
+    let mut held = Held {
+        bytes: Vec::new(),
+        budget: &srv.bodies,
+        kib: 0,
+    };
     let read = async {
         while let Some(frame) = body.frame().await {
             let frame =
                 frame.map_err(|e| Refusal::new(400, "bad-request", format!("the body: {e}")))?;
             if let Ok(data) = frame.into_data() {
-                if bytes.len() as u64 + data.len() as u64 > limit {
+                let total = held.bytes.len() as u64 + data.len() as u64;
+                if total > limit {
                     return Err(too_large());
                 }
-                bytes.extend_from_slice(&data);
+                let need = u32::try_from(total.div_ceil(1024)).unwrap_or(u32::MAX);
+                if need > held.kib {
+                    srv.bodies
+                        .acquire_many(need - held.kib)
+                        .await
+                        .map_err(|e| Refusal::new(500, "internal", e.to_string()))?
+                        .forget();
+                    held.kib = need;
+                }
+                held.bytes.extend_from_slice(&data);
             }
         }
         Ok(())
@@ -224,18 +334,91 @@ async fn upload(
     tokio::time::timeout(BODY_TIMEOUT, read)
         .await
         .map_err(|_| Refusal::new(408, "timeout", "the body took too long"))??;
-    let s = srv.clone();
-    let prepared =
-        tokio::task::spawn_blocking(move || server::prepare(&bytes, gzip, &s.config, &player))
-            .await
-            .map_err(|e| Refusal::new(500, "internal", e.to_string()))??;
-    let (status, record) = match srv.upload(prepared).await? {
-        Uploaded::Created(r) => (StatusCode::CREATED, r),
-        Uploaded::Existing(r) => (StatusCode::OK, r),
+    Ok(held)
+}
+
+async fn verify(srv: &Arc<ReplayServer>, id: &str) -> Result<Response<Body>, Refusal> {
+    let r = record(srv, id).await?;
+    let (report, owner) = srv.verify(&r).await?;
+    Ok(json(
+        StatusCode::OK,
+        server::keys::verify_json(&report, &r, &owner).to_string(),
+    ))
+}
+
+/// `POST /keys` with `{"key": HEX}`: registers the key to the token's player.
+async fn register_key(
+    srv: &Arc<ReplayServer>,
+    req: Request<Incoming>,
+    gate: &ReadGate,
+) -> Result<Response<Body>, Refusal> {
+    let player = match authorize(srv, req.headers())? {
+        Grant::Player(p) => p,
+        Grant::Admin => {
+            return Err(Refusal::new(
+                403,
+                "wrong-player",
+                "an admin token registers no key; use the player's token",
+            ))
+        }
     };
-    let mut r = json(status, serde_json::to_string(&record).unwrap_or_default());
-    set(&mut r, header::LOCATION, &format!("/replays/{}", record.id));
+    let body = read_body(srv, req, MAX_KEY_BODY, gate).await?;
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Asked {
+        key: String,
+    }
+    let asked: Asked = serde_json::from_slice(&body.bytes).map_err(|e| {
+        Refusal::new(
+            400,
+            "bad-json",
+            format!("the body is not {{\"key\": HEX}}: {e}"),
+        )
+    })?;
+    let key = server::keys::parse_key(&asked.key)?;
+    let (status, row) = srv.register_key(&key, &player).await?;
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    let mut r = json(status, serde_json::to_string(&row).unwrap_or_default());
+    set(&mut r, header::LOCATION, &format!("/keys/{key}"));
     Ok(r)
+}
+
+/// `GET /keys?player=ID`: the player's keys, revoked ones with their time.
+async fn list_keys(srv: &Arc<ReplayServer>, query: &str) -> Result<Response<Body>, Refusal> {
+    let mut player = None;
+    for (k, v) in pairs(query)? {
+        match k {
+            "player" => player = Some(v),
+            other => {
+                return Err(Refusal::new(
+                    400,
+                    "bad-query",
+                    format!("unknown parameter {other:?}"),
+                ))
+            }
+        }
+    }
+    let player = player.ok_or_else(|| Refusal::new(400, "bad-query", "player=ID is needed"))?;
+    let keys = srv.index.keys(player, server::keys::MAX_KEYS).await?;
+    Ok(json(
+        StatusCode::OK,
+        serde_json::json!({ "player": player, "keys": keys }).to_string(),
+    ))
+}
+
+/// `DELETE /keys/KEY`: revokes the key (its player's token or an admin's).
+async fn revoke_key(
+    srv: &Arc<ReplayServer>,
+    key: &str,
+    headers: &HeaderMap,
+) -> Result<Response<Body>, Refusal> {
+    let grant = authorize(srv, headers)?;
+    let key = server::keys::parse_key(key)?;
+    let row = srv.revoke_key(&key, &grant).await?;
+    Ok(json(
+        StatusCode::OK,
+        serde_json::to_string(&row).unwrap_or_default(),
+    ))
 }
 
 async fn record(srv: &ReplayServer, id: &str) -> Result<Record, Refusal> {
@@ -575,6 +758,12 @@ mod tests {
             claims(&format!("/replays/{id}/frames")),
             Some(Route::Frames(id))
         );
+        assert_eq!(
+            claims(&format!("/replays/{id}/verify")),
+            Some(Route::Verify(id))
+        );
+        assert_eq!(claims("/keys"), Some(Route::Keys));
+        assert_eq!(claims("/keys/ab/../x"), Some(Route::Key("ab/../x")));
         assert_eq!(claims("/replays/demo.bsors"), None);
         assert_eq!(claims("/sessions"), None);
         assert_eq!(claims("/"), None);

@@ -282,7 +282,18 @@ impl Drop for RelayProcess {
 
 /// Starts `bsor-stream serve` (the binary next to this one) on 127.0.0.1 port 0 with the
 /// token file `tokens` and the relay's default limits; returns once it printed its address.
+// The hostile tool calls `start_relay_with` only.
+#[allow(dead_code)]
 pub fn start_relay(tokens: &Path, options: &RelayOptions) -> Result<RelayProcess, Failure> {
+    start_relay_with(tokens, options, &[])
+}
+
+/// [`start_relay`] with more arguments for `serve` (the hostile tool's `--store DIR`).
+pub fn start_relay_with(
+    tokens: &Path,
+    options: &RelayOptions,
+    extra: &[String],
+) -> Result<RelayProcess, Failure> {
     let exe = std::env::current_exe().map_err(|e| Failure(format!("finding myself: {e}")))?;
     // The relay is the user's binary, built beside this one.
     let relay_exe = exe.with_file_name(format!("bsor-stream{}", std::env::consts::EXE_SUFFIX));
@@ -301,6 +312,7 @@ pub fn start_relay(tokens: &Path, options: &RelayOptions) -> Result<RelayProcess
     if let Some(n) = options.max_per_address {
         command.args(["--max-per-address", &n.to_string()]);
     }
+    command.args(extra);
     match &options.log {
         Some(path) => {
             let file = std::fs::File::create(path).map_err(|e| (path.as_path(), e))?;

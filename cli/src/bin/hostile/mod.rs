@@ -3,6 +3,7 @@
 //! wire by hand, so that they can break it.
 
 pub mod http;
+pub mod replays;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
