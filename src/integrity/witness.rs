@@ -344,10 +344,10 @@ fn subjects(stream: &[u8]) -> (Option<[u8; NONCE_LEN]>, ByChain) {
     (nonce, out)
 }
 
-/// Checks statements' signatures (`integrity.md` §12.3): all of them in one
-/// `ed25519_dalek::verify_batch` when every `R` and key passes the point checks
-/// `verify_strict` makes and the batch does not (each distinct key decompressed and checked
-/// once); if that fails (or a point does not pass), each one alone with `verify_strict`.
+/// Checks statements' signatures (`integrity.md` §12.3): all of them in one batch
+/// (`batch.rs`) when every `R` and key passes the point checks `verify_strict` makes and the
+/// batch does not (each distinct key decompressed and checked once); if that fails (or a
+/// point does not pass), each one alone with `verify_strict`.
 /// Returns, for each, whether it verifies.
 pub fn verify_statements(statements: &[Statement]) -> Vec<bool> {
     let mut keys: Vec<([u8; 32], Option<VerifyingKey>)> = Vec::new();
