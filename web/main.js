@@ -443,14 +443,25 @@ function buildView(t) {
 }
 
 const workTimes = new Float64Array(1024);
+const drawTimes = new Float64Array(1024);
 let workCount = 0;
+let drawMs = 0;
 // The page's own work per rendered frame (ms, p50 and p99 of the last 1024), for the
 // benchmark (scripts/browser/bench.mjs); the first 10 frames (shader compilation) excluded.
+// `p50`/`p99`: decoding (the worker's messages), scene update and draw calls; `update`:
+// the same without the draw calls; `draw`: the draw calls alone (WebGL's calls, which may
+// wait for the GPU process).
 window.bsorPerf = () => {
   const n = Math.min(Math.max(0, workCount - 10), workTimes.length);
-  const s = Array.from(workTimes.subarray(0, n)).sort((a, b) => a - b);
-  const q = (p) => (n ? s[Math.min(n - 1, Math.floor(p * n))] : null);
-  return { frames: workCount, p50: q(0.5), p99: q(0.99) };
+  const quantiles = (a) => {
+    const s = Array.from(a.subarray(0, n)).sort((x, y) => x - y);
+    const q = (p) => (n ? s[Math.min(n - 1, Math.floor(p * n))] : null);
+    return { p50: q(0.5), p99: q(0.99) };
+  };
+  const all = quantiles(workTimes);
+  const draw = quantiles(drawTimes);
+  const update = quantiles(workTimes.map((w, i) => w - drawTimes[i]));
+  return { frames: workCount, p50: all.p50, p99: all.p99, update, draw };
 };
 
 let lastNow = performance.now();
@@ -484,8 +495,10 @@ function tick(now) {
     view.at = i * FRAME_FLOATS;
     view.from = j * FRAME_FLOATS;
     view.camera = camera;
+    const drawStart = performance.now();
     try {
       sceneView.render(view);
+      drawMs = performance.now() - drawStart;
     } catch (e) {
       fail(`cannot draw: ${e.message}`);
       sceneView = null;
@@ -510,10 +523,14 @@ function tick(now) {
   // frame and this frame's scene update and draw calls.
   if (status.framesRendered > 0) {
     const work = performance.now() - started + messageWork;
-    if (workCount >= 10) workTimes[(workCount - 10) % workTimes.length] = work;
+    if (workCount >= 10) {
+      workTimes[(workCount - 10) % workTimes.length] = work;
+      drawTimes[(workCount - 10) % drawTimes.length] = drawMs;
+    }
     workCount++;
   }
   messageWork = 0;
+  drawMs = 0;
   requestAnimationFrame(tick);
 }
 

@@ -141,6 +141,8 @@ console.log(`4-minute stored replay (${readFileSync(join(tmp, "long.bsors")).len
 await stored.waitForTimeout(10000);
 const perf = await stored.evaluate(() => window.bsorPerf());
 console.log(`own work per rendered frame: p50 ${perf.p50.toFixed(2)} ms, p99 ${perf.p99.toFixed(2)} ms over ${perf.frames} frames`);
+console.log(`  of which decoding and scene update: p50 ${perf.update.p50.toFixed(2)} ms, p99 ${perf.update.p99.toFixed(2)} ms;` +
+  ` draw calls: p50 ${perf.draw.p50.toFixed(2)} ms, p99 ${perf.draw.p99.toFixed(2)} ms`);
 
 // The same work in CPU time: a trace of a second load of the replay, counted from its first
 // frame (the page's mark) for 10 s, the first 10 frames left out as in the page's figure.
