@@ -4,6 +4,8 @@
 
 #![cfg(feature = "server")]
 
+#[path = "common/replay_http.rs"]
+mod replay_http;
 #[path = "common/services.rs"]
 mod services;
 
@@ -11,29 +13,18 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bsor_stream::bsor::{self, BsorString, Replay};
+use bsor_stream::bsor::{self, Replay};
 use bsor_stream::integrity::{self, Signer, SigningChunks, SigningKey};
-use bsor_stream::net::http::Assets;
-use bsor_stream::net::relay::{RelayConfig, Tokens};
-use bsor_stream::net::server::{Server, ServerConfig};
-use bsor_stream::net::ws;
 use bsor_stream::server::{Config, Index, Registered, ReplayServer, Store, Uploaders};
 use bsor_stream::stream::{Profile, Settings};
-use bsor_stream::{synth, transcode};
+use bsor_stream::transcode;
+use replay_http::{listen, TOKENS};
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
-const TOKENS: &str = "player:p1:tok1\nplayer:p2:tok2\nadmin:root\n";
-
+/// A play of `player` (8 s), without user data so that a signature entry can be added
+/// (integrity.md §13.3).
 fn play(seed: u64, player: &str) -> Replay {
-    let mut r = synth::replay(synth::Settings {
-        seed,
-        seconds: 8.0,
-        fps: 60,
-    });
-    r.info.player_id = BsorString::new(player);
-    // No user data, so that a signature entry can be added (integrity.md §13.3).
+    let mut r = replay_http::play(seed, 8.0, player);
     r.user_data = None;
     r
 }
@@ -66,20 +57,7 @@ async fn serve(dir: &std::path::Path) -> (Arc<ReplayServer>, SocketAddr) {
     let url = format!("sqlite://{}", dir.join("index.sqlite").display());
     let index = Index::open(&url).await.unwrap();
     let srv = ReplayServer::new(store, index, Config::default(), Uploaders::parse(TOKENS));
-    let relay = Server::new(
-        RelayConfig::default(),
-        Tokens::parse("publisher"),
-        ServerConfig::default(),
-    )
-    .unwrap();
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let options = ws::WsOptions {
-        tls: None,
-        allowed_origins: Vec::new(),
-    };
-    let assets = Assets::new(Vec::<(String, bytes::Bytes)>::new()).with_replays(srv.clone());
-    tokio::spawn(ws::serve_site(l, relay, options, assets));
+    let addr = listen(srv.clone()).await;
     (srv, addr)
 }
 
@@ -91,26 +69,11 @@ async fn request(
     token: Option<&str>,
     body: &[u8],
 ) -> (u16, Value) {
-    let mut sock = TcpStream::connect(addr).await.unwrap();
-    let mut head = format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    if let Some(t) = token {
-        head.push_str(&format!("Authorization: Bearer {t}\r\n"));
-    }
-    if !body.is_empty() || method == "POST" {
-        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
-    }
-    head.push_str("\r\n");
-    sock.write_all(head.as_bytes()).await.unwrap();
-    let _ = sock.write_all(body).await;
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(30), sock.read_to_end(&mut buf))
-        .await
-        .expect("a reply within 30 s")
-        .ok();
-    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-    let status = String::from_utf8_lossy(&buf[9..12]).parse().unwrap();
-    let body = serde_json::from_slice(&buf[end..]).unwrap_or(Value::Null);
-    (status, body)
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+    let r = replay_http::request(addr, method, target, &headers, body).await;
+    let body = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
+    (r.status, body)
 }
 
 fn refused(got: &(u16, Value), status: u16, code: &str) {

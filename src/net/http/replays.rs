@@ -200,21 +200,25 @@ fn authorize(srv: &ReplayServer, headers: &HeaderMap) -> Result<Grant, Refusal> 
         .ok_or_else(|| Refusal::new(401, "unauthorized", "the token grants nothing here"))
 }
 
+/// The player a player's token grants; an admin token is refused (`wrong-player`): an admin
+/// `what` ("does not upload").
+fn player_of(srv: &ReplayServer, headers: &HeaderMap, what: &str) -> Result<String, Refusal> {
+    match authorize(srv, headers)? {
+        Grant::Player(p) => Ok(p),
+        Grant::Admin => Err(Refusal::new(
+            403,
+            "wrong-player",
+            format!("an admin token {what}; use the player's token"),
+        )),
+    }
+}
+
 async fn upload(
     srv: &Arc<ReplayServer>,
     req: Request<Incoming>,
     gate: &ReadGate,
 ) -> Result<Response<Body>, Refusal> {
-    let player = match authorize(srv, req.headers())? {
-        Grant::Player(p) => p,
-        Grant::Admin => {
-            return Err(Refusal::new(
-                403,
-                "wrong-player",
-                "an admin token does not upload; use the player's token",
-            ))
-        }
-    };
+    let player = player_of(srv, req.headers(), "does not upload")?;
     let gzip = match value(req.headers(), header::CONTENT_ENCODING).map(str::trim) {
         None | Some("identity") => false,
         Some(e) if e.eq_ignore_ascii_case("gzip") => true,
@@ -352,16 +356,7 @@ async fn register_key(
     req: Request<Incoming>,
     gate: &ReadGate,
 ) -> Result<Response<Body>, Refusal> {
-    let player = match authorize(srv, req.headers())? {
-        Grant::Player(p) => p,
-        Grant::Admin => {
-            return Err(Refusal::new(
-                403,
-                "wrong-player",
-                "an admin token registers no key; use the player's token",
-            ))
-        }
-    };
+    let player = player_of(srv, req.headers(), "registers no key")?;
     let body = read_body(srv, req, MAX_KEY_BODY, gate).await?;
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]

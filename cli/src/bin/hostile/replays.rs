@@ -551,56 +551,31 @@ fn request_cases(host: &str, s: &Seed) -> Vec<Case> {
 /// The bodies of `server-bodies`: lying lengths, a gzip bomb, a trickle, garbage, cuts.
 fn body_cases(host: &str, bomb: &Arc<Vec<u8>>, whole: &[u8]) -> Vec<Case> {
     let honest = bearer(HONEST_TOKEN);
-    let mut forged = send(
-        "a forged 1 TB Content-Length",
-        "POST",
-        "/replays",
-        host,
-        &honest,
-        Vec::new(),
-        &[413],
-    );
-    forged.head = forged
-        .head
-        .replace("Content-Length: 0", "Content-Length: 1099511627776");
-    let mut over = send(
+    // An upload with no body whose head says `Content-Length: length`.
+    let claimed = |name: &'static str, length: &str, accepted: &'static [u16]| {
+        let mut c = send(
+            name,
+            "POST",
+            "/replays",
+            host,
+            &honest,
+            Vec::new(),
+            accepted,
+        );
+        c.head = c
+            .head
+            .replace("Content-Length: 0", &format!("Content-Length: {length}"));
+        c
+    };
+    let forged = claimed("a forged 1 TB Content-Length", "1099511627776", &[413]);
+    let over = claimed(
         "a Content-Length 1 over 32 MiB",
-        "POST",
-        "/replays",
-        host,
-        &honest,
-        Vec::new(),
+        &((32u64 << 20) + 1).to_string(),
         &[413],
     );
-    over.head = over.head.replace(
-        "Content-Length: 0",
-        &format!("Content-Length: {}", (32u64 << 20) + 1),
-    );
-    let mut negative = send(
-        "a negative Content-Length",
-        "POST",
-        "/replays",
-        host,
-        &honest,
-        Vec::new(),
-        &[400],
-    );
-    negative.head = negative
-        .head
-        .replace("Content-Length: 0", "Content-Length: -1");
+    let mut negative = claimed("a negative Content-Length", "-1", &[400]);
     negative.framing = true;
-    let mut trickle = send(
-        "a body that trickles in",
-        "POST",
-        "/replays",
-        host,
-        &honest,
-        Vec::new(),
-        &[408],
-    );
-    trickle.head = trickle
-        .head
-        .replace("Content-Length: 0", "Content-Length: 1000000");
+    let mut trickle = claimed("a body that trickles in", "1000000", &[408]);
     trickle.trickle = true;
     let gz = format!("{honest}Content-Encoding: gzip\r\n");
     vec![
