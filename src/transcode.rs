@@ -194,7 +194,7 @@ pub struct ReplayCollector {
     gaps: bool,
 }
 
-fn place<T: Clone>(section: &mut Vec<T>, first: u32, items: &[T], gaps: &mut bool) {
+pub(crate) fn place<T: Clone>(section: &mut Vec<T>, first: u32, items: &[T], gaps: &mut bool) {
     let first = first as usize;
     if first > section.len() {
         *gaps = true;

@@ -362,6 +362,84 @@ async fn events_are_read_by_ranges_that_touch_no_frame_chunk() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bsor_download_reads_the_stream_group_by_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = open(dir.path(), Config::default(), TOKENS).await;
+    let addr = listen(srv.clone()).await;
+    let bytes = bsor::to_vec(&play(8, 120.0, "p1")).unwrap();
+    let record = created(&srv, &bytes, "p1").await;
+    let stream = srv.stream(&record).await.unwrap();
+    let before = srv.store.ranges().len();
+    let got = request(addr, "GET", &format!("/replays/{}", record.id), &[], b"").await;
+    assert_eq!(got.status, 200);
+    assert_eq!(
+        got.header("content-length"),
+        Some(&*bytes.len().to_string())
+    );
+    assert!(got.body == bytes, "the BSOR served back differs");
+    // No read takes more than a small part of the stream: it went out group by group.
+    let ranges: Vec<_> = srv.store.ranges()[before..].to_vec();
+    let largest = ranges.iter().map(|(_, r)| r.end - r.start).max().unwrap();
+    let read: u64 = ranges.iter().map(|(_, r)| r.end - r.start).sum();
+    assert!(ranges.len() > 10, "{} reads", ranges.len());
+    assert!(
+        largest * 8 < stream.len() as u64,
+        "a read of {largest} bytes of {}",
+        stream.len()
+    );
+    assert!(read >= stream.len() as u64 / 2, "read {read}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_found_damaged_mid_download_cuts_the_body_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = open(dir.path(), Config::default(), TOKENS).await;
+    let addr = listen(srv.clone()).await;
+    let bytes = bsor::to_vec(&play(9, 90.0, "p1")).unwrap();
+    let record = created(&srv, &bytes, "p1").await;
+    // A byte of a frame chunk in the middle of the stored stream is flipped.
+    let file = dir.path().join("store").join(&record.blob);
+    let mut stream = std::fs::read(&file).unwrap();
+    let (_, _, spans) = split_stream(&stream).unwrap();
+    let frames: Vec<_> = spans
+        .iter()
+        .filter(|s| {
+            let kind = ChunkType::from_byte(stream[s.offset + 1]);
+            matches!(kind, ChunkType::Keyframes | ChunkType::Frames)
+        })
+        .collect();
+    let victim = frames[frames.len() / 2];
+    stream[victim.offset + victim.len - 2] ^= 0x5a;
+    std::fs::write(&file, &stream).unwrap();
+
+    let path = format!("/replays/{}", record.id);
+    let got = request(addr, "GET", &path, &[], b"").await;
+    // The status line went out before the damage was met: a short body, then the close.
+    assert_eq!(got.status, 200);
+    assert_eq!(
+        got.header("content-length"),
+        Some(&*bytes.len().to_string())
+    );
+    assert!(
+        got.body.len() < bytes.len() / 2 + bytes.len() / 4,
+        "{} of {} bytes",
+        got.body.len(),
+        bytes.len()
+    );
+    assert!(!got.body.is_empty());
+    assert!(
+        got.body == bytes[..got.body.len()],
+        "what came is not the BSOR's start"
+    );
+    // A range is rebuilt whole first: the damage is a 500 before any byte.
+    let part = request(addr, "GET", &path, &[("Range", "bytes=0-99")], b"").await;
+    assert_refusal(&part, 500, "damaged");
+    // The server goes on answering.
+    let head = request(addr, "HEAD", &path, &[], b"").await;
+    assert_eq!(head.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_span_is_the_groups_that_cover_it() {
     let dir = tempfile::tempdir().unwrap();
     let srv = open(dir.path(), Config::default(), TOKENS).await;

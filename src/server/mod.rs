@@ -17,6 +17,7 @@ pub mod auth;
 pub mod index;
 pub mod keys;
 pub mod plan;
+pub mod rebuild;
 pub mod store;
 
 use std::sync::Arc;
@@ -640,7 +641,8 @@ impl ReplayServer {
         Ok(self.store.get_range(&r.blob, first..last + 1).await?)
     }
 
-    /// The BSOR of `r`, rebuilt from its stream.
+    /// The BSOR of `r`, rebuilt whole from its stream (for a range of it; a whole download
+    /// is [`ReplayServer::bsor_download`]).
     pub async fn bsor(&self, r: &Record) -> Result<Vec<u8>, Refusal> {
         let stream = self.stream(r).await?;
         tokio::task::spawn_blocking(move || rebuild(&stream))
@@ -681,57 +683,170 @@ impl ReplayServer {
         Err(damaged())
     }
 
-    /// Every event of `r`, read through its index: the header, the footer, the index and
-    /// the event chunks, by ranges; never a byte of a frame chunk.
-    pub async fn events(&self, r: &Record) -> Result<EventBatch, Refusal> {
+    /// One whole chunk (header and payload) of `r` at `offset`, by ranges: the chunk
+    /// header a few bytes at a time as its varints show its length, then the payload.
+    async fn chunk_at(&self, r: &Record, offset: u64) -> Result<Vec<u8>, Refusal> {
+        let damaged = || {
+            Refusal::new(
+                500,
+                "damaged",
+                format!("the stored stream's chunk at byte {offset} cannot be read"),
+            )
+        };
+        let len = r.stored_bytes as u64;
+        let mut chunk: Vec<u8> = Vec::new();
+        let (h, hlen) = loop {
+            let need = plan::chunk_header_needs(&chunk) as u64;
+            if let Some(x) = crate::stream::ChunkHeader::parse_at(&chunk) {
+                break x;
+            }
+            let have = chunk.len() as u64;
+            if need <= have || offset + need > len || need > 64 {
+                return Err(damaged());
+            }
+            let more = self
+                .store
+                .get_range(&r.blob, offset + have..offset + need)
+                .await?;
+            chunk.extend_from_slice(&more);
+        };
+        let end = offset + hlen as u64 + u64::from(h.len);
+        if end > len {
+            return Err(damaged());
+        }
+        let payload = self
+            .store
+            .get_range(&r.blob, offset + hlen as u64..end)
+            .await?;
+        chunk.extend_from_slice(&payload);
+        Ok(chunk)
+    }
+
+    /// Every event of `r` through `index`, each section from its first record (a record
+    /// sent twice is kept once), and whether a section has a gap.
+    async fn gather_events(
+        &self,
+        r: &Record,
+        header: StreamHeader,
+        index: &[IndexEntry],
+    ) -> Result<(EventBatch, bool), Refusal> {
         let damaged = || Refusal::new(500, "damaged", "the stored stream's events cannot be read");
-        let (header, index) = self.header_and_index(r).await?;
         let mut d = StreamDecoder::with_header(header);
         let mut all = EventBatch::default();
+        let mut gaps = false;
         let mut entries: Vec<&IndexEntry> = index
             .iter()
             .filter(|e| matches!(e.kind, ChunkType::Events | ChunkType::Keyframes))
             .collect();
         entries.sort_by_key(|e| e.offset);
-        let len = r.stored_bytes as u64;
         for e in entries {
             if e.kind == ChunkType::Keyframes {
                 d.new_group();
                 continue;
             }
-            // The chunk header, a few bytes at a time as its varints show its length.
-            let mut chunk: Vec<u8> = Vec::new();
-            let (h, hlen) = loop {
-                let need = plan::chunk_header_needs(&chunk) as u64;
-                if let Some(x) = crate::stream::ChunkHeader::parse_at(&chunk) {
-                    break x;
-                }
-                let have = chunk.len() as u64;
-                if need <= have || e.offset + need > len || need > 64 {
-                    return Err(damaged());
-                }
-                let more = self
-                    .store
-                    .get_range(&r.blob, e.offset + have..e.offset + need)
-                    .await?;
-                chunk.extend_from_slice(&more);
-            };
-            let end = e.offset + hlen as u64 + u64::from(h.len);
-            if end > len {
-                return Err(damaged());
-            }
-            let payload = self
-                .store
-                .get_range(&r.blob, e.offset + hlen as u64..end)
-                .await?;
-            chunk.extend_from_slice(&payload);
-            let batch = d.decode_events_chunk(&chunk).map_err(|_| damaged())?;
-            all.notes.records.extend(batch.notes.records);
-            all.walls.records.extend(batch.walls.records);
-            all.heights.records.extend(batch.heights.records);
-            all.pauses.records.extend(batch.pauses.records);
+            let chunk = self.chunk_at(r, e.offset).await?;
+            let b = d.decode_events_chunk(&chunk).map_err(|_| damaged())?;
+            use crate::transcode::place;
+            place(
+                &mut all.notes.records,
+                b.notes.first,
+                &b.notes.records,
+                &mut gaps,
+            );
+            place(
+                &mut all.walls.records,
+                b.walls.first,
+                &b.walls.records,
+                &mut gaps,
+            );
+            place(
+                &mut all.heights.records,
+                b.heights.first,
+                &b.heights.records,
+                &mut gaps,
+            );
+            place(
+                &mut all.pauses.records,
+                b.pauses.first,
+                &b.pauses.records,
+                &mut gaps,
+            );
         }
-        Ok(all)
+        Ok((all, gaps))
+    }
+
+    /// Every event of `r`, read through its index: the header, the footer, the index and
+    /// the event chunks, by ranges; never a byte of a frame chunk.
+    pub async fn events(&self, r: &Record) -> Result<EventBatch, Refusal> {
+        let (header, index) = self.header_and_index(r).await?;
+        Ok(self.gather_events(r, header, &index).await?.0)
+    }
+
+    /// The BSOR of `r` as a [`BsorDownload`] that rebuilds it piece by piece
+    /// (`http.md` §8.6): the header, the index, the trailer and the event chunks are read
+    /// now (an error here comes before any byte of the reply), the frames group by group
+    /// as the pieces are taken.
+    pub async fn bsor_download(&self, r: &Record) -> Result<BsorDownload, Refusal> {
+        let damaged = |what: String| Refusal::new(500, "damaged", what);
+        let (header, index) = self.header_and_index(r).await?;
+        let trailer_at = index
+            .iter()
+            .find(|e| e.kind == ChunkType::Trailer)
+            .map(|e| e.offset)
+            .ok_or_else(|| damaged("the stored stream's index has no trailer".into()))?;
+        let chunk = self.chunk_at(r, trailer_at).await?;
+        let mut d = StreamDecoder::with_header(header.clone());
+        d.push(&chunk);
+        d.finish();
+        let mut trailer = None;
+        while let Ok(Some(item)) = d.next_item() {
+            if let StreamItem::Trailer(t) = item {
+                trailer = Some(*t);
+            }
+        }
+        let trailer =
+            trailer.ok_or_else(|| damaged("the stored stream's trailer cannot be read".into()))?;
+        let (events, gaps) = self.gather_events(r, header.clone(), &index).await?;
+        if gaps {
+            return Err(damaged("the stored stream's events have gaps".into()));
+        }
+        let (head, tail) = rebuild::head_and_tail(&trailer, events)
+            .map_err(|e| damaged(format!("the stored stream: {e}")))?;
+        let len = (head.len() as u64)
+            .saturating_add(
+                trailer
+                    .counts
+                    .frames
+                    .saturating_mul(bsor::FRAME_SIZE as u64),
+            )
+            .saturating_add(tail.len() as u64);
+        if len != r.bsor_bytes as u64 {
+            return Err(damaged(format!(
+                "the rebuilt BSOR would be {len} bytes, the record says {}",
+                r.bsor_bytes
+            )));
+        }
+        // The frames lie between the header and the trailer: cut at each keyframe chunk.
+        let start = r.header_bytes as u64;
+        let mut cuts: Vec<u64> = index
+            .iter()
+            .filter(|e| e.kind == ChunkType::Keyframes && e.offset > start && e.offset < trailer_at)
+            .map(|e| e.offset)
+            .collect();
+        cuts.sort_unstable();
+        cuts.insert(0, start);
+        cuts.push(trailer_at);
+        cuts.dedup();
+        let groups: Vec<std::ops::Range<u64>> = cuts.windows(2).map(|w| w[0]..w[1]).collect();
+        Ok(BsorDownload {
+            store: self.store.clone(),
+            blob: r.blob.clone(),
+            len,
+            head: Some(head),
+            groups: groups.into_iter(),
+            frames: Some(rebuild::Frames::new(header, trailer.counts.frames)),
+            tail: Some(tail),
+        })
     }
 
     /// A `.bsors` of the keyframe groups of `r` that cover song time `from..=to`: the
@@ -760,6 +875,61 @@ impl ReplayServer {
     /// The uploads kept for review.
     pub async fn reviews(&self, limit: i64) -> Result<Vec<Review>, Refusal> {
         Ok(self.index.reviews(limit).await?)
+    }
+}
+
+/// A BSOR download rebuilt as it goes out ([`ReplayServer::bsor_download`]): its pieces
+/// in order, the head, each keyframe group's frames, then the tail; `len` bytes in all.
+/// After an error (the stored stream found damaged) there are no more pieces.
+#[derive(Debug)]
+pub struct BsorDownload {
+    store: Store,
+    blob: String,
+    /// The BSOR's length.
+    pub len: u64,
+    head: Option<Vec<u8>>,
+    groups: std::vec::IntoIter<std::ops::Range<u64>>,
+    frames: Option<rebuild::Frames>,
+    tail: Option<Vec<u8>>,
+}
+
+impl BsorDownload {
+    /// The next piece of the BSOR; `None` at its end or after an error.
+    pub async fn next_piece(&mut self) -> Option<Result<Bytes, Refusal>> {
+        if let Some(head) = self.head.take() {
+            return Some(Ok(Bytes::from(head)));
+        }
+        let result = self.frames_piece().await;
+        if result.is_err() {
+            self.frames = None;
+            self.tail = None;
+        }
+        match result {
+            Ok(Some(b)) => Some(Ok(b)),
+            Ok(None) => self.tail.take().map(|t| Ok(Bytes::from(t))),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// The frames of the next group (skipping groups without frames), or `None` when
+    /// every frame went out.
+    async fn frames_piece(&mut self) -> Result<Option<Bytes>, Refusal> {
+        let damaged = |what: String| Refusal::new(500, "damaged", what);
+        let Some(frames) = self.frames.as_mut() else {
+            return Ok(None);
+        };
+        for range in self.groups.by_ref() {
+            let bytes = self.store.get_range(&self.blob, range.clone()).await?;
+            let out = frames.push(&bytes).map_err(|e| {
+                damaged(format!("{e} (stored bytes {}..{})", range.start, range.end))
+            })?;
+            if !out.is_empty() {
+                return Ok(Some(Bytes::from(out)));
+            }
+        }
+        let out = frames.finish().map_err(damaged)?;
+        self.frames = None;
+        Ok((!out.is_empty()).then(|| Bytes::from(out)))
     }
 }
 

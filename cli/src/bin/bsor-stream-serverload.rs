@@ -3,7 +3,8 @@
 //! downloads a second alone (spread over every uploaded ID, in a shuffled order, never
 //! cached here), a mixed load at fixed rates (20 uploads and 80 downloads a second by
 //! default) at p50 and p99, events requests a second with the bytes they read, and the
-//! server's resident memory (peak, from `/proc/PID/status`).
+//! server's resident memory (peak, from `/proc/PID/status`), also while BSOR downloads
+//! of one replay are held open at once (its memory per download in flight).
 //!
 //! The server is the `bsor-stream` binary beside this one, started here in its own process
 //! with a store in a temporary folder (the embedded default; `--store` and `--index` pass
@@ -72,6 +73,12 @@ pub struct Args {
     /// Downloads a second in the mixed load.
     #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(u32).range(0..=2000))]
     mixed_downloads: u32,
+    /// BSOR downloads of one replay held open at once in the last phase: each reads the
+    /// reply's head and a few kB, waits while the server's resident memory is sampled,
+    /// then reads the rest. At most 60: all come from 127.0.0.1, and the server takes 64
+    /// connections from one address.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(0..=60))]
+    held_downloads: u32,
     /// Requests in flight at once in the phases alone (one connection each).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
     concurrency: u32,
@@ -598,6 +605,44 @@ fn run(args: &Args) -> Result<bool, Failure> {
         ev.errors_text()
     );
 
+    // Downloads held open at once: the server's memory per download in flight.
+    let mut held_errors = 0;
+    if args.held_downloads > 0 {
+        over("the held downloads")?;
+        let before = pid.and_then(memory_kb).map(|(rss, _)| rss);
+        let during = Arc::new(AtomicU64::new(0));
+        let sampler = {
+            let _in_runtime = rt.enter();
+            pid.map(|p| sample_memory(p, during.clone()))
+        };
+        let path = format!("/replays/{}", ids[0]);
+        let n = args.held_downloads as usize;
+        let results = rt.block_on(held(addr, &path, n));
+        if let Some(s) = sampler {
+            s.abort();
+        }
+        let whole = results.iter().filter(|r| r.is_ok()).count();
+        held_errors = (n - whole) as u64;
+        let first_error = results.iter().find_map(|r| r.as_ref().err());
+        let size = results.iter().find_map(|r| r.as_ref().ok()).copied();
+        let mem = match (before, during.load(Ordering::Relaxed)) {
+            (Some(b), p) if p > 0 => format!(
+                "server resident {:.1} MB before, peak {:.1} MB while held (+{:.1} MB, {:.0} kB \
+                 per download)",
+                b as f64 / 1024.0,
+                p as f64 / 1024.0,
+                p.saturating_sub(b) as f64 / 1024.0,
+                p.saturating_sub(b) as f64 / n as f64
+            ),
+            _ => "server memory unknown (no --server-pid)".into(),
+        };
+        println!(
+            "held downloads: {n} of one {:.1} MB BSOR at once, {whole} whole, {mem}{}",
+            size.unwrap_or(0) as f64 / 1e6,
+            first_error.map_or(String::new(), |e| format!(", first error: {e}"))
+        );
+    }
+
     let mem = pid.and_then(memory_kb);
     let sampled = peak.load(Ordering::Relaxed);
     let peak_mb = mem.map(|(_, hwm)| hwm.max(sampled) as f64 / 1024.0);
@@ -608,7 +653,8 @@ fn run(args: &Args) -> Result<bool, Failure> {
         ),
         _ => println!("server memory: unknown (no --server-pid)"),
     }
-    let errors = up.errors + down.errors + mixed_up.errors + mixed_down.errors + ev.errors;
+    let errors =
+        up.errors + down.errors + mixed_up.errors + mixed_down.errors + ev.errors + held_errors;
     let targets = [
         ("uploads >= 60/s", up_rate >= 60.0),
         ("downloads >= 200/s", down_rate >= 200.0),
@@ -629,6 +675,79 @@ fn run(args: &Args) -> Result<bool, Failure> {
     drop(server);
     drop(dir);
     Ok(ok)
+}
+
+/// `n` GETs of `path`, each on its own connection with a small receive buffer: every one
+/// reads the reply's head and its first bytes, then all wait (the server holds `n`
+/// downloads in flight) for 1.5 s, then each reads the rest. The body's length of each, or
+/// what went wrong.
+async fn held(addr: SocketAddr, path: &str, n: usize) -> Vec<Result<usize, String>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let started = Arc::new(tokio::sync::Barrier::new(n + 1));
+    let mut tasks = Vec::new();
+    for _ in 0..n {
+        let started = started.clone();
+        let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        tasks.push(tokio::spawn(async move {
+            let run = async {
+                let sock = tokio::net::TcpSocket::new_v4().map_err(|e| e.to_string())?;
+                let _ = sock.set_recv_buffer_size(16 << 10);
+                let mut s = sock.connect(addr).await.map_err(|e| e.to_string())?;
+                s.write_all(req.as_bytes())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let mut buf = vec![0u8; 16 << 10];
+                let mut got = Vec::new();
+                let end = loop {
+                    let k = s.read(&mut buf).await.map_err(|e| e.to_string())?;
+                    if k == 0 {
+                        return Err("closed before the head".to_string());
+                    }
+                    got.extend_from_slice(&buf[..k]);
+                    if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                };
+                let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .ok_or("no content-length")?;
+                if !head.starts_with("http/1.1 200") {
+                    return Err(head.lines().next().unwrap_or("").to_string());
+                }
+                Ok::<_, String>((s, got.len() - end, len))
+            };
+            let r = tokio::time::timeout(REQUEST_TIMEOUT, run).await;
+            started.wait().await;
+            let (mut s, mut have, len) = r.map_err(|_| "no head in time".to_string())??;
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let mut buf = vec![0u8; 64 << 10];
+            let rest = async {
+                loop {
+                    match s.read(&mut buf).await {
+                        Ok(0) => return Ok(()),
+                        Ok(k) => have += k,
+                        Err(e) => return Err(e.to_string()),
+                    }
+                }
+            };
+            tokio::time::timeout(REQUEST_TIMEOUT, rest)
+                .await
+                .map_err(|_| "the body took too long".to_string())??;
+            if have != len {
+                return Err(format!("{have} of {len} bytes"));
+            }
+            Ok(len)
+        }));
+    }
+    started.wait().await;
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.unwrap_or_else(|e| Err(e.to_string())));
+    }
+    out
 }
 
 /// The mixed load: uploads and downloads at their rates, each started when due (on a

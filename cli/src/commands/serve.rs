@@ -51,6 +51,15 @@ pub struct ReplayArgs {
     /// BSOR served back is then no longer the uploaded bytes).
     #[arg(long, requires = "store")]
     pub store_compact: bool,
+    /// How long an upload's lease lasts, in seconds (default 600): the blob of an upload
+    /// not committed by then is removed by the sweeper.
+    #[arg(long, value_name = "SECONDS", requires = "store",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub lease_seconds: Option<u64>,
+    /// Seconds between the sweeper's runs (default 30).
+    #[arg(long, value_name = "SECONDS", requires = "store",
+          value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub sweep_seconds: Option<u64>,
 }
 
 /// TLS and browser settings of `serve`.
@@ -253,8 +262,8 @@ async fn store_finished(
     }
 }
 
-/// Opens the replay server and starts its sweeper (every 30 s, 1,000 expired leases at most
-/// each time).
+/// Opens the replay server and starts its sweeper (every `--sweep-seconds`, 30 by default,
+/// 1,000 expired leases at most each time).
 async fn open_replays(
     location: &str,
     args: &ReplayArgs,
@@ -271,8 +280,10 @@ async fn open_replays(
         } else {
             Profile::Lossless
         },
+        lease: std::time::Duration::from_secs(args.lease_seconds.unwrap_or(600)),
         ..server::Config::default()
     };
+    let every = std::time::Duration::from_secs(args.sweep_seconds.unwrap_or(30));
     let uploaders = Uploaders::parse(tokens);
     let srv = ReplayServer::open(location, args.index.as_deref(), config, uploaders)
         .await
@@ -286,7 +297,7 @@ async fn open_replays(
                 Ok(n) => tracing::info!(removed = n, "swept blobs of expired leases"),
                 Err(e) => tracing::warn!(err = %e.reason, "sweeping leases"),
             }
-            tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+            tokio::time::sleep(every).await;
         }
     });
     Ok(srv)

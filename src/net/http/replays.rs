@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::BodyExt;
-use hyper::body::Incoming;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::{Frame, Incoming};
 use hyper::header::{self, HeaderMap};
 use hyper::{Method, Request, Response, StatusCode};
 
@@ -530,7 +530,13 @@ async fn download(
         match (fmt, bytes) {
             (_, Some(b)) => b.slice(first as usize..(first + count) as usize),
             (Format::Bsors, None) => srv.stream_range(&r, first, first + count - 1).await?,
+            (_, None) if status == StatusCode::OK => {
+                // The whole BSOR: rebuilt as it goes out (http.md §8.6).
+                let dl = srv.bsor_download(&r).await?;
+                return Ok(bsor_reply(dl, &etag));
+            }
             (_, None) => {
+                // A range: the BSOR is rebuilt whole, then cut.
                 let b = Bytes::from(srv.bsor(&r).await?);
                 if b.len() as u64 != len {
                     return Err(Refusal::new(500, "damaged", "the rebuilt BSOR's length"));
@@ -558,6 +564,43 @@ async fn download(
         );
     }
     Ok(resp)
+}
+
+/// The `200` of a whole BSOR whose body is `dl`'s pieces as they are rebuilt. The status
+/// line is out before the frames are read: a stored stream found damaged then ends the
+/// body with an error, which closes the connection short of `Content-Length`.
+fn bsor_reply(dl: server::BsorDownload, etag: &str) -> Response<Body> {
+    let len = dl.len;
+    // The pieces are made by a task of their own and handed over one at a time (the reply's
+    // body must be Sync, a store read's future is not); the task stops when the peer goes.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(1);
+    let mut dl = dl;
+    tokio::spawn(async move {
+        while let Some(piece) = dl.next_piece().await {
+            let piece = piece.map(Frame::data).map_err(|f| {
+                tracing::warn!(reason = %f.reason, "a BSOR download stopped short");
+                std::io::Error::other(f.reason)
+            });
+            let stop = piece.is_err();
+            if tx.send(piece).await.is_err() || stop {
+                break;
+            }
+        }
+    });
+    let pieces = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|piece| (piece, rx))
+    });
+    let mut resp = Response::new(BodyExt::boxed(StreamBody::new(pieces)));
+    set(&mut resp, header::CONTENT_TYPE, "application/octet-stream");
+    set(&mut resp, header::CONTENT_LENGTH, &len.to_string());
+    set(&mut resp, header::ACCEPT_RANGES, "bytes");
+    set(&mut resp, header::ETAG, etag);
+    set(
+        &mut resp,
+        header::CACHE_CONTROL,
+        "public, max-age=31536000, immutable",
+    );
+    resp
 }
 
 async fn events(srv: &Arc<ReplayServer>, id: &str) -> Result<Response<Body>, Refusal> {

@@ -1,0 +1,211 @@
+//! A stored stream's BSOR rebuilt in pieces, without I/O (`http.md` §8.6): the head (from
+//! the trailer's info and frame count) and the tail (the event sections and what follows
+//! them) are made first, from the trailer and the event chunks; the frames are decoded
+//! keyframe group by keyframe group in between. Memory: the tail, and one group's bytes.
+//!
+//! [`crate::transcode::BsorSink`] does this for a sink it can seek back into; a download
+//! cannot, so the counts it patches afterwards are taken from the trailer here instead.
+
+use crate::bsor::{self, Replay};
+use crate::stream::{EventBatch, StreamDecoder, StreamHeader, StreamItem, Trailer};
+
+/// The BSOR's bytes before its frames and after them, for a stream whose trailer is
+/// `trailer` and whose events are `events` (gathered in order, each section from its
+/// first record): `Err` saying what does not match when the events are not the ones the
+/// trailer counts.
+pub fn head_and_tail(trailer: &Trailer, events: EventBatch) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let c = &trailer.counts;
+    let have = [
+        ("notes", c.notes, events.notes.records.len()),
+        ("walls", c.walls, events.walls.records.len()),
+        ("heights", c.heights, events.heights.records.len()),
+        ("pauses", c.pauses, events.pauses.records.len()),
+    ];
+    for (what, counted, found) in have {
+        if counted != found as u64 {
+            return Err(format!(
+                "the trailer counts {counted} {what}, the event chunks hold {found}"
+            ));
+        }
+    }
+    let frames =
+        usize::try_from(c.frames).map_err(|_| format!("the trailer counts {} frames", c.frames))?;
+    let mut head = Vec::new();
+    bsor::write_head(&trailer.info, frames, &mut head).map_err(|e| e.to_string())?;
+    let tail = Replay {
+        notes: events.notes.records,
+        walls: events.walls.records,
+        heights: events.heights.records,
+        pauses: events.pauses.records,
+        controller_offsets: trailer.controller_offsets,
+        user_data: trailer.user_data.clone(),
+        trailing: trailer.trailing.clone(),
+        ..Replay::default()
+    };
+    let mut out = Vec::new();
+    bsor::write_tail(&tail, &mut out).map_err(|e| e.to_string())?;
+    Ok((head, out))
+}
+
+/// The frame records of a stored stream, from its chunks pushed in order (a keyframe group
+/// at a time): every frame must come, in order, undamaged, and no more than `expected`.
+#[derive(Debug)]
+pub struct Frames {
+    decoder: StreamDecoder,
+    written: u64,
+    expected: u64,
+}
+
+impl Frames {
+    /// Frames of a stream with `header`, `expected` of them.
+    pub fn new(header: StreamHeader, expected: u64) -> Frames {
+        Frames {
+            decoder: StreamDecoder::with_header(header),
+            written: 0,
+            expected,
+        }
+    }
+
+    /// The BSOR records of the frames in `chunks` (the next bytes of the stream, from a
+    /// chunk's start): `Err` saying what was wrong at the first damage, gap or extra frame.
+    pub fn push(&mut self, chunks: &[u8]) -> Result<Vec<u8>, String> {
+        self.decoder.push(chunks);
+        self.drain()
+    }
+
+    /// The frames still held, once every chunk was pushed: `Err` also when fewer frames
+    /// came than expected.
+    pub fn finish(&mut self) -> Result<Vec<u8>, String> {
+        self.decoder.finish();
+        let out = self.drain()?;
+        if self.written != self.expected {
+            return Err(format!(
+                "{} frames of the {} the trailer counts",
+                self.written, self.expected
+            ));
+        }
+        Ok(out)
+    }
+
+    /// Frames written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    fn drain(&mut self) -> Result<Vec<u8>, String> {
+        let mut out = Vec::new();
+        loop {
+            match self.decoder.next_item() {
+                Ok(Some(StreamItem::Frame { index, frame })) => {
+                    if u64::from(index) != self.written || self.written >= self.expected {
+                        return Err(format!(
+                            "frame {index} where frame {} of {} was due",
+                            self.written, self.expected
+                        ));
+                    }
+                    out.extend_from_slice(&bsor::encode_frame(&frame));
+                    self.written += 1;
+                }
+                Ok(Some(StreamItem::Damage(d))) => return Err(format!("the frames: {d}")),
+                Ok(Some(_)) => {}
+                Ok(None) => return Ok(out),
+                Err(e) => return Err(format!("the frames: {e}")),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::{split_stream, ChunkType, Profile, Settings};
+
+    fn pieces(stream: &[u8]) -> (StreamHeader, Trailer, EventBatch, Vec<&[u8]>) {
+        let (header, header_len, spans) = split_stream(stream).unwrap();
+        let (replay, _) = crate::transcode::decode_replay(stream).unwrap();
+        let mut d = StreamDecoder::new();
+        d.push(stream);
+        d.finish();
+        let mut trailer = None;
+        while let Some(item) = d.next_item().unwrap() {
+            if let StreamItem::Trailer(t) = item {
+                trailer = Some(*t);
+            }
+        }
+        let events = EventBatch {
+            notes: crate::stream::Records::new(0, replay.notes),
+            walls: crate::stream::Records::new(0, replay.walls),
+            heights: crate::stream::Records::new(0, replay.heights),
+            pauses: crate::stream::Records::new(0, replay.pauses),
+        };
+        let mut cuts: Vec<usize> = spans
+            .iter()
+            .filter(|s| stream.get(s.offset + 1) == Some(&ChunkType::Keyframes.byte()))
+            .map(|s| s.offset)
+            .collect();
+        let trailer_at = spans
+            .iter()
+            .find(|s| stream.get(s.offset + 1) == Some(&ChunkType::Trailer.byte()))
+            .unwrap()
+            .offset;
+        cuts.insert(0, header_len);
+        cuts.push(trailer_at);
+        cuts.dedup();
+        let groups = cuts.windows(2).map(|w| &stream[w[0]..w[1]]).collect();
+        (header, trailer.unwrap(), events, groups)
+    }
+
+    #[test]
+    fn pieces_make_the_same_bsor_as_a_whole_rebuild() {
+        let replay = crate::synth::replay(crate::synth::Settings {
+            seed: 3,
+            seconds: 60.0,
+            fps: 90,
+        });
+        let stream = crate::transcode::encode_replay(&replay, Settings::archive(Profile::Lossless));
+        let (header, trailer, events, groups) = pieces(&stream);
+        assert!(groups.len() > 2, "{} groups", groups.len());
+        let (head, tail) = head_and_tail(&trailer, events).unwrap();
+        let mut frames = Frames::new(header, trailer.counts.frames);
+        let mut out = head;
+        for g in groups {
+            out.extend(frames.push(g).unwrap());
+        }
+        out.extend(frames.finish().unwrap());
+        out.extend(tail);
+        assert!(out == bsor::to_vec(&replay).unwrap(), "the pieces differ");
+    }
+
+    #[test]
+    fn a_damaged_or_missing_group_is_an_error() {
+        let replay = crate::synth::replay(crate::synth::Settings {
+            seed: 4,
+            seconds: 60.0,
+            fps: 90,
+        });
+        let stream = crate::transcode::encode_replay(&replay, Settings::archive(Profile::Lossless));
+        let (header, trailer, _, groups) = pieces(&stream);
+        // A flipped byte in the second group's payload.
+        let mut bad = groups[1].to_vec();
+        let mid = bad.len() / 2;
+        bad[mid] ^= 0x55;
+        let mut frames = Frames::new(header.clone(), trailer.counts.frames);
+        frames.push(groups[0]).unwrap();
+        assert!(frames.push(&bad).is_err());
+        // A group left out: the frame numbers jump.
+        let mut frames = Frames::new(header.clone(), trailer.counts.frames);
+        frames.push(groups[0]).unwrap();
+        let skipped: Result<Vec<_>, _> = groups[2..].iter().map(|g| frames.push(g)).collect();
+        assert!(skipped.is_err() || frames.finish().is_err());
+        // Fewer frames than the trailer counts.
+        let mut frames = Frames::new(header, trailer.counts.frames + 1);
+        for g in &groups {
+            frames.push(g).unwrap();
+        }
+        assert!(frames.finish().unwrap_err().contains("frames of the"));
+        // Event counts that do not match the trailer's.
+        let mut short = EventBatch::default();
+        short.notes.records.push(replay.notes[0]);
+        assert!(head_and_tail(&trailer, short).is_err());
+    }
+}
