@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use futures_util::StreamExt as _;
 use serde::Serialize;
 
 pub use self::auth::{Grant, Uploaders};
@@ -36,6 +37,9 @@ use crate::stream::{
     ChunkType, EventBatch, IndexEntry, Profile, Settings, StreamDecoder, StreamHeader, StreamItem,
 };
 use plan::Kind;
+
+/// Event chunks of one stored stream read at once (`events`, BSOR downloads).
+const EVENT_READS: usize = 8;
 
 /// A refusal: the HTTP status, a short code and a reason (`{"error": CODE, "reason": TEXT}`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -739,12 +743,24 @@ impl ReplayServer {
             .filter(|e| matches!(e.kind, ChunkType::Events | ChunkType::Keyframes))
             .collect();
         entries.sort_by_key(|e| e.offset);
+        // The event chunks are read EVENT_READS at a time (each is a few range reads, which
+        // an object store answers one round trip each) and decoded in order.
+        type Read<'a> = std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<Option<Vec<u8>>, Refusal>> + Send + 'a>,
+        >;
+        let mut reads: Vec<Read<'_>> = Vec::with_capacity(entries.len());
         for e in entries {
-            if e.kind == ChunkType::Keyframes {
+            reads.push(match e.kind {
+                ChunkType::Keyframes => Box::pin(async { Ok(None) }),
+                _ => Box::pin(async move { self.chunk_at(r, e.offset).await.map(Some) }),
+            });
+        }
+        let mut chunks = futures_util::stream::iter(reads).buffered(EVENT_READS);
+        while let Some(chunk) = chunks.next().await {
+            let Some(chunk) = chunk? else {
                 d.new_group();
                 continue;
-            }
-            let chunk = self.chunk_at(r, e.offset).await?;
+            };
             let b = d.decode_events_chunk(&chunk).map_err(|_| damaged())?;
             use crate::transcode::place;
             place(

@@ -8,7 +8,7 @@
 //!
 //! The server is the `bsor-stream` binary beside this one, started here in its own process
 //! with a store in a temporary folder (the embedded default; `--store` and `--index` pass
-//! another), or given with `--server ADDR` (and `--server-pid PID` for its memory). Every
+//! another) and no cap on connections per address (`--max-per-address 0`), or given with `--server ADDR` (and `--server-pid PID` for its memory). Every
 //! upload is a distinct synthetic replay (`synth` with its own seed, generated in memory
 //! before the timed part of its phase). Latencies of the mixed load are measured from when
 //! each request was due, so a server that falls behind shows it.
@@ -151,6 +151,10 @@ fn start_server(args: &Args, dir: &TempDir) -> Result<(Server, SocketAddr), Fail
         .arg("--token-file")
         .arg(&tokens)
         .args(["--store", &store])
+        // Every client here is 127.0.0.1 standing for many players: the per-address cap
+        // (64 by default) would refuse the mixed load's connections once a slow store
+        // holds more than 64 open, which is not what this measures.
+        .args(["--max-per-address", "0"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
