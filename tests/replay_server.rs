@@ -172,6 +172,21 @@ async fn corpus_replays_come_back_byte_identical() {
             "{}: the BSOR served back differs",
             f.display()
         );
+        // A range is cut from the BSOR rebuilt whole: the same bytes.
+        let whole = request(
+            addr,
+            "GET",
+            &format!("/replays/{id}"),
+            &[("Range", "bytes=0-")],
+            b"",
+        )
+        .await;
+        assert_eq!(whole.status, 206);
+        assert!(
+            whole.body == bytes,
+            "{}: the BSOR rebuilt whole differs",
+            f.display()
+        );
     }
 }
 
@@ -642,6 +657,22 @@ async fn an_interrupted_upload_leaves_nothing_once_swept() {
     assert!(srv.store.exists(&r.blob).await.unwrap());
     assert_eq!(srv.index.blobs(10).await.unwrap(), vec![r.blob.clone()]);
     assert_eq!(srv.sweep(100).await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_cut_short_by_a_kill_is_swept() {
+    // The directory store writes a blob to KEY#1 and renames it: a process killed in
+    // between leaves KEY#1, which the sweeper removes with the expired lease.
+    let dir = tempfile::tempdir().unwrap();
+    let srv = open(dir.path(), Config::default(), TOKENS).await;
+    let blob = "replays/0123456789abcdef0123456789abcdef.0011223344556677.bsors";
+    srv.index.lease(blob, 0).await.unwrap();
+    let staged = dir.path().join("store").join(format!("{blob}#1"));
+    std::fs::create_dir_all(staged.parent().unwrap()).unwrap();
+    std::fs::write(&staged, b"half a blob").unwrap();
+    assert_eq!(srv.sweep(10).await.unwrap(), 1);
+    assert!(!staged.exists(), "the cut-short write is left");
+    assert!(srv.index.expired(i64::MAX, 10).await.unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -620,6 +620,8 @@ impl ReplayServer {
             }
             self.store.delete(&blob).await?;
             self.store.delete(&statement_key(&blob)).await?;
+            self.store.remove_staged(&blob)?;
+            self.store.remove_staged(&statement_key(&blob))?;
             self.index.end_lease(&blob).await?;
             removed += 1;
         }

@@ -50,6 +50,8 @@ pub struct Store {
     requests: Arc<AtomicU64>,
     bytes: Arc<AtomicU64>,
     log: Option<RangeLog>,
+    /// A directory store's folder (for the files a write cut short leaves).
+    dir: Option<std::path::PathBuf>,
 }
 
 impl Store {
@@ -58,7 +60,10 @@ impl Store {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let fs =
             LocalFileSystem::new_with_prefix(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        Ok(Store::new(Arc::new(fs), dir.display().to_string()))
+        Ok(Store {
+            dir: Some(dir.to_path_buf()),
+            ..Store::new(Arc::new(fs), dir.display().to_string())
+        })
     }
 
     /// A store in an S3-compatible bucket, `s3://BUCKET` or `s3://BUCKET/PREFIX`, with the
@@ -119,6 +124,7 @@ impl Store {
             requests: Arc::default(),
             bytes: Arc::default(),
             log: None,
+            dir: None,
         }
     }
 
@@ -210,6 +216,36 @@ impl Store {
                 source,
             }),
         }
+    }
+
+    /// Removes what a write of `key` cut short may have left in a directory store: the
+    /// local store writes a blob to `KEY#N` (N from 1, the first name not taken) and then
+    /// renames it, so a process killed in between leaves that file, which is no blob and
+    /// which nothing else removes. Blob keys are unique per attempt (`http.md` §8.3), so
+    /// the first few names are all there can be. Other stores write a blob whole or not at
+    /// all: nothing to do.
+    pub fn remove_staged(&self, key: &str) -> Result<(), StoreError> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        for n in 1..=4 {
+            let path = dir.join(format!("{key}#{n}"));
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(StoreError {
+                        what: "removing the staged write of",
+                        key: key.to_string(),
+                        source: object_store::Error::Generic {
+                            store: "local",
+                            source: Box::new(e),
+                        },
+                    })
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Whether a blob is there (for tests and the sweeper's checks).
