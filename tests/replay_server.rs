@@ -379,7 +379,13 @@ async fn events_are_read_by_ranges_that_touch_no_frame_chunk() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bsor_download_reads_the_stream_group_by_group() {
     let dir = tempfile::tempdir().unwrap();
-    let srv = open(dir.path(), Config::default(), TOKENS).await;
+    // Reads of at most 8 KiB of frames (but whole groups): the default, 256 KiB, would
+    // read this 2-minute stream in one or two.
+    let config = Config {
+        download_span: 8 << 10,
+        ..Config::default()
+    };
+    let srv = open(dir.path(), config, TOKENS).await;
     let addr = listen(srv.clone()).await;
     let bytes = bsor::to_vec(&play(8, 120.0, "p1")).unwrap();
     let record = created(&srv, &bytes, "p1").await;

@@ -115,6 +115,11 @@ pub struct Config {
     pub lease: Duration,
     /// Countersign each accepted upload with this key.
     pub key: Option<SigningKey>,
+    /// The most stored bytes of frames a BSOR download reads at once: whole keyframe
+    /// groups in order up to this (a larger group alone). Each read is one round trip to
+    /// an object store, so groups of about a second each would cost a round trip a second
+    /// of song; this bounds the memory a download holds instead.
+    pub download_span: u64,
     /// Make uploads fail at this step (tests only).
     pub fault: Option<Fault>,
 }
@@ -128,6 +133,7 @@ impl Default for Config {
             profile: Profile::Lossless,
             lease: Duration::from_secs(600),
             key: None,
+            download_span: 256 << 10,
             fault: None,
         }
     }
@@ -855,7 +861,14 @@ impl ReplayServer {
         cuts.insert(0, start);
         cuts.push(trailer_at);
         cuts.dedup();
-        let groups: Vec<std::ops::Range<u64>> = cuts.windows(2).map(|w| w[0]..w[1]).collect();
+        // Whole groups, read together up to the span.
+        let mut groups: Vec<std::ops::Range<u64>> = Vec::new();
+        for w in cuts.windows(2) {
+            match groups.last_mut() {
+                Some(last) if w[1] - last.start <= self.config.download_span => last.end = w[1],
+                _ => groups.push(w[0]..w[1]),
+            }
+        }
         Ok(BsorDownload {
             store: self.store.clone(),
             blob: r.blob.clone(),
