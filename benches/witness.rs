@@ -6,13 +6,14 @@
 //! (`verify_stream`: every signature in one batch) and as a live viewer does it
 //! (`verify_stream_live`: one `verify_strict` per chunk), the statements' (`check_witnesses`,
 //! batch), the statements checked one by one with `verify_strict` for comparison, and the
-//! figure the 20 ms target is about: the whole file and its statements
-//! (`stream and witness`, `verify_stream` then `check_witnesses`).
+//! figure the 20 ms target is about: the whole file and its statements, one after the other
+//! on one thread (`stream and witness`, `verify_stream` then `check_witnesses`) and as
+//! `verify --signatures` does it (`verify_witnessed`: the statements on a second thread).
 
 use std::hint::black_box;
 
 use bsor_stream::integrity::witness::{
-    append_record, check_witnesses, parse_file, Statement, Witness,
+    append_record, check_witnesses, parse_file, verify_witnessed, Statement, Witness,
 };
 use bsor_stream::integrity::{self, Signer, SigningKey, Verdict};
 use bsor_stream::stream::{split_stream, ChunkType, Profile, Settings};
@@ -79,6 +80,13 @@ fn witness(c: &mut Criterion) {
             let w = check_witnesses(black_box(&s), black_box(&file), &[key]);
             black_box((r, w))
         })
+    });
+    assert_eq!(
+        verify_witnessed(&s, &file, &[key]),
+        (rep.clone(), w.clone())
+    );
+    g.bench_function("verify_witnessed (statements on a second thread)", |b| {
+        b.iter(|| black_box(verify_witnessed(black_box(&s), black_box(&file), &[key])))
     });
     g.finish();
 }

@@ -5,10 +5,10 @@
 mod signed_vectors;
 
 use bsor_stream::integrity::witness::{
-    append_record, check_witnesses, parse_file, verify_statements, Statement, Subject, Witness,
-    STATEMENT_LEN,
+    append_record, check_witnesses, parse_file, verify_statements, verify_witnessed, Statement,
+    Subject, Witness, STATEMENT_LEN,
 };
-use bsor_stream::integrity::{SigningKey, CHECKPOINT_CHUNK, FINAL_CHUNK};
+use bsor_stream::integrity::{self, SigningKey, CHECKPOINT_CHUNK, FINAL_CHUNK};
 use bsor_stream::stream::{split_stream, ChunkType};
 use signed_vectors::*;
 
@@ -81,6 +81,23 @@ fn a_trusted_witness_covers_every_checkpoint_and_dates_the_recording() {
         (T0, T0 + 1000 * checkpoints as u64)
     );
     assert_eq!(rep.existed_by_ms, Some(T0));
+}
+
+/// `verify_witnessed` (the statements on a second thread) reports what the two calls
+/// report, with good statements, with one forged, and with none.
+#[test]
+fn verify_witnessed_reports_what_the_two_calls_report() {
+    let s = signed();
+    let w = witness(WITNESS);
+    let good = witness_file(&w, &s);
+    let mut forged = good.clone();
+    forged[4 + 90] ^= 1;
+    for file in [good, forged, Vec::new()] {
+        let trusted = [w.public_key()];
+        let (report, witnesses) = verify_witnessed(&s, &file, &trusted);
+        assert_eq!(report, integrity::verify_stream(&s));
+        assert_eq!(witnesses, check_witnesses(&s, &file, &trusted));
+    }
 }
 
 #[test]

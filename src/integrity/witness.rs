@@ -458,3 +458,33 @@ pub fn check_witnesses(stream: &[u8], file: &[u8], trusted: &[[u8; 32]]) -> Witn
     report.witnesses = by_key.into_values().collect();
     report
 }
+
+/// Verifies a whole stream file and its witnesses' statements: [`verify_stream`] and
+/// [`check_witnesses`], the statements on a second thread while the stream is verified on
+/// this one (one after the other where no thread can be made). The same reports as the two
+/// calls.
+///
+/// [`verify_stream`]: super::verify_stream
+pub fn verify_witnessed(
+    stream: &[u8],
+    file: &[u8],
+    trusted: &[[u8; 32]],
+) -> (super::Report, WitnessReport) {
+    if file.is_empty() {
+        return (
+            super::verify_stream(stream),
+            check_witnesses(stream, file, trusted),
+        );
+    }
+    std::thread::scope(|scope| {
+        let statements = std::thread::Builder::new()
+            .name("bsrs-witness".into())
+            .spawn_scoped(scope, || check_witnesses(stream, file, trusted));
+        let report = super::verify_stream(stream);
+        let witnesses = match statements {
+            Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            Err(_) => check_witnesses(stream, file, trusted),
+        };
+        (report, witnesses)
+    })
+}

@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use bsor_stream::integrity::witness::{check_witnesses, WitnessReport};
+use bsor_stream::integrity::witness::{check_witnesses, verify_witnessed, WitnessReport};
 use bsor_stream::integrity::{self, Report, Signer, SigningKey, Verdict};
 use bsor_stream::stream::Settings;
 
@@ -150,8 +150,11 @@ pub fn witness_json(w: &WitnessReport) -> (serde_json::Value, serde_json::Value)
     (witnesses, rejected)
 }
 
-/// Reads the witness statements for `file` and checks them against `bytes`.
-fn witnesses(file: &Path, bytes: &[u8], args: &WitnessArgs) -> Result<WitnessReport, Failure> {
+/// The witness statements for `file` (`--witnesses`, else its `.witness` sibling, else
+/// none) and the trusted witness keys.
+type WitnessInputs = (Vec<u8>, Vec<[u8; 32]>);
+
+fn witness_inputs(file: &Path, args: &WitnessArgs) -> Result<WitnessInputs, Failure> {
     let mut trusted = Vec::new();
     for k in &args.trusted {
         let key = integrity::from_hex(k)
@@ -174,7 +177,7 @@ fn witnesses(file: &Path, bytes: &[u8], args: &WitnessArgs) -> Result<WitnessRep
             }
         }
     };
-    Ok(check_witnesses(bytes, &statements, &trusted))
+    Ok((statements, trusted))
 }
 
 /// Verifies a stream's signatures and its witnesses' statements: exits 0 valid, 1 invalid
@@ -182,12 +185,15 @@ fn witnesses(file: &Path, bytes: &[u8], args: &WitnessArgs) -> Result<WitnessRep
 pub fn verify_signatures(file: &Path, json: bool, args: &WitnessArgs) -> Result<Outcome, Failure> {
     let bytes = read_all(file)?;
     let is_bsor = bytes.starts_with(&bsor_stream::bsor::MAGIC.to_le_bytes());
-    let r = if is_bsor {
-        integrity::verify_bsor(&bytes)
+    let (statements, trusted) = witness_inputs(file, args)?;
+    let (r, w) = if is_bsor {
+        (
+            integrity::verify_bsor(&bytes),
+            check_witnesses(&bytes, &statements, &trusted),
+        )
     } else {
-        integrity::verify_stream(&bytes)
+        verify_witnessed(&bytes, &statements, &trusted)
     };
-    let w = witnesses(file, &bytes, args)?;
     let mut out = io::BufWriter::new(io::stdout().lock());
     if json {
         let mut v = report_json(&r);
