@@ -194,13 +194,33 @@ pub struct ReplayCollector {
     gaps: bool,
 }
 
-pub(crate) fn place<T: Clone>(section: &mut Vec<T>, first: u32, items: &[T], gaps: &mut bool) {
+fn place<T: Clone>(section: &mut Vec<T>, first: u32, items: &[T], gaps: &mut bool) {
     let first = first as usize;
     if first > section.len() {
         *gaps = true;
     }
     let skip = section.len().saturating_sub(first);
     section.extend(items.iter().skip(skip).cloned());
+}
+
+/// Event sections gathered from batches in stream order: each batch's records past what a
+/// section holds are added (a record sent twice is kept once); a batch that starts past
+/// a section's end sets `gaps`.
+pub(crate) struct EventSections<'a> {
+    pub notes: &'a mut Vec<NoteEvent>,
+    pub walls: &'a mut Vec<Wall>,
+    pub heights: &'a mut Vec<Height>,
+    pub pauses: &'a mut Vec<Pause>,
+}
+
+impl EventSections<'_> {
+    /// Adds batch `b`.
+    pub(crate) fn place(&mut self, b: &EventBatch, gaps: &mut bool) {
+        place(self.notes, b.notes.first, &b.notes.records, gaps);
+        place(self.walls, b.walls.first, &b.walls.records, gaps);
+        place(self.heights, b.heights.first, &b.heights.records, gaps);
+        place(self.pauses, b.pauses.first, &b.pauses.records, gaps);
+    }
 }
 
 impl ReplayCollector {
@@ -245,30 +265,13 @@ impl ReplayCollector {
 
     fn add_events(&mut self, b: EventBatch) {
         let r = &mut self.replay;
-        place(
-            &mut r.notes,
-            b.notes.first,
-            &b.notes.records,
-            &mut self.gaps,
-        );
-        place(
-            &mut r.walls,
-            b.walls.first,
-            &b.walls.records,
-            &mut self.gaps,
-        );
-        place(
-            &mut r.heights,
-            b.heights.first,
-            &b.heights.records,
-            &mut self.gaps,
-        );
-        place(
-            &mut r.pauses,
-            b.pauses.first,
-            &b.pauses.records,
-            &mut self.gaps,
-        );
+        EventSections {
+            notes: &mut r.notes,
+            walls: &mut r.walls,
+            heights: &mut r.heights,
+            pauses: &mut r.pauses,
+        }
+        .place(&b, &mut self.gaps);
     }
 
     /// The replay and how much of it there is.

@@ -770,31 +770,13 @@ impl ReplayServer {
                 continue;
             };
             let b = d.decode_events_chunk(&chunk).map_err(|_| damaged())?;
-            use crate::transcode::place;
-            place(
-                &mut all.notes.records,
-                b.notes.first,
-                &b.notes.records,
-                &mut gaps,
-            );
-            place(
-                &mut all.walls.records,
-                b.walls.first,
-                &b.walls.records,
-                &mut gaps,
-            );
-            place(
-                &mut all.heights.records,
-                b.heights.first,
-                &b.heights.records,
-                &mut gaps,
-            );
-            place(
-                &mut all.pauses.records,
-                b.pauses.first,
-                &b.pauses.records,
-                &mut gaps,
-            );
+            crate::transcode::EventSections {
+                notes: &mut all.notes.records,
+                walls: &mut all.walls.records,
+                heights: &mut all.heights.records,
+                pauses: &mut all.pauses.records,
+            }
+            .place(&b, &mut gaps);
         }
         Ok((all, gaps))
     }
