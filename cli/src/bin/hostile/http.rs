@@ -413,17 +413,8 @@ pub async fn headers(ctx: &Ctx) -> Attack {
     })
     .await;
     for (k, (name, _, accepted)) in cases.iter().enumerate() {
-        let got = per_case[k].lock().map(|m| m.clone()).unwrap_or_default();
-        let all: u64 = got.values().sum();
-        let good: u64 = accepted
-            .iter()
-            .map(|s| got.get(s).copied().unwrap_or(0))
-            .sum();
-        let seen: Vec<String> = got.iter().map(|(s, c)| format!("{s} x{c}")).collect();
-        a.checks.push(check(
-            good == all && (all > 0 || ctx.n <= k),
-            format!("{name}: want one of {accepted:?}, got {}", seen.join(", ")),
-        ));
+        a.checks
+            .push(super::statuses(name, accepted, &per_case[k], k < ctx.n));
     }
     a
 }

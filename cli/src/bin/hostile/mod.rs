@@ -237,6 +237,27 @@ pub async fn http_exchange(stream: &mut TcpStream, request: &[u8], deadline: Ins
     }
 }
 
+/// The check that case `name` was answered only with `accepted` statuses (`got`: how many
+/// times each status came, 0 for a close), and at least once when `answered`.
+pub(crate) fn statuses(
+    name: &str,
+    accepted: &[u16],
+    got: &std::sync::Mutex<std::collections::BTreeMap<u16, u64>>,
+    answered: bool,
+) -> crate::Check {
+    let got = got.lock().map(|m| m.clone()).unwrap_or_default();
+    let all: u64 = got.values().sum();
+    let good: u64 = accepted
+        .iter()
+        .map(|s| got.get(s).copied().unwrap_or(0))
+        .sum();
+    let seen: Vec<String> = got.iter().map(|(s, c)| format!("{s} x{c}")).collect();
+    crate::check(
+        good == all && (all > 0 || !answered),
+        format!("{name}: want one of {accepted:?}, got {}", seen.join(", ")),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -858,22 +858,11 @@ pub async fn attack(ctx: &Ctx, bodies: bool) -> Attack {
     .await;
     let _ = honest_task.await;
     for (k, case) in cases.iter().enumerate() {
-        let got = per_case[k].lock().map(|m| m.clone()).unwrap_or_default();
-        let all: u64 = got.values().sum();
-        let good: u64 = case
-            .accepted
-            .iter()
-            .map(|s| got.get(s).copied().unwrap_or(0))
-            .sum();
-        let seen: Vec<String> = got.iter().map(|(s, c)| format!("{s} x{c}")).collect();
-        a.checks.push(check(
-            good == all && (all > 0 || ctx.n <= k),
-            format!(
-                "{}: want one of {:?}, got {}",
-                case.name,
-                case.accepted,
-                seen.join(", ")
-            ),
+        a.checks.push(super::statuses(
+            case.name,
+            case.accepted,
+            &per_case[k],
+            k < ctx.n,
         ));
     }
     let bare = not_json.lock().map(|m| m.clone()).unwrap_or_default();
