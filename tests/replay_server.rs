@@ -461,6 +461,36 @@ async fn a_stream_found_damaged_mid_download_cuts_the_body_short() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_event_chunk_cuts_the_body_short_before_the_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = open(dir.path(), Config::default(), TOKENS).await;
+    let addr = listen(srv.clone()).await;
+    let bytes = bsor::to_vec(&play(10, 90.0, "p1")).unwrap();
+    let record = created(&srv, &bytes, "p1").await;
+    // A byte of the last event chunk's payload is flipped: the frames before it still go
+    // out, the tail (which holds the events) never does.
+    let file = dir.path().join("store").join(&record.blob);
+    let mut stream = std::fs::read(&file).unwrap();
+    let (_, _, spans) = split_stream(&stream).unwrap();
+    let victim = spans
+        .iter()
+        .filter(|s| ChunkType::from_byte(stream[s.offset + 1]) == ChunkType::Events)
+        .last()
+        .copied()
+        .unwrap();
+    stream[victim.offset + victim.len - 2] ^= 0x5a;
+    std::fs::write(&file, &stream).unwrap();
+
+    let got = request(addr, "GET", &format!("/replays/{}", record.id), &[], b"").await;
+    assert_eq!(got.status, 200);
+    assert!(got.body.len() < bytes.len(), "the whole body came");
+    assert!(
+        got.body == bytes[..got.body.len()],
+        "what came is not the BSOR's start"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_span_is_the_groups_that_cover_it() {
     let dir = tempfile::tempdir().unwrap();
     let srv = open(dir.path(), Config::default(), TOKENS).await;

@@ -24,7 +24,6 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use futures_util::StreamExt as _;
 use serde::Serialize;
 
 pub use self::auth::{Grant, Uploaders};
@@ -35,11 +34,9 @@ use crate::bsor::{self, Replay};
 use crate::integrity::{fingerprint::event_digest, hex, SigningKey};
 use crate::stream::{
     ChunkType, EventBatch, IndexEntry, Profile, Settings, StreamDecoder, StreamHeader, StreamItem,
+    Trailer,
 };
 use plan::Kind;
-
-/// Event chunks of one stored stream read at once (`events`, BSOR downloads).
-const EVENT_READS: usize = 8;
 
 /// A refusal: the HTTP status, a short code and a reason (`{"error": CODE, "reason": TEXT}`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -667,7 +664,7 @@ impl ReplayServer {
     async fn header_and_index(
         &self,
         r: &Record,
-    ) -> Result<(StreamHeader, Vec<IndexEntry>), Refusal> {
+    ) -> Result<(StreamHeader, Vec<IndexEntry>, u64), Refusal> {
         let damaged = || Refusal::new(500, "damaged", "the stored stream's index cannot be read");
         let len = r.stored_bytes as u64;
         let footer_at = len
@@ -689,16 +686,17 @@ impl ReplayServer {
         d.finish();
         while let Ok(Some(item)) = d.next_item() {
             if let StreamItem::Index(entries) = item {
-                return Ok((header, entries));
+                return Ok((header, entries, at));
             }
         }
         Err(damaged())
     }
 
-    /// One whole chunk (header and payload) of `r` at `offset`, by ranges: the chunk
-    /// header a few bytes at a time as its varints show its length, then the payload.
-    async fn chunk_at(&self, r: &Record, offset: u64) -> Result<Vec<u8>, Refusal> {
-        let damaged = || {
+    /// Whole chunks (header and payload) of `r` at `offsets`, by ranges read together:
+    /// the chunk headers a few bytes at a time as their varints show their lengths, then
+    /// the payloads.
+    async fn chunks_at(&self, r: &Record, offsets: &[u64]) -> Result<Vec<Vec<u8>>, Refusal> {
+        let damaged = |offset: u64| {
             Refusal::new(
                 500,
                 "damaged",
@@ -706,32 +704,57 @@ impl ReplayServer {
             )
         };
         let len = r.stored_bytes as u64;
-        let mut chunk: Vec<u8> = Vec::new();
-        let (h, hlen) = loop {
-            let need = plan::chunk_header_needs(&chunk) as u64;
-            if let Some(x) = crate::stream::ChunkHeader::parse_at(&chunk) {
-                break x;
+        let mut chunks: Vec<Vec<u8>> = vec![Vec::new(); offsets.len()];
+        let mut ends: Vec<Option<u64>> = vec![None; offsets.len()];
+        loop {
+            let mut want = Vec::new();
+            let mut whose = Vec::new();
+            for (i, (chunk, &offset)) in chunks.iter().zip(offsets).enumerate() {
+                if ends[i].is_some() {
+                    continue;
+                }
+                if let Some((h, hlen)) = crate::stream::ChunkHeader::parse_at(chunk) {
+                    let end = offset + hlen as u64 + u64::from(h.len);
+                    if end > len {
+                        return Err(damaged(offset));
+                    }
+                    ends[i] = Some(end);
+                    continue;
+                }
+                let need = plan::chunk_header_needs(chunk) as u64;
+                let have = chunk.len() as u64;
+                if need <= have || offset + need > len || need > 64 {
+                    return Err(damaged(offset));
+                }
+                want.push(offset + have..offset + need);
+                whose.push(i);
             }
-            let have = chunk.len() as u64;
-            if need <= have || offset + need > len || need > 64 {
-                return Err(damaged());
+            if want.is_empty() {
+                break;
             }
-            let more = self
-                .store
-                .get_range(&r.blob, offset + have..offset + need)
-                .await?;
-            chunk.extend_from_slice(&more);
-        };
-        let end = offset + hlen as u64 + u64::from(h.len);
-        if end > len {
-            return Err(damaged());
+            let got = self.store.get_ranges(&r.blob, &want).await?;
+            for (&i, bytes) in whose.iter().zip(got) {
+                chunks[i].extend_from_slice(&bytes);
+            }
         }
-        let payload = self
-            .store
-            .get_range(&r.blob, offset + hlen as u64..end)
-            .await?;
-        chunk.extend_from_slice(&payload);
-        Ok(chunk)
+        let mut want = Vec::new();
+        let mut whose = Vec::new();
+        for (i, ((chunk, &offset), end)) in chunks.iter().zip(offsets).zip(&ends).enumerate() {
+            let start = offset + chunk.len() as u64;
+            match *end {
+                Some(end) if end > start => {
+                    want.push(start..end);
+                    whose.push(i);
+                }
+                Some(_) => {}
+                None => return Err(damaged(offset)),
+            }
+        }
+        let got = self.store.get_ranges(&r.blob, &want).await?;
+        for (&i, bytes) in whose.iter().zip(got) {
+            chunks[i].extend_from_slice(&bytes);
+        }
+        Ok(chunks)
     }
 
     /// Every event of `r` through `index`, each section from its first record (a record
@@ -751,23 +774,21 @@ impl ReplayServer {
             .filter(|e| matches!(e.kind, ChunkType::Events | ChunkType::Keyframes))
             .collect();
         entries.sort_by_key(|e| e.offset);
-        // The event chunks are read EVENT_READS at a time (each is a few range reads, which
-        // an object store answers one round trip each) and decoded in order.
-        type Read<'a> = std::pin::Pin<
-            Box<dyn std::future::Future<Output = Result<Option<Vec<u8>>, Refusal>> + Send + 'a>,
-        >;
-        let mut reads: Vec<Read<'_>> = Vec::with_capacity(entries.len());
+        // The event chunks are read together and decoded in order, a new group at each
+        // keyframe chunk.
+        let offsets: Vec<u64> = entries
+            .iter()
+            .filter(|e| e.kind == ChunkType::Events)
+            .map(|e| e.offset)
+            .collect();
+        let mut chunks = self.chunks_at(r, &offsets).await?.into_iter();
         for e in entries {
-            reads.push(match e.kind {
-                ChunkType::Keyframes => Box::pin(async { Ok(None) }),
-                _ => Box::pin(async move { self.chunk_at(r, e.offset).await.map(Some) }),
-            });
-        }
-        let mut chunks = futures_util::stream::iter(reads).buffered(EVENT_READS);
-        while let Some(chunk) = chunks.next().await {
-            let Some(chunk) = chunk? else {
+            if e.kind == ChunkType::Keyframes {
                 d.new_group();
                 continue;
+            }
+            let Some(chunk) = chunks.next() else {
+                return Err(damaged());
             };
             let b = d.decode_events_chunk(&chunk).map_err(|_| damaged())?;
             crate::transcode::EventSections {
@@ -784,52 +805,48 @@ impl ReplayServer {
     /// Every event of `r`, read through its index: the header, the footer, the index and
     /// the event chunks, by ranges; never a byte of a frame chunk.
     pub async fn events(&self, r: &Record) -> Result<EventBatch, Refusal> {
-        let (header, index) = self.header_and_index(r).await?;
+        let (header, index, _) = self.header_and_index(r).await?;
         Ok(self.gather_events(r, header, &index).await?.0)
     }
 
     /// The BSOR of `r` as a [`BsorDownload`] that rebuilds it piece by piece
-    /// (`http.md` §8.6): the header, the index, the trailer and the event chunks are read
-    /// now (an error here comes before any byte of the reply), the frames group by group
-    /// as the pieces are taken.
+    /// (`http.md` §8.6): the header, the index and the trailer are read now (an error here
+    /// comes before any byte of the reply), the chunks between header and trailer (frames
+    /// and events) in order as the pieces are taken.
     pub async fn bsor_download(&self, r: &Record) -> Result<BsorDownload, Refusal> {
         let damaged = |what: String| Refusal::new(500, "damaged", what);
-        let (header, index) = self.header_and_index(r).await?;
+        let (header, index, index_at) = self.header_and_index(r).await?;
         let trailer_at = index
             .iter()
             .find(|e| e.kind == ChunkType::Trailer)
             .map(|e| e.offset)
+            .filter(|&at| at < index_at)
             .ok_or_else(|| damaged("the stored stream's index has no trailer".into()))?;
-        let chunk = self.chunk_at(r, trailer_at).await?;
+        // The trailer chunk ends where the index chunk begins (format.md §2).
+        let chunk = self.store.get_range(&r.blob, trailer_at..index_at).await?;
         let mut d = StreamDecoder::with_header(header.clone());
         d.push(&chunk);
         d.finish();
         let mut trailer = None;
         while let Ok(Some(item)) = d.next_item() {
             if let StreamItem::Trailer(t) = item {
-                trailer = Some(*t);
+                trailer = Some(t);
             }
         }
         let trailer =
             trailer.ok_or_else(|| damaged("the stored stream's trailer cannot be read".into()))?;
-        let (events, gaps) = self.gather_events(r, header.clone(), &index).await?;
-        if gaps {
-            return Err(damaged("the stored stream's events have gaps".into()));
-        }
-        let (head, tail) = rebuild::head_and_tail(&trailer, events)
-            .map_err(|e| damaged(format!("the stored stream: {e}")))?;
-        let len = (head.len() as u64)
-            .saturating_add(
-                trailer
-                    .counts
-                    .frames
-                    .saturating_mul(bsor::FRAME_SIZE as u64),
-            )
-            .saturating_add(tail.len() as u64);
-        if len != r.bsor_bytes as u64 {
+        let head =
+            rebuild::head(&trailer).map_err(|e| damaged(format!("the stored stream: {e}")))?;
+        let before_tail = (head.len() as u64).saturating_add(
+            trailer
+                .counts
+                .frames
+                .saturating_mul(bsor::FRAME_SIZE as u64),
+        );
+        let len = r.bsor_bytes as u64;
+        if before_tail > len {
             return Err(damaged(format!(
-                "the rebuilt BSOR would be {len} bytes, the record says {}",
-                r.bsor_bytes
+                "the rebuilt BSOR would be over {before_tail} bytes, the record says {len}"
             )));
         }
         // The frames lie between the header and the trailer: cut at each keyframe chunk.
@@ -855,10 +872,11 @@ impl ReplayServer {
             store: self.store.clone(),
             blob: r.blob.clone(),
             len,
+            tail_len: len - before_tail,
             head: Some(head),
             groups: groups.into_iter(),
             frames: Some(rebuild::Frames::new(header, trailer.counts.frames)),
-            tail: Some(tail),
+            trailer: Some(trailer),
         })
     }
 
@@ -866,14 +884,8 @@ impl ReplayServer {
     /// stream header, then those chunks as stored (with the events among them), read by
     /// two ranges besides the index.
     pub async fn frames(&self, r: &Record, from: f32, to: f32) -> Result<Vec<u8>, Refusal> {
-        let (_, index) = self.header_and_index(r).await?;
+        let (_, index, index_at) = self.header_and_index(r).await?;
         let len = r.stored_bytes as u64;
-        let index_at = index
-            .iter()
-            .filter(|e| e.kind == ChunkType::Index)
-            .map(|e| e.offset)
-            .min()
-            .unwrap_or(len);
         let mut out = self
             .store
             .get_range(&r.blob, 0..r.header_bytes as u64)
@@ -892,18 +904,21 @@ impl ReplayServer {
 }
 
 /// A BSOR download rebuilt as it goes out ([`ReplayServer::bsor_download`]): its pieces
-/// in order, the head, each keyframe group's frames, then the tail; `len` bytes in all.
-/// After an error (the stored stream found damaged) there are no more pieces.
+/// in order, the head, each keyframe group's frames, then the tail (from the events met
+/// among the frames); `len` bytes in all. After an error (the stored stream found damaged)
+/// there are no more pieces.
 #[derive(Debug)]
 pub struct BsorDownload {
     store: Store,
     blob: String,
     /// The BSOR's length.
     pub len: u64,
+    /// The tail's length the record implies.
+    tail_len: u64,
     head: Option<Vec<u8>>,
     groups: std::vec::IntoIter<std::ops::Range<u64>>,
     frames: Option<rebuild::Frames>,
-    tail: Option<Vec<u8>>,
+    trailer: Option<Box<Trailer>>,
 }
 
 impl BsorDownload {
@@ -915,17 +930,13 @@ impl BsorDownload {
         let result = self.frames_piece().await;
         if result.is_err() {
             self.frames = None;
-            self.tail = None;
+            self.trailer = None;
         }
-        match result {
-            Ok(Some(b)) => Some(Ok(b)),
-            Ok(None) => self.tail.take().map(|t| Ok(Bytes::from(t))),
-            Err(e) => Some(Err(e)),
-        }
+        result.transpose()
     }
 
-    /// The frames of the next group (skipping groups without frames), or `None` when
-    /// every frame went out.
+    /// The frames of the next group (skipping groups without frames), then the tail, or
+    /// `None` when every byte went out.
     async fn frames_piece(&mut self) -> Result<Option<Bytes>, Refusal> {
         let damaged = |what: String| Refusal::new(500, "damaged", what);
         let Some(frames) = self.frames.as_mut() else {
@@ -941,8 +952,24 @@ impl BsorDownload {
             }
         }
         let out = frames.finish().map_err(damaged)?;
-        self.frames = None;
-        Ok((!out.is_empty()).then(|| Bytes::from(out)))
+        if !out.is_empty() {
+            return Ok(Some(Bytes::from(out)));
+        }
+        let (Some(frames), Some(trailer)) = (self.frames.take(), self.trailer.take()) else {
+            return Ok(None);
+        };
+        let tail = frames
+            .events()
+            .and_then(|events| rebuild::tail(&trailer, events))
+            .map_err(|e| damaged(format!("the stored stream: {e}")))?;
+        if tail.len() as u64 != self.tail_len {
+            return Err(damaged(format!(
+                "the rebuilt BSOR's tail is {} bytes, the record implies {}",
+                tail.len(),
+                self.tail_len
+            )));
+        }
+        Ok(Some(Bytes::from(tail)))
     }
 }
 

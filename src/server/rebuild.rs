@@ -1,19 +1,29 @@
 //! A stored stream's BSOR rebuilt in pieces, without I/O (`http.md` §8.6): the head (from
-//! the trailer's info and frame count) and the tail (the event sections and what follows
-//! them) are made first, from the trailer and the event chunks; the frames are decoded
-//! keyframe group by keyframe group in between. Memory: the tail, and one group's bytes.
+//! the trailer's info and frame count) first, then the frames keyframe group by keyframe
+//! group as the stream's chunks are pushed in order, gathering the events among them, then
+//! the tail (the event sections and what follows them). Memory: one group's bytes and the
+//! events.
 //!
 //! [`crate::transcode::BsorSink`] does this for a sink it can seek back into; a download
 //! cannot, so the counts it patches afterwards are taken from the trailer here instead.
 
 use crate::bsor::{self, Replay};
 use crate::stream::{EventBatch, StreamDecoder, StreamHeader, StreamItem, Trailer};
+use crate::transcode::EventSections;
 
-/// The BSOR's bytes before its frames and after them, for a stream whose trailer is
-/// `trailer` and whose events are `events` (gathered in order, each section from its
-/// first record): `Err` saying what does not match when the events are not the ones the
-/// trailer counts.
-pub fn head_and_tail(trailer: &Trailer, events: EventBatch) -> Result<(Vec<u8>, Vec<u8>), String> {
+/// The BSOR's bytes before its frames, for a stream whose trailer is `trailer`.
+pub fn head(trailer: &Trailer) -> Result<Vec<u8>, String> {
+    let frames = usize::try_from(trailer.counts.frames)
+        .map_err(|_| format!("the trailer counts {} frames", trailer.counts.frames))?;
+    let mut head = Vec::new();
+    bsor::write_head(&trailer.info, frames, &mut head).map_err(|e| e.to_string())?;
+    Ok(head)
+}
+
+/// The BSOR's bytes after its frames, for a stream whose trailer is `trailer` and whose
+/// events are `events` (gathered in order, each section from its first record): `Err`
+/// saying what does not match when the events are not the ones the trailer counts.
+pub fn tail(trailer: &Trailer, events: EventBatch) -> Result<Vec<u8>, String> {
     let c = &trailer.counts;
     let have = [
         ("notes", c.notes, events.notes.records.len()),
@@ -28,10 +38,6 @@ pub fn head_and_tail(trailer: &Trailer, events: EventBatch) -> Result<(Vec<u8>, 
             ));
         }
     }
-    let frames =
-        usize::try_from(c.frames).map_err(|_| format!("the trailer counts {} frames", c.frames))?;
-    let mut head = Vec::new();
-    bsor::write_head(&trailer.info, frames, &mut head).map_err(|e| e.to_string())?;
     let tail = Replay {
         notes: events.notes.records,
         walls: events.walls.records,
@@ -44,16 +50,19 @@ pub fn head_and_tail(trailer: &Trailer, events: EventBatch) -> Result<(Vec<u8>, 
     };
     let mut out = Vec::new();
     bsor::write_tail(&tail, &mut out).map_err(|e| e.to_string())?;
-    Ok((head, out))
+    Ok(out)
 }
 
 /// The frame records of a stored stream, from its chunks pushed in order (a keyframe group
 /// at a time): every frame must come, in order, undamaged, and no more than `expected`.
+/// The event chunks among them are gathered for [`tail`].
 #[derive(Debug)]
 pub struct Frames {
     decoder: StreamDecoder,
     written: u64,
     expected: u64,
+    events: EventBatch,
+    gaps: bool,
 }
 
 impl Frames {
@@ -63,6 +72,8 @@ impl Frames {
             decoder: StreamDecoder::with_header(header),
             written: 0,
             expected,
+            events: EventBatch::default(),
+            gaps: false,
         }
     }
 
@@ -92,6 +103,15 @@ impl Frames {
         self.written
     }
 
+    /// The events gathered from the chunks pushed, once [`finish`](Self::finish) returned:
+    /// `Err` when a section has a gap.
+    pub fn events(self) -> Result<EventBatch, String> {
+        if self.gaps {
+            return Err("the event chunks leave a gap".into());
+        }
+        Ok(self.events)
+    }
+
     fn drain(&mut self) -> Result<Vec<u8>, String> {
         let mut out = Vec::new();
         loop {
@@ -106,10 +126,20 @@ impl Frames {
                     out.extend_from_slice(&bsor::encode_frame(&frame));
                     self.written += 1;
                 }
-                Ok(Some(StreamItem::Damage(d))) => return Err(format!("the frames: {d}")),
+                Ok(Some(StreamItem::Events(b))) => {
+                    let e = &mut self.events;
+                    EventSections {
+                        notes: &mut e.notes.records,
+                        walls: &mut e.walls.records,
+                        heights: &mut e.heights.records,
+                        pauses: &mut e.pauses.records,
+                    }
+                    .place(&b, &mut self.gaps);
+                }
+                Ok(Some(StreamItem::Damage(d))) => return Err(format!("the stream: {d}")),
                 Ok(Some(_)) => {}
                 Ok(None) => return Ok(out),
-                Err(e) => return Err(format!("the frames: {e}")),
+                Err(e) => return Err(format!("the stream: {e}")),
             }
         }
     }
@@ -120,9 +150,8 @@ mod tests {
     use super::*;
     use crate::stream::{split_stream, ChunkType, Profile, Settings};
 
-    fn pieces(stream: &[u8]) -> (StreamHeader, Trailer, EventBatch, Vec<&[u8]>) {
+    fn pieces(stream: &[u8]) -> (StreamHeader, Trailer, Vec<&[u8]>) {
         let (header, header_len, spans) = split_stream(stream).unwrap();
-        let (replay, _) = crate::transcode::decode_replay(stream).unwrap();
         let mut d = StreamDecoder::new();
         d.push(stream);
         d.finish();
@@ -132,12 +161,6 @@ mod tests {
                 trailer = Some(*t);
             }
         }
-        let events = EventBatch {
-            notes: crate::stream::Records::new(0, replay.notes),
-            walls: crate::stream::Records::new(0, replay.walls),
-            heights: crate::stream::Records::new(0, replay.heights),
-            pauses: crate::stream::Records::new(0, replay.pauses),
-        };
         let mut cuts: Vec<usize> = spans
             .iter()
             .filter(|s| stream.get(s.offset + 1) == Some(&ChunkType::Keyframes.byte()))
@@ -152,7 +175,7 @@ mod tests {
         cuts.push(trailer_at);
         cuts.dedup();
         let groups = cuts.windows(2).map(|w| &stream[w[0]..w[1]]).collect();
-        (header, trailer.unwrap(), events, groups)
+        (header, trailer.unwrap(), groups)
     }
 
     #[test]
@@ -163,16 +186,18 @@ mod tests {
             fps: 90,
         });
         let stream = crate::transcode::encode_replay(&replay, Settings::archive(Profile::Lossless));
-        let (header, trailer, events, groups) = pieces(&stream);
+        let (header, trailer, groups) = pieces(&stream);
         assert!(groups.len() > 2, "{} groups", groups.len());
-        let (head, tail) = head_and_tail(&trailer, events).unwrap();
         let mut frames = Frames::new(header, trailer.counts.frames);
-        let mut out = head;
+        let mut out = head(&trailer).unwrap();
         for g in groups {
             out.extend(frames.push(g).unwrap());
         }
         out.extend(frames.finish().unwrap());
-        out.extend(tail);
+        let events = frames.events().unwrap();
+        assert_eq!(events.notes.records, replay.notes);
+        assert_eq!(events.walls.records, replay.walls);
+        out.extend(tail(&trailer, events).unwrap());
         assert!(out == bsor::to_vec(&replay).unwrap(), "the pieces differ");
     }
 
@@ -184,7 +209,7 @@ mod tests {
             fps: 90,
         });
         let stream = crate::transcode::encode_replay(&replay, Settings::archive(Profile::Lossless));
-        let (header, trailer, _, groups) = pieces(&stream);
+        let (header, trailer, groups) = pieces(&stream);
         // A flipped byte in the second group's payload.
         let mut bad = groups[1].to_vec();
         let mid = bad.len() / 2;
@@ -206,6 +231,6 @@ mod tests {
         // Event counts that do not match the trailer's.
         let mut short = EventBatch::default();
         short.notes.records.push(replay.notes[0]);
-        assert!(head_and_tail(&trailer, short).is_err());
+        assert!(tail(&trailer, short).unwrap_err().contains("notes"));
     }
 }

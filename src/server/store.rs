@@ -39,6 +39,9 @@ pub struct Reads {
     pub bytes: u64,
 }
 
+/// Range requests of one [`Store::get_ranges`] in flight at once on an object store.
+pub const RANGES_IN_FLIGHT: usize = 8;
+
 /// The ranges a logging store read: blob key and bytes.
 type RangeLog = Arc<std::sync::Mutex<Vec<(String, Range<u64>)>>>;
 
@@ -204,6 +207,44 @@ impl Store {
             })?;
         self.note(key, range);
         Ok(bytes)
+    }
+
+    /// Ranges of one blob, in the order given, and no byte outside them. A directory
+    /// store reads them from one open file in one blocking task; another store gets one
+    /// request per range, [`RANGES_IN_FLIGHT`] at a time (its own `get_ranges` would merge
+    /// ranges less than 1 MiB apart, reading the bytes between them).
+    pub async fn get_ranges(
+        &self,
+        key: &str,
+        ranges: &[Range<u64>],
+    ) -> Result<Vec<Bytes>, StoreError> {
+        if ranges.is_empty() {
+            return Ok(Vec::new());
+        }
+        let error = |source| StoreError {
+            what: "reading",
+            key: key.to_string(),
+            source,
+        };
+        let got = if self.dir.is_some() {
+            self.inner
+                .get_ranges(&Key::from(key), ranges)
+                .await
+                .map_err(error)?
+        } else {
+            use futures_util::{StreamExt as _, TryStreamExt as _};
+            let location = Key::from(key);
+            futures_util::stream::iter(ranges.iter().cloned())
+                .map(|r| self.inner.get_range(&location, r))
+                .buffered(RANGES_IN_FLIGHT)
+                .try_collect()
+                .await
+                .map_err(error)?
+        };
+        for r in ranges {
+            self.note(key, r.clone());
+        }
+        Ok(got)
     }
 
     /// Removes a blob; one already gone is not an error.
