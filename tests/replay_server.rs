@@ -474,8 +474,8 @@ async fn a_damaged_event_chunk_cuts_the_body_short_before_the_tail() {
     let (_, _, spans) = split_stream(&stream).unwrap();
     let victim = spans
         .iter()
-        .filter(|s| ChunkType::from_byte(stream[s.offset + 1]) == ChunkType::Events)
-        .last()
+        .rev()
+        .find(|s| ChunkType::from_byte(stream[s.offset + 1]) == ChunkType::Events)
         .copied()
         .unwrap();
     stream[victim.offset + victim.len - 2] ^= 0x5a;
