@@ -87,7 +87,11 @@ async fn request(sock: &mut TcpStream, method: &str, path: &str, extra: &str) ->
 }
 
 async fn relay(config: RelayConfig, assets: Assets) -> String {
-    let server = Server::new(config, Tokens::parse("tok\n"), ServerConfig::default()).unwrap();
+    relay_with(config, ServerConfig::default(), assets).await
+}
+
+async fn relay_with(config: RelayConfig, shell: ServerConfig, assets: Assets) -> String {
+    let server = Server::new(config, Tokens::parse("tok\n"), shell).unwrap();
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap().to_string();
     tokio::spawn(ws::serve_site(l, server, ws::WsOptions::default(), assets));
@@ -243,6 +247,42 @@ async fn connections_are_capped_per_address_and_idle_ones_closed() {
         .await
         .expect("the slow request is cut within 5 s");
         let _ = n;
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_connections_are_capped_over_all_addresses() {
+    tokio::time::timeout(LIMIT, async {
+        // No cap per address: only the cap over all addresses applies.
+        let config = RelayConfig {
+            connections_per_address: 0,
+            ..RelayConfig::default()
+        };
+        let shell = ServerConfig {
+            max_handshakes: 2,
+            ..ServerConfig::default()
+        };
+        let addr = relay_with(config, shell, page()).await;
+        let mut a = TcpStream::connect(&addr).await.unwrap();
+        let mut b = TcpStream::connect(&addr).await.unwrap();
+        assert_eq!(request(&mut a, "GET", "/", "").await.status, 200);
+        assert_eq!(request(&mut b, "GET", "/", "").await.status, 200);
+        // A third, kept alive or not, is closed before any reply.
+        let mut c = TcpStream::connect(&addr).await.unwrap();
+        let _ = c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        let mut buf = [0u8; 64];
+        let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+            .await
+            .expect("closed within 5 s");
+        assert!(matches!(n, Ok(0) | Err(_)), "{n:?}");
+        // One of the two goes: its place is given back.
+        drop(a);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut d = TcpStream::connect(&addr).await.unwrap();
+        assert_eq!(request(&mut d, "GET", "/", "").await.status, 200);
+        assert_eq!(request(&mut b, "GET", "/", "").await.status, 200);
     })
     .await
     .unwrap();

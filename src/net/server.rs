@@ -52,6 +52,13 @@ pub struct ServerConfig {
     /// accepted. With the relay's per-connection queue bounds and `max_frame`, this bounds
     /// the relay's memory.
     pub max_connections: usize,
+    /// Connections at once in their TLS handshake, or on the WebSocket listener and not
+    /// upgraded (their HTTP requests included), over all addresses (0: no limit); one more
+    /// is closed as soon as it is accepted. An HTTP connection may hold a 16 KiB request
+    /// head, a 16 KiB file piece and hyper's buffers (about 35 KiB measured for a slow
+    /// head, more for pipelined range requests), which `max_connections` alone would let
+    /// reach hundreds of MB.
+    pub max_handshakes: usize,
     /// With an archive: the file of each session whose song finished and whose archive is
     /// whole is sent here once it is closed (for a replay store to keep). Never waits: when
     /// the channel is full the session is logged and not sent.
@@ -64,6 +71,7 @@ impl Default for ServerConfig {
             max_frame: DEFAULT_MAX_FRAME,
             archive: None,
             max_connections: 10_000,
+            max_handshakes: 2_048,
             finished: None,
         }
     }
@@ -95,7 +103,8 @@ struct Shared {
     readers: Arc<tokio::sync::Semaphore>,
     /// Connections from each address in a TLS handshake or WebSocket upgrade, and how many
     /// one address may have ([`RelayConfig::connections_per_address`]; 0: no limit).
-    handshakes: Mutex<HashMap<std::net::IpAddr, usize>>,
+    /// Connections in a handshake: per address, and in all.
+    handshakes: Mutex<(HashMap<std::net::IpAddr, usize>, usize)>,
     handshakes_per_address: usize,
     /// The sessions' `.witness` files, with an archive.
     witness_files: Option<Mutex<WitnessFiles>>,
@@ -207,7 +216,7 @@ impl Server {
             timer: Arc::new(Notify::new()),
             armed: AtomicU64::new(u64::MAX),
             readers: Arc::new(tokio::sync::Semaphore::new(READERS)),
-            handshakes: Mutex::new(HashMap::new()),
+            handshakes: Mutex::new((HashMap::new(), 0)),
             handshakes_per_address,
             witness_files,
         });
@@ -217,9 +226,10 @@ impl Server {
 
     /// A place for a connection from `ip` in its TLS handshake or WebSocket upgrade, held
     /// until the returned guard is dropped. `None` when as many connections from that
-    /// address as the per-address cap allows are in one already: the connection is then
-    /// closed without a message, since nothing can be said to it before its handshake
-    /// (after it, the relay's own per-address cap answers `OverBudget`).
+    /// address as the per-address cap allows are in one already, or as many from all
+    /// addresses as [`ServerConfig::max_handshakes`] allows: the connection is then closed
+    /// without a message, since nothing can be said to it before its handshake (after it,
+    /// the relay's own per-address cap answers `OverBudget`).
     pub(crate) fn handshake_slot(&self, ip: Option<std::net::IpAddr>) -> Option<HandshakeSlot> {
         let Some(ip) = ip else {
             return Some(HandshakeSlot {
@@ -228,13 +238,20 @@ impl Server {
             });
         };
         let cap = self.shared.handshakes_per_address;
-        let mut all = lock(&self.shared.handshakes);
-        let now = all.entry(ip).or_insert(0);
+        let total_cap = self.shared.config.max_handshakes;
+        let mut guard = lock(&self.shared.handshakes);
+        let (per_address, total) = &mut *guard;
+        if total_cap > 0 && *total >= total_cap {
+            tracing::info!(peer = %ip, cap = total_cap, "too many connections in a handshake; closing a new connection");
+            return None;
+        }
+        let now = per_address.entry(ip).or_insert(0);
         if cap > 0 && *now >= cap {
             tracing::info!(peer = %ip, cap, "too many handshakes from one address; closing a new connection");
             return None;
         }
         *now += 1;
+        *total += 1;
         Some(HandshakeSlot {
             shared: Some(self.shared.clone()),
             ip: Some(ip),
@@ -683,11 +700,13 @@ pub(crate) struct HandshakeSlot {
 impl Drop for HandshakeSlot {
     fn drop(&mut self) {
         if let (Some(shared), Some(ip)) = (&self.shared, self.ip) {
-            let mut all = lock(&shared.handshakes);
-            if let Some(n) = all.get_mut(&ip) {
+            let mut guard = lock(&shared.handshakes);
+            let (per_address, total) = &mut *guard;
+            *total = total.saturating_sub(1);
+            if let Some(n) = per_address.get_mut(&ip) {
                 *n -= 1;
                 if *n == 0 {
-                    all.remove(&ip);
+                    per_address.remove(&ip);
                 }
             }
         }

@@ -231,11 +231,14 @@ impl Scenario {
                 "N keep-alive clients read random ranges of an archived ~2.4 MB stream until \
                  the end, each with the right bytes (or 503 once over the HTTP pace); every \
                  fourth sends 200 range requests at once and reads nothing: the relay's \
-                 memory and HTTP cost stay bounded"
+                 memory and HTTP cost stay bounded; past the relay's 2,048 HTTP connections \
+                 at once, the rest are closed before any reply"
             }
             Scenario::HttpSessions => {
                 "N keep-alive clients ask for /sessions until the end (thousands of lists): \
-                 each is JSON naming the honest session live, or 503 once over the HTTP pace"
+                 each is JSON naming the honest session live, or 503 once over the HTTP pace; \
+                 past the relay's 2,048 HTTP connections at once, the rest are closed before \
+                 any reply"
             }
             Scenario::HttpHeaders => {
                 "N requests with huge or forged header fields, Range values and traversal \

@@ -20,6 +20,10 @@ pub struct Budgets {
     /// Connections served at once, over all listeners.
     #[arg(long, value_name = "N", default_value_t = ServerConfig::default().max_connections)]
     pub max_connections: usize,
+    /// Connections at once in a TLS handshake or an HTTP request not upgraded to a
+    /// WebSocket, over all addresses (0: no limit).
+    #[arg(long, value_name = "N", default_value_t = ServerConfig::default().max_handshakes)]
+    pub max_handshakes: usize,
     /// Bytes of recent chunks each session keeps in memory (older ones are read from the
     /// archive).
     #[arg(long, value_name = "BYTES", default_value_t = RelayConfig::default().backlog_bytes)]
@@ -138,6 +142,7 @@ pub fn serve(
         let config = ServerConfig {
             archive: archive.map(Path::to_path_buf),
             max_connections: budgets.max_connections,
+            max_handshakes: budgets.max_handshakes,
             finished: finished_tx,
             ..ServerConfig::default()
         };

@@ -26,6 +26,43 @@ const STILL_PACED: &str = "right bytes, the last reply still paced at the end";
 
 /// How a `/sessions` client ends whose first list, paced, was still coming after the run.
 const STILL_PACED_LIST: &str = "first list still paced at the end";
+/// A connection closed before any reply: over the relay's cap on connections in a handshake
+/// or an HTTP request (`wire.md` §3.2), which closes a new one at once.
+const REFUSED: &str = "closed before any reply (over the handshake cap)";
+
+/// At most how many of `n` connections the relay may have closed at once for its cap on
+/// connections in a handshake: all but the cap's worth when the relay was started here with
+/// the default cap; any number for a relay given with `--relay` (its cap is not known).
+fn refusals_allowed(ctx: &Ctx, n: usize) -> u64 {
+    if ctx.relay.started.is_some() {
+        let cap = bsor_stream::net::server::ServerConfig::default().max_handshakes;
+        n.saturating_sub(cap) as u64
+    } else {
+        n as u64
+    }
+}
+
+/// `Closed` before any reply is a refusal at the cap; after one, `outcome` itself.
+fn refused_or(replied: bool, outcome: Outcome) -> Outcome {
+    match outcome {
+        Outcome::Closed if !replied => Outcome::Answered(REFUSED),
+        o => o,
+    }
+}
+
+/// A check that the connections closed before any reply were no more than the cap allows.
+fn refusals_within_cap(a: &Attack, ctx: &Ctx) -> crate::Check {
+    let refused = a
+        .counts
+        .get(&Outcome::Answered(REFUSED).label())
+        .copied()
+        .unwrap_or(0);
+    let allowed = refusals_allowed(ctx, ctx.n);
+    check(
+        refused <= allowed,
+        format!("{refused} connections closed before any reply (at most {allowed})"),
+    )
+}
 
 /// One HTTP reply read whole: status and body.
 struct Reply {
@@ -183,6 +220,7 @@ pub async fn ranges(ctx: &Ctx) -> Attack {
                 return Outcome::Answered("range flood sent, nothing read");
             }
             let mut buf = Vec::new();
+            let mut replied = false;
             loop {
                 if Instant::now() >= until {
                     return Outcome::Answered("ranges with the right bytes");
@@ -191,14 +229,15 @@ pub async fn ranges(ctx: &Ctx) -> Attack {
                 let last = (first + pick() % (256 << 10)).min(len - 1);
                 let req = request(&path, &host, &format!("Range: bytes={first}-{last}\r\n"));
                 if s.write_all(req.as_bytes()).await.is_err() {
-                    return Outcome::Closed;
+                    return refused_or(replied, Outcome::Closed);
                 }
                 let r = match read_reply(&mut s, &mut buf, grace_at(until), 1 << 20).await {
                     Ok(r) => r,
                     // Paced (`http.md` §1.1): a reply may still be coming when the run ends.
                     Err(Outcome::Open) => return Outcome::Answered(STILL_PACED),
-                    Err(o) => return o,
+                    Err(o) => return refused_or(replied, o),
                 };
+                replied = true;
                 if r.status == 503 {
                     return Outcome::Answered(BUSY);
                 }
@@ -222,9 +261,12 @@ pub async fn ranges(ctx: &Ctx) -> Attack {
             Outcome::Answered("range flood sent, nothing read"),
             Outcome::Answered(BUSY),
             Outcome::Answered(STILL_PACED),
+            Outcome::Answered(REFUSED),
         ],
-        "range readers got the right bytes (or flooded without reading, or were paced)",
+        "range readers got the right bytes (or flooded without reading, were paced, or \
+         were refused at once)",
     );
+    a.checks.push(refusals_within_cap(&a, ctx));
     let n = served.load(std::sync::atomic::Ordering::Relaxed);
     a.checks.push(check(
         n > 0,
@@ -249,6 +291,7 @@ pub async fn sessions(ctx: &Ctx, which: crate::Scenario) -> Attack {
         async move {
             let mut buf = Vec::new();
             let mut seen_live = false;
+            let mut replied = false;
             loop {
                 if Instant::now() >= until {
                     return if seen_live {
@@ -259,7 +302,7 @@ pub async fn sessions(ctx: &Ctx, which: crate::Scenario) -> Attack {
                 }
                 let req = request("/sessions", &host, "");
                 if s.write_all(req.as_bytes()).await.is_err() {
-                    return Outcome::Closed;
+                    return refused_or(replied, Outcome::Closed);
                 }
                 let r = match read_reply(&mut s, &mut buf, grace_at(until), 1 << 20).await {
                     Ok(r) => r,
@@ -268,8 +311,9 @@ pub async fn sessions(ctx: &Ctx, which: crate::Scenario) -> Attack {
                         return Outcome::Answered("lists naming the honest session live")
                     }
                     Err(Outcome::Open) => return Outcome::Answered(STILL_PACED_LIST),
-                    Err(o) => return o,
+                    Err(o) => return refused_or(replied, o),
                 };
+                replied = true;
                 if r.status == 503 {
                     return Outcome::Answered(BUSY);
                 }
@@ -304,14 +348,21 @@ pub async fn sessions(ctx: &Ctx, which: crate::Scenario) -> Attack {
         .get(&Outcome::Answered(STILL_PACED_LIST).label())
         .copied()
         .unwrap_or(0);
+    let refused = a
+        .counts
+        .get(&Outcome::Answered(REFUSED).label())
+        .copied()
+        .unwrap_or(0);
     a.checks.push(check(
-        named + busy + paced == ctx.n as u64 && named > 0,
+        named + busy + paced + refused == ctx.n as u64 && named > 0,
         format!(
             "{named} of {} connections saw the honest session live, {busy} were told busy, \
-             {paced} were still paced for their first list at the end",
+             {paced} were still paced for their first list at the end, {refused} were \
+             refused at once",
             ctx.n
         ),
     ));
+    a.checks.push(refusals_within_cap(&a, ctx));
     a.checks
         .push(check(n >= named, format!("{n} session lists served")));
     a
