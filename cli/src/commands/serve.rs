@@ -134,7 +134,8 @@ pub fn serve(
         )),
         None => None,
     };
-    let own_witness = witness.as_ref().map(|w| w.public_key());
+    // Before any port is bound: a bad key is the command line's error.
+    let trusted = trusted_witnesses(replays, witness.as_ref().map(|w| w.public_key()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -187,7 +188,7 @@ pub fn serve(
             server.set_witness(w);
         }
         let replay_server = match &replays.store {
-            Some(location) => Some(open_replays(location, replays, &text, own_witness).await?),
+            Some(location) => Some(open_replays(location, replays, &text, trusted.clone()).await?),
             None => None,
         };
         if let (Some(srv), Some(rx)) = (&replay_server, finished_rx) {
@@ -325,7 +326,7 @@ async fn open_replays(
     location: &str,
     args: &ReplayArgs,
     tokens: &str,
-    own_witness: Option<[u8; 32]>,
+    trusted_witnesses: Vec<[u8; 32]>,
 ) -> Result<std::sync::Arc<ReplayServer>, Failure> {
     let key = match &args.server_key {
         Some(path) => Some(super::integrity::load_key(path)?),
@@ -339,7 +340,7 @@ async fn open_replays(
             Profile::Lossless
         },
         lease: std::time::Duration::from_secs(args.lease_seconds.unwrap_or(600)),
-        trusted_witnesses: trusted_witnesses(args, own_witness)?,
+        trusted_witnesses,
         ..server::Config::default()
     };
     let every = std::time::Duration::from_secs(args.sweep_seconds.unwrap_or(30));
