@@ -1153,3 +1153,40 @@ fn statements_date_only_a_stream_whose_signatures_hold() {
     );
     assert_eq!(server::witnessed(&changed, &file, &trusted), None);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replays_stored_before_existed_by_times_get_their_upload_time() {
+    // An index as the schema's first two migrations left it, with one replay in it.
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("migrations");
+    std::fs::create_dir(&old).unwrap();
+    for f in ["0001_replays.sql", "0002_keys.sql"] {
+        let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/server/migrations");
+        std::fs::copy(from.join(f), old.join(f)).unwrap();
+    }
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("index.sqlite").display()
+    );
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    sqlx::migrate::Migrator::new(old.as_path())
+        .await
+        .unwrap()
+        .run(&pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO replays (id, blob, player, player_name, map_hash, song, difficulty, mode, \
+         score, played, uploaded, duration, format, stored_bytes, bsor_bytes, header_bytes, \
+         fingerprint, signed, countersigned) VALUES ('a', 'replays/a.0.bsors', 'p1', '', '', \
+         '', '', '', 1, 0, 1234567, 1.0, 'lossless', 10, 20, 5, 'f', 0, 0)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    let index = Index::open(&url).await.unwrap();
+    let r = index.get("a").await.unwrap().unwrap();
+    assert_eq!((r.uploaded, r.existed_by), (1_234_567, 1_234_567));
+    index.close().await;
+}
