@@ -852,3 +852,371 @@ async fn a_legacy_json_upload_is_imported_as_the_tokens_player() {
     let r = upload(addr, "tok2", br#"{"info": {"difficulty": "seven"}}"#).await;
     assert_refusal(&r, 400, "invalid-legacy-json");
 }
+
+/// The test witness key's secret seed (`vectors/signed.witness`'s W): never a real key.
+const WITNESS: [u8; 32] = [0x57; 32];
+
+/// `replay` signed as its recorder would (key 3s, `nonce`), kept as a lossless archive.
+fn signed_stream(replay: &bsor::Replay, nonce: u8) -> Vec<u8> {
+    use bsor_stream::integrity::{self, Signer};
+    let signer = Signer::new(integrity::SigningKey::from_bytes(&[3u8; 32]), [nonce; 16]);
+    integrity::sign_replay(replay, Settings::archive(Profile::Lossless), signer).unwrap()
+}
+
+/// A `.witness` file of the statements the witness `seed` makes for every checkpoint and the
+/// final checkpoint of `stream`, the i-th received at `t0 + 1000 i` (Unix ms).
+fn witness_file(seed: [u8; 32], stream: &[u8], t0: u64) -> Vec<u8> {
+    use bsor_stream::integrity::witness::{append_record, Witness};
+    let w = Witness::new(bsor_stream::integrity::SigningKey::from_bytes(&seed));
+    let (_, _, spans) = split_stream(stream).unwrap();
+    let mut out = Vec::new();
+    let mut i = 0;
+    for c in &spans {
+        let ChunkType::Unknown(kind) = c.header.kind else {
+            continue;
+        };
+        if let Some(s) = w.countersign(kind, &c.bytes(stream)[c.header_len..], t0 + 1000 * i) {
+            append_record(&mut out, &s);
+            i += 1;
+        }
+    }
+    assert!(i >= 2, "the signed stream has {i} checkpoints");
+    out
+}
+
+fn public(seed: [u8; 32]) -> [u8; 32] {
+    bsor_stream::integrity::SigningKey::from_bytes(&seed)
+        .verifying_key()
+        .to_bytes()
+}
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// A server trusting the witness W.
+async fn trusting(dir: &std::path::Path) -> Arc<ReplayServer> {
+    let config = Config {
+        trusted_witnesses: vec![public(WITNESS)],
+        ..Config::default()
+    };
+    open(dir, config, TOKENS).await
+}
+
+/// `replay` under player p2 (a copy uploaded as someone else's).
+fn stolen(replay: &bsor::Replay) -> Vec<u8> {
+    let mut copy = replay.clone();
+    copy.info.player_id = BsorString::new("p2");
+    copy.info.player_name = BsorString::new("thief");
+    bsor::to_vec(&copy).unwrap()
+}
+
+/// An hour ago, Unix ms: before any upload of a test.
+fn an_hour_ago() -> u64 {
+    server::now_ms() as u64 - 3_600_000
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_witnessed_original_takes_the_play_from_an_earlier_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = trusting(dir.path()).await;
+    let addr = listen(srv.clone()).await;
+    let original = play(21, 20.0, "p1");
+    let signed = signed_stream(&original, 6);
+    let t0 = an_hour_ago();
+    let statements = witness_file(WITNESS, &signed, t0);
+
+    let r = upload(addr, "tok2", &stolen(&original)).await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let copy = r.json();
+    assert_eq!(copy["existedBy"], copy["uploaded"]);
+    let copy_id = copy["id"].as_str().unwrap().to_string();
+
+    let header = b64(&statements);
+    let r = request(
+        addr,
+        "POST",
+        "/replays",
+        &[("Authorization", "Bearer tok1"), ("Bsor-Witness", &header)],
+        &signed,
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let j = r.json();
+    let id = j["id"].as_str().unwrap().to_string();
+    assert_eq!(j["player"], "p1");
+    assert_eq!(j["existedBy"], t0);
+    assert!(j["uploaded"].as_u64().unwrap() > t0);
+    assert_eq!(j["fingerprint"], copy["fingerprint"]);
+
+    // The copy is a review entry now: not served, not searched; the original is.
+    for path in [
+        format!("/replays/{copy_id}"),
+        format!("/replays/{copy_id}/events"),
+        format!("/replays/{copy_id}/verify"),
+    ] {
+        assert_refusal(
+            &request(addr, "GET", &path, &[], b"").await,
+            404,
+            "not-found",
+        );
+    }
+    let gone = request(
+        addr,
+        "DELETE",
+        &format!("/replays/{copy_id}"),
+        &[("Authorization", "Bearer tok2")],
+        b"",
+    )
+    .await;
+    assert_refusal(&gone, 404, "not-found");
+    let back = request(
+        addr,
+        "GET",
+        &format!("/replays/{id}?format=bsors"),
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(back.status, 200);
+    assert!(back.body == signed, "the original was not kept as it came");
+    let all = request(addr, "GET", "/replays", &[], b"").await.json();
+    let listed: Vec<&str> = all["replays"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [id.as_str()]);
+    let reviews = srv.reviews(10).await.unwrap();
+    assert_eq!(reviews.len(), 1);
+    assert_eq!(reviews[0].id, copy_id);
+    assert_eq!(reviews[0].player, "p2");
+    assert_eq!(reviews[0].owner, id);
+    assert_eq!(reviews[0].state, "pending");
+    // Nothing lost: both blobs are in the store, each under one row.
+    let blobs = srv.index.blobs(10).await.unwrap();
+    assert_eq!(blobs.len(), 2);
+    for b in &blobs {
+        assert!(srv.store.exists(b).await.unwrap(), "{b}");
+    }
+
+    // The copy again: it existed later than the original, so it is refused, one review kept.
+    let r = upload(addr, "tok2", &stolen(&original)).await;
+    assert_refusal(&r, 409, "same-play");
+    assert!(r.json()["reason"].as_str().unwrap().contains(&id));
+    assert_eq!(srv.reviews(10).await.unwrap().len(), 1);
+    assert_eq!(srv.index.blobs(10).await.unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_trusted_statement_that_checks_moves_a_play() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = trusting(dir.path()).await;
+    let addr = listen(srv.clone()).await;
+    let t0 = an_hour_ago();
+    let with = |header: String| {
+        [
+            ("Authorization", "Bearer tok1".to_string()),
+            ("Bsor-Witness", header),
+        ]
+    };
+    let post = |headers: [(&'static str, String); 2], body: Vec<u8>| async move {
+        let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        request(addr, "POST", "/replays", &h, &body).await
+    };
+
+    // Witnessed first, the copy second: refused as today.
+    let first = play(22, 12.0, "p1");
+    let signed = signed_stream(&first, 7);
+    let r = post(
+        with(b64(&witness_file(WITNESS, &signed, t0))),
+        signed.clone(),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["existedBy"], t0);
+    assert_refusal(
+        &upload(addr, "tok2", &stolen(&first)).await,
+        409,
+        "same-play",
+    );
+
+    // The copy first; then statements that date nothing: an untrusted key's, the trusted
+    // key's for another recording (the same play signed with another nonce), and a trusted
+    // statement whose time was changed after it was signed.
+    type Statements<'a> = Box<dyn Fn(&[u8]) -> Vec<u8> + 'a>;
+    let cases: [(&str, Statements<'_>); 3] = [
+        ("untrusted", Box::new(|s| witness_file([0x58; 32], s, t0))),
+        (
+            "another recording",
+            Box::new(|_| witness_file(WITNESS, &signed_stream(&play(23, 12.0, "p1"), 9), t0)),
+        ),
+        (
+            "changed after signing",
+            Box::new(|s| {
+                let mut f = witness_file(WITNESS, s, t0);
+                // Record 0's receive time: 4 bytes of length, then offset 86 of the statement.
+                f[4 + 86] ^= 1;
+                f.truncate(4 + 158);
+                f
+            }),
+        ),
+    ];
+    for (seed, (what, statements)) in (24..).zip(cases) {
+        let p = play(seed, 12.0, "p1");
+        let r = upload(addr, "tok2", &stolen(&p)).await;
+        assert_eq!(r.status, 201, "{what}");
+        let owner = r.json()["id"].as_str().unwrap().to_string();
+        let signed = signed_stream(&p, 8);
+        let r = post(with(b64(&statements(&signed))), signed).await;
+        assert_refusal(&r, 409, "same-play");
+        assert!(
+            r.json()["reason"].as_str().unwrap().contains(&owner),
+            "{what}"
+        );
+        let kept = request(
+            addr,
+            "GET",
+            &format!("/replays/{owner}?format=json"),
+            &[],
+            b"",
+        )
+        .await;
+        assert_eq!(
+            kept.status, 200,
+            "{what}: the first upload no longer owns its play"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_witness_header_is_refused_before_the_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = trusting(dir.path()).await;
+    let addr = listen(srv.clone()).await;
+    let p = play(30, 10.0, "p1");
+    let signed = signed_stream(&p, 6);
+    let file = witness_file(WITNESS, &signed, an_hour_ago());
+    let long = "A".repeat(plan::MAX_WITNESS_HEADER + 4);
+    let cut = b64(&file[..200]);
+    let whole = b64(&file[..162]);
+    for headers in [
+        vec![("Bsor-Witness", "%%% not base64")],
+        vec![("Bsor-Witness", cut.as_str())],
+        vec![("Bsor-Witness", "")],
+        vec![("Bsor-Witness", long.as_str())],
+        vec![
+            ("Bsor-Witness", whole.as_str()),
+            ("Bsor-Witness", whole.as_str()),
+        ],
+    ] {
+        let mut h = vec![("Authorization", "Bearer tok1")];
+        h.extend(headers);
+        let r = request(addr, "POST", "/replays", &h, &signed).await;
+        assert_refusal(&r, 400, "bad-witness");
+    }
+    assert!(srv.index.blobs(10).await.unwrap().is_empty());
+    // One whole statement is enough.
+    let h = [
+        ("Authorization", "Bearer tok1"),
+        ("Bsor-Witness", whole.as_str()),
+    ];
+    let r = request(addr, "POST", "/replays", &h, &signed).await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_session_with_its_witness_file_takes_the_play() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = trusting(dir.path()).await;
+    let t0 = an_hour_ago();
+    let p = play(31, 12.0, "p1");
+    let copy = created(&srv, &stolen(&p), "p2").await;
+    let session = signed_stream(&p, 6);
+    // Without its witness file the session existed later than the copy: refused.
+    let refused = srv.store_session(&session, None).await.unwrap_err();
+    assert_eq!((refused.status, refused.code), (409, "same-play"));
+    let file = witness_file(WITNESS, &session, t0);
+    let server::Uploaded::Created(r) = srv.store_session(&session, Some(&file)).await.unwrap()
+    else {
+        panic!("not created");
+    };
+    assert_eq!(r.player, "p1");
+    assert_eq!(r.existed_by, t0 as i64);
+    assert_eq!(
+        srv.index.by_fingerprint(&r.fingerprint).await.unwrap(),
+        Some(r.clone())
+    );
+    assert_eq!(srv.index.get(&copy.id).await.unwrap(), None);
+    let reviews = srv.reviews(10).await.unwrap();
+    let ids: Vec<&str> = reviews.iter().map(|v| v.id.as_str()).collect();
+    // The session's own refused copy was replaced by its accepted replay.
+    assert_eq!(ids, [copy.id.as_str()]);
+    assert_eq!(reviews[0].owner, r.id);
+    // Every blob a row names is there; the replaced review's blob is leased for the sweeper.
+    for b in srv.index.blobs(10).await.unwrap() {
+        assert!(srv.store.exists(&b).await.unwrap(), "{b}");
+    }
+}
+
+#[test]
+fn statements_date_only_a_stream_whose_signatures_hold() {
+    use bsor_stream::integrity::witness::check_witnesses;
+    use bsor_stream::stream::StreamHeader;
+    let signed = signed_stream(&play(32, 12.0, "p1"), 6);
+    let t0 = an_hour_ago();
+    let file = witness_file(WITNESS, &signed, t0);
+    let trusted = [public(WITNESS)];
+    assert_eq!(server::witnessed(&signed, &file, &trusted), Some(t0 as i64));
+    assert_eq!(server::witnessed(&signed, &file, &[public([1; 32])]), None);
+    // The same chunks behind a header that names another player: the statements still
+    // match its checkpoints, but the key chunk's binding fails, so they date nothing.
+    let (mut header, len) = StreamHeader::parse_prefix_len(&signed).unwrap().unwrap();
+    header.info.player_id = BsorString::new("p2");
+    let mut changed = header.encode();
+    changed.extend_from_slice(&signed[len..]);
+    assert_eq!(
+        check_witnesses(&changed, &file, &trusted).existed_by_ms,
+        Some(t0)
+    );
+    assert_eq!(server::witnessed(&changed, &file, &trusted), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replays_stored_before_existed_by_times_get_their_upload_time() {
+    // An index as the schema's first two migrations left it, with one replay in it.
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("migrations");
+    std::fs::create_dir(&old).unwrap();
+    for f in ["0001_replays.sql", "0002_keys.sql"] {
+        let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/server/migrations");
+        std::fs::copy(from.join(f), old.join(f)).unwrap();
+    }
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("index.sqlite").display()
+    );
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    sqlx::migrate::Migrator::new(old.as_path())
+        .await
+        .unwrap()
+        .run(&pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO replays (id, blob, player, player_name, map_hash, song, difficulty, mode, \
+         score, played, uploaded, duration, format, stored_bytes, bsor_bytes, header_bytes, \
+         fingerprint, signed, countersigned) VALUES ('a', 'replays/a.0.bsors', 'p1', '', '', \
+         '', '', '', 1, 0, 1234567, 1.0, 'lossless', 10, 20, 5, 'f', 0, 0)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    let index = Index::open(&url).await.unwrap();
+    let r = index.get("a").await.unwrap().unwrap();
+    assert_eq!((r.uploaded, r.existed_by), (1_234_567, 1_234_567));
+    index.close().await;
+}

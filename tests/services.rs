@@ -264,3 +264,63 @@ async fn an_unreachable_store_refuses_the_upload_and_a_retry_is_kept() {
     srv.index.close().await;
     db.drop_now().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_witnessed_original_takes_the_play_in_postgres() {
+    use bsor_stream::integrity::witness::{append_record, Witness};
+    use bsor_stream::integrity::{self, Signer, SigningKey};
+    use bsor_stream::stream::{split_stream, ChunkType, Profile, Settings};
+    let Some((pg, s3)) = services() else {
+        return;
+    };
+    let db = Db::create(&pg).await;
+    let prefix = unique("owner");
+    let witness = Witness::new(SigningKey::from_bytes(&[0x57; 32]));
+    let config = Config {
+        trusted_witnesses: vec![witness.public_key()],
+        ..Config::default()
+    };
+    let srv = open(&s3, &prefix, &db, config).await;
+    let original = play(24, 12.0, "p1");
+    let mut copy = original.clone();
+    copy.info.player_id = BsorString::new("p2");
+    let thief = created(&srv, &bsor::to_vec(&copy).unwrap(), "p2").await;
+    assert_eq!(thief.existed_by, thief.uploaded);
+
+    let signer = Signer::new(SigningKey::from_bytes(&[3; 32]), [6; 16]);
+    let signed =
+        integrity::sign_replay(&original, Settings::archive(Profile::Lossless), signer).unwrap();
+    let t0 = server::now_ms() as u64 - 3_600_000;
+    let mut file = Vec::new();
+    let (_, _, spans) = split_stream(&signed).unwrap();
+    for c in &spans {
+        if let ChunkType::Unknown(kind) = c.header.kind {
+            if let Some(s) = witness.countersign(kind, &c.bytes(&signed)[c.header_len..], t0) {
+                append_record(&mut file, &s);
+            }
+        }
+    }
+    let mut prepared = server::prepare(&signed, false, &srv.config, "p1").unwrap();
+    prepared.witness(&file, &srv.config.trusted_witnesses);
+    let server::Uploaded::Created(r) = srv.upload(prepared).await.unwrap() else {
+        panic!("not created");
+    };
+    assert_eq!(r.existed_by, t0 as i64);
+    assert_eq!(srv.index.get(&thief.id).await.unwrap(), None);
+    assert_eq!(
+        srv.index.by_fingerprint(&r.fingerprint).await.unwrap(),
+        Some(r.clone())
+    );
+    let reviews = srv.reviews(10).await.unwrap();
+    assert_eq!(reviews.len(), 1);
+    assert_eq!((&*reviews[0].id, &*reviews[0].owner), (&*thief.id, &*r.id));
+    for b in srv.index.blobs(10).await.unwrap() {
+        assert!(srv.store.exists(&b).await.unwrap(), "{b}");
+    }
+    // The copy again: refused, one review entry kept.
+    let again = server::prepare(&bsor::to_vec(&copy).unwrap(), false, &srv.config, "p2").unwrap();
+    assert_eq!(srv.upload(again).await.unwrap_err().status, 409);
+    assert_eq!(srv.reviews(10).await.unwrap().len(), 1);
+    srv.index.close().await;
+    db.drop_now().await;
+}

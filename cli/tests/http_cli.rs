@@ -427,3 +427,77 @@ fn a_finished_session_moves_into_the_replay_store() {
         200
     );
 }
+
+#[test]
+fn a_finished_session_is_dated_by_the_relays_own_witness() {
+    use bsor_stream::integrity::witness::{parse_file, Statement};
+    let dir = tempfile::tempdir().unwrap();
+    let (player, witness) = (dir.path().join("p.key"), dir.path().join("w.key"));
+    for key in [&player, &witness] {
+        let made = bin().arg("keygen").arg("-o").arg(key).output().unwrap();
+        assert!(made.status.success());
+    }
+    let store = dir.path().join("store");
+    let relay = serve_with(
+        dir.path(),
+        &[
+            "--store",
+            store.to_str().unwrap(),
+            "--witness-key",
+            witness.to_str().unwrap(),
+        ],
+    );
+    let song = synth(dir.path(), "song.bsor", "6");
+    let published = bin()
+        .arg("publish")
+        .arg(&song)
+        .args(["--to", &relay.tcp, "--session", "song", "--token", "tok"])
+        .args(["--speed", "0", "--key"])
+        .arg(&player)
+        .output()
+        .unwrap();
+    assert!(published.status.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let listed = loop {
+        let r = get(&relay.ws, "GET", "/replays", &[]);
+        let j: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        let listed = j["replays"].as_array().unwrap().clone();
+        if !listed.is_empty() || Instant::now() > deadline {
+            break listed;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(listed.len(), 1, "the finished session was not stored");
+    // Its existed-by time is the earliest statement of the archive's .witness sibling,
+    // before it was stored: the relay's own key is trusted.
+    let file = std::fs::read(dir.path().join("archive/song.witness")).unwrap();
+    let earliest = parse_file(&file)
+        .records
+        .iter()
+        .map(|r| Statement::parse(r).unwrap().time_ms)
+        .min()
+        .unwrap();
+    assert_eq!(listed[0]["existedBy"], earliest);
+    assert!(listed[0]["uploaded"].as_u64().unwrap() >= earliest);
+    assert_eq!(listed[0]["signed"], true);
+}
+
+#[test]
+fn a_trusted_witness_key_that_is_not_one_names_its_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.txt");
+    std::fs::write(&tokens, "tok\n").unwrap();
+    let out = bin()
+        .args(["serve", "--tcp", "127.0.0.1:0", "--ws", "127.0.0.1:0"])
+        .arg("--token-file")
+        .arg(&tokens)
+        .arg("--store")
+        .arg(dir.path().join("store"))
+        .args(["--trust-witness", "abc"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--trust-witness abc"), "{err}");
+    assert!(out.stdout.is_empty(), "it listened before refusing the key");
+}

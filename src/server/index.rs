@@ -43,6 +43,61 @@ async fn end_lease(
     Ok(Committed::Done)
 }
 
+/// Writes the row of `r` in `tx`.
+async fn insert_replay(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    r: &Record,
+) -> Result<sqlx::any::AnyQueryResult, sqlx::Error> {
+    let q = format!(
+        "INSERT INTO replays ({COLUMNS}) VALUES \
+         ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"
+    );
+    sqlx::query(&q)
+        .bind(&r.id)
+        .bind(&r.blob)
+        .bind(&r.player)
+        .bind(&r.player_name)
+        .bind(&r.map_hash)
+        .bind(&r.song)
+        .bind(&r.difficulty)
+        .bind(&r.mode)
+        .bind(r.score)
+        .bind(r.played)
+        .bind(r.uploaded)
+        .bind(r.duration)
+        .bind(&r.format)
+        .bind(r.stored_bytes)
+        .bind(r.bsor_bytes)
+        .bind(r.header_bytes)
+        .bind(&r.fingerprint)
+        .bind(i64::from(r.signed))
+        .bind(i64::from(r.countersigned))
+        .bind(r.existed_by)
+        .execute(&mut **tx)
+        .await
+}
+
+/// Writes the review row `r` in `tx`.
+async fn insert_review(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    r: &Review,
+) -> Result<sqlx::any::AnyQueryResult, sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO reviews (id, blob, player, owner, fingerprint, uploaded, state, reason) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(&r.id)
+    .bind(&r.blob)
+    .bind(&r.player)
+    .bind(&r.owner)
+    .bind(&r.fingerprint)
+    .bind(r.uploaded)
+    .bind(&r.state)
+    .bind(&r.reason)
+    .execute(&mut **tx)
+    .await
+}
+
 fn err(what: &'static str) -> impl FnOnce(sqlx::Error) -> IndexError {
     move |source| IndexError { what, source }
 }
@@ -91,9 +146,14 @@ pub struct Record {
     pub signed: bool,
     /// The server countersigned it (a statement beside the blob).
     pub countersigned: bool,
+    /// When it is known to have existed (Unix milliseconds): the earliest of `uploaded` and
+    /// the receive time of a trusted witness's statement that checked against it
+    /// (`http.md` §8.2.2).
+    pub existed_by: i64,
 }
 
-/// An upload refused as another player's play, kept for review.
+/// An upload refused as another player's play, or a replay whose play went to another
+/// player's upload with an earlier existed-by time (`http.md` §8.2.2), kept for review.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Review {
@@ -108,11 +168,11 @@ pub struct Review {
     pub owner: String,
     /// The shared event digest.
     pub fingerprint: String,
-    /// When it was refused (Unix milliseconds).
+    /// When it was refused, or lost its play (Unix milliseconds).
     pub uploaded: i64,
     /// `pending` until an admin decides.
     pub state: String,
-    /// Why it was refused.
+    /// Why it was refused or lost its play.
     pub reason: String,
 }
 
@@ -171,7 +231,7 @@ pub enum Registered {
 
 const COLUMNS: &str = "id, blob, player, player_name, map_hash, song, difficulty, mode, score, \
 played, uploaded, duration, format, stored_bytes, bsor_bytes, header_bytes, fingerprint, \
-signed, countersigned";
+signed, countersigned, existed_by";
 
 /// The embedded migrations.
 #[derive(Debug)]
@@ -196,6 +256,13 @@ impl MigrationSource<'static> for Embedded {
                     Cow::Borrowed("keys"),
                     MigrationType::Simple,
                     Cow::Borrowed(include_str!("migrations/0002_keys.sql")),
+                    false,
+                ),
+                Migration::new(
+                    3,
+                    Cow::Borrowed("existed_by"),
+                    MigrationType::Simple,
+                    Cow::Borrowed(include_str!("migrations/0003_existed_by.sql")),
                     false,
                 ),
             ])
@@ -291,32 +358,7 @@ impl Index {
     /// lease stays for the sweeper).
     pub async fn commit(&self, r: &Record) -> Result<Committed, IndexError> {
         let mut tx = self.pool.begin().await.map_err(err("starting a commit"))?;
-        let q = format!(
-            "INSERT INTO replays ({COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
-        );
-        let inserted = sqlx::query(&q)
-            .bind(&r.id)
-            .bind(&r.blob)
-            .bind(&r.player)
-            .bind(&r.player_name)
-            .bind(&r.map_hash)
-            .bind(&r.song)
-            .bind(&r.difficulty)
-            .bind(&r.mode)
-            .bind(r.score)
-            .bind(r.played)
-            .bind(r.uploaded)
-            .bind(r.duration)
-            .bind(&r.format)
-            .bind(r.stored_bytes)
-            .bind(r.bsor_bytes)
-            .bind(r.header_bytes)
-            .bind(&r.fingerprint)
-            .bind(i64::from(r.signed))
-            .bind(i64::from(r.countersigned))
-            .execute(&mut *tx)
-            .await;
+        let inserted = insert_replay(&mut tx, r).await;
         end_lease(
             tx,
             inserted,
@@ -326,24 +368,81 @@ impl Index {
         .await
     }
 
+    /// Commits `r` as the new owner of `former`'s play (`http.md` §8.2.2), in one
+    /// transaction: `former`'s row leaves the replays and becomes the review entry `review`
+    /// (its blob stays), the play's other review entries name `r` as their owner, `r`'s row
+    /// is written and its blob's lease ends. A review entry already under `r`'s or
+    /// `former`'s ID (the same upload refused before) is replaced, its blob leased for the
+    /// sweeper at `now`. When `former` is no longer the owner, or a row of `r`'s ID or
+    /// fingerprint was committed first: [`Committed::Conflict`] (nothing is written).
+    pub async fn transfer(
+        &self,
+        r: &Record,
+        former: &Record,
+        review: &Review,
+        now: i64,
+    ) -> Result<Committed, IndexError> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(err("starting a transfer"))?;
+        // The write comes first, so that SQLite takes its write lock before any read.
+        let gone = sqlx::query("DELETE FROM replays WHERE id = $1 AND blob = $2")
+            .bind(&former.id)
+            .bind(&former.blob)
+            .execute(&mut *tx)
+            .await
+            .map_err(err("removing the former owner's row"))?;
+        if gone.rows_affected() != 1 {
+            return Ok(Committed::Conflict);
+        }
+        for id in [&r.id, &former.id] {
+            let stale: Option<String> = sqlx::query("SELECT blob FROM reviews WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(err("reading a review"))?
+                .map(|row| row.try_get("blob"))
+                .transpose()
+                .map_err(err("reading a review"))?;
+            let Some(stale) = stale else { continue };
+            sqlx::query("INSERT INTO leases (blob, expires) VALUES ($1, $2)")
+                .bind(&stale)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(err("leasing a replaced review's blob"))?;
+            sqlx::query("DELETE FROM reviews WHERE id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await
+                .map_err(err("removing a replaced review"))?;
+        }
+        insert_review(&mut tx, review)
+            .await
+            .map_err(err("writing the former owner's review"))?;
+        sqlx::query("UPDATE reviews SET owner = $1 WHERE fingerprint = $2")
+            .bind(&r.id)
+            .bind(&r.fingerprint)
+            .execute(&mut *tx)
+            .await
+            .map_err(err("naming the new owner in reviews"))?;
+        let inserted = insert_replay(&mut tx, r).await;
+        end_lease(
+            tx,
+            inserted,
+            &r.blob,
+            ("writing a replay", "committing a transfer"),
+        )
+        .await
+    }
+
     /// Commits a review row and ends its blob's lease, in one transaction. One already
     /// there (the same upload again) is kept as it is.
     pub async fn commit_review(&self, r: &Review) -> Result<Committed, IndexError> {
         let mut tx = self.pool.begin().await.map_err(err("starting a review"))?;
-        let inserted = sqlx::query(
-            "INSERT INTO reviews (id, blob, player, owner, fingerprint, uploaded, state, reason) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(&r.id)
-        .bind(&r.blob)
-        .bind(&r.player)
-        .bind(&r.owner)
-        .bind(&r.fingerprint)
-        .bind(r.uploaded)
-        .bind(&r.state)
-        .bind(&r.reason)
-        .execute(&mut *tx)
-        .await;
+        let inserted = insert_review(&mut tx, r).await;
         end_lease(
             tx,
             inserted,
@@ -637,6 +736,7 @@ fn record(r: &AnyRow) -> Result<Record, IndexError> {
             fingerprint: get_s("fingerprint")?,
             signed: get_i("signed")? != 0,
             countersigned: get_i("countersigned")? != 0,
+            existed_by: get_i("existed_by")?,
         })
     })()
     .map_err(e)

@@ -119,6 +119,9 @@ pub struct Config {
     pub download_span: u64,
     /// Make uploads fail at this step (tests only).
     pub fault: Option<Fault>,
+    /// The witness keys whose statements date a replay (`http.md` §8.2.2): `serve
+    /// --trust-witness`, and the relay's own `--witness-key`.
+    pub trusted_witnesses: Vec<[u8; 32]>,
 }
 
 impl Default for Config {
@@ -132,6 +135,7 @@ impl Default for Config {
             key: None,
             download_span: 256 << 10,
             fault: None,
+            trusted_witnesses: Vec::new(),
         }
     }
 }
@@ -145,6 +149,46 @@ pub struct Prepared {
     pub record: Record,
     /// The signer's key, when its signature's key chunk verified (`keys::upload_signer`).
     pub signer: Option<[u8; 32]>,
+    /// The earliest receive time (Unix milliseconds) of a trusted witness statement that
+    /// checked against the stream ([`Prepared::witness`]).
+    pub witnessed: Option<i64>,
+}
+
+impl Prepared {
+    /// Dates the stream by the witness statements of `file` (a `.witness` file's bytes,
+    /// `integrity.md` §12.2) whose keys are in `trusted`: `witnessed` becomes the earliest
+    /// receive time of those that check against the stream (§12.3), when the stream's
+    /// signatures hold (verdict `valid`, `integrity.md` §8); otherwise nothing changes.
+    pub fn witness(&mut self, file: &[u8], trusted: &[[u8; 32]]) {
+        if let Some(t) = witnessed(&self.stream, file, trusted) {
+            self.witnessed = Some(self.witnessed.map_or(t, |w| w.min(t)));
+        }
+    }
+}
+
+/// The earliest receive time (Unix milliseconds) of a statement in `file` by a key in
+/// `trusted` that checks against `stream`, when the stream's signatures hold (verdict
+/// `valid`): a stream whose bytes were changed around another recording's checkpoints is
+/// dated by nothing. Statements of other keys are left out before any signature is checked,
+/// so that untrusted ones cost nothing.
+pub fn witnessed(stream: &[u8], file: &[u8], trusted: &[[u8; 32]]) -> Option<i64> {
+    use crate::integrity::witness::{self, STATEMENT_LEN};
+    let mut kept = Vec::new();
+    for rec in witness::parse_file(file).records {
+        let key = rec.get(1..33).and_then(|k| <[u8; 32]>::try_from(k).ok());
+        if rec.len() == STATEMENT_LEN && key.is_some_and(|k| trusted.contains(&k)) {
+            kept.extend_from_slice(&(STATEMENT_LEN as u32).to_le_bytes());
+            kept.extend_from_slice(rec);
+        }
+    }
+    if kept.is_empty() {
+        return None;
+    }
+    let (report, witnesses) = witness::verify_witnessed(stream, &kept, trusted);
+    if report.verdict != crate::integrity::Verdict::Valid {
+        return None;
+    }
+    witnesses.existed_by_ms.and_then(|t| i64::try_from(t).ok())
 }
 
 /// Inflates a gzip body, stopping at `limit` bytes (a gzip bomb is refused there, having
@@ -272,6 +316,7 @@ pub fn prepare(
     let signer = keys::upload_signer(body, plan::sniff(body) == Some(Kind::Bsor), record.signed);
     Ok(Prepared {
         signer,
+        witnessed: None,
         stream: Bytes::from(stream),
         record: Record {
             id: plan::replay_id(&bsor_bytes),
@@ -321,7 +366,18 @@ fn describe(replay: &Replay, stream: &[u8], bsor_bytes: usize) -> Result<Record,
         fingerprint: hex(&event_digest(replay)),
         signed,
         countersigned: false,
+        existed_by: 0,
     })
+}
+
+/// What the index holds of an upload's replay or play ([`ReplayServer::already`]).
+enum Already {
+    /// The answer: it is there, or refused as another player's play.
+    Answer(Result<Uploaded, Refusal>),
+    /// Neither the replay nor its play.
+    New,
+    /// The play is this owner's, whose existed-by time is later than the upload's.
+    Earlier(Record),
 }
 
 /// How an upload ended.
@@ -458,8 +514,14 @@ impl ReplayServer {
     }
 
     /// Stores a live session that ended whole (`http.md` §8.12): its archived stream, under
-    /// the player its header names, with the same validation, ID and answers as an upload.
-    pub async fn store_session(&self, stream: &[u8]) -> Result<Uploaded, Refusal> {
+    /// the player its header names, with the same validation, ID and answers as an upload;
+    /// `witness` is its `.witness` file's bytes, if there is one (statements by trusted
+    /// keys date it, [`Prepared::witness`]).
+    pub async fn store_session(
+        &self,
+        stream: &[u8],
+        witness: Option<&[u8]>,
+    ) -> Result<Uploaded, Refusal> {
         if plan::sniff(stream) != Some(Kind::Stream) {
             return Err(Refusal::new(
                 400,
@@ -486,23 +548,34 @@ impl ReplayServer {
             }
         };
         let player = header.info.player_id.to_string_lossy();
-        self.upload(prepare(stream, false, &self.config, &player)?)
-            .await
+        let mut prepared = prepare(stream, false, &self.config, &player)?;
+        if let Some(file) = witness {
+            prepared.witness(file, &self.config.trusted_witnesses);
+        }
+        self.upload(prepared).await
     }
 
-    /// Stores an upload prepared for the token's player (`http.md` §7.2–7.3).
+    /// Stores an upload prepared for the token's player (`http.md` §8.2–8.3): a new play,
+    /// or one whose owner existed later than this upload did (§8.2.2: the owner's replay
+    /// becomes a review entry in the same transaction).
     pub async fn upload(&self, prepared: Prepared) -> Result<Uploaded, Refusal> {
         let Prepared {
-            stream, mut record, ..
+            stream,
+            mut record,
+            witnessed,
+            ..
         } = prepared;
         for _ in 0..2 {
-            if let Some(done) = self.already(&record, &stream).await? {
-                return done;
-            }
+            record.uploaded = now_ms();
+            record.existed_by = witnessed.map_or(record.uploaded, |w| w.min(record.uploaded));
+            let former = match self.already(&record, &stream).await? {
+                Already::Answer(done) => return done,
+                Already::New => None,
+                Already::Earlier(owner) => Some(owner),
+            };
             let nonce = crate::integrity::random_nonce()
                 .map_err(|e| Refusal::unavailable(format!("randomness: {e}")))?;
             record.blob = format!("replays/{}.{}.bsors", record.id, hex(&nonce[..8]));
-            record.uploaded = now_ms();
             let expires = record.uploaded + self.config.lease.as_millis() as i64;
             self.index.lease(&record.blob, expires).await?;
             self.fail_at(Fault::BeforeBlob)?;
@@ -517,7 +590,28 @@ impl ReplayServer {
             }
             self.fail_at(Fault::AfterBlob)?;
             self.fail_at(Fault::BeforeCommit)?;
-            match self.index.commit(&record).await? {
+            let committed = match &former {
+                None => self.index.commit(&record).await?,
+                Some(former) => {
+                    let now = now_ms();
+                    let review = Review {
+                        id: former.id.clone(),
+                        blob: former.blob.clone(),
+                        player: former.player.clone(),
+                        owner: record.id.clone(),
+                        fingerprint: former.fingerprint.clone(),
+                        uploaded: now,
+                        state: "pending".into(),
+                        reason: format!(
+                            "replay {} of player {:?} existed by {} (Unix ms), before this \
+                             replay's {}: the play is its now",
+                            record.id, record.player, record.existed_by, former.existed_by
+                        ),
+                    };
+                    self.index.transfer(&record, former, &review, now).await?
+                }
+            };
+            match committed {
                 Committed::Done => return Ok(Uploaded::Created(record)),
                 // Another upload of the same ID or play committed first: drop this blob
                 // (its lease stays until it is gone) and answer as that one says.
@@ -531,29 +625,29 @@ impl ReplayServer {
         ))
     }
 
-    /// When the replay, or its play, is there already: the answer.
-    async fn already(
-        &self,
-        r: &Record,
-        stream: &Bytes,
-    ) -> Result<Option<Result<Uploaded, Refusal>>, Refusal> {
+    /// Whether the replay, or its play, is there already (`http.md` §8.2.2).
+    async fn already(&self, r: &Record, stream: &Bytes) -> Result<Already, Refusal> {
         if let Some(found) = self.index.get(&r.id).await? {
-            return Ok(Some(Ok(Uploaded::Existing(found))));
+            return Ok(Already::Answer(Ok(Uploaded::Existing(found))));
         }
         let Some(owner) = self.index.by_fingerprint(&r.fingerprint).await? else {
-            return Ok(None);
+            return Ok(Already::New);
         };
         if owner.player == r.player {
             // The same play by the same player, in other bytes: the first one stays.
-            return Ok(Some(Ok(Uploaded::Existing(owner))));
+            return Ok(Already::Answer(Ok(Uploaded::Existing(owner))));
+        }
+        if r.existed_by < owner.existed_by {
+            // This one existed first (a trusted witness dated it): it takes the play.
+            return Ok(Already::Earlier(owner));
         }
         let reason = format!(
-            "the same play (fingerprint {}) was accepted first as replay {} of player {:?}; \
-             this upload is kept for review",
-            r.fingerprint, owner.id, owner.player
+            "the same play (fingerprint {}) is replay {} of player {:?}, which existed by {} \
+             (Unix ms), not later than this upload's {}; this upload is kept for review",
+            r.fingerprint, owner.id, owner.player, owner.existed_by, r.existed_by
         );
         self.keep_for_review(r, stream, &owner, &reason).await?;
-        Ok(Some(Err(Refusal::new(409, "same-play", reason))))
+        Ok(Already::Answer(Err(Refusal::new(409, "same-play", reason))))
     }
 
     /// Stores a refused upload for review, under a lease like any blob. The same refused

@@ -279,10 +279,75 @@ pub fn parse_cursor(s: &str) -> Option<(i64, String)> {
     (t >= 0 && is_id(id)).then(|| (t, id.to_string()))
 }
 
+/// The most characters of a `Bsor-Witness` header's value (`http.md` §8.2.2): 12 KiB of
+/// base64, 9 KiB of records, 56 statements; the request's head as a whole stays within the
+/// relay's 16 KiB.
+pub const MAX_WITNESS_HEADER: usize = 12 << 10;
+
+/// The `.witness` file's bytes (`integrity.md` §12.2) carried by a `Bsor-Witness` header's
+/// value: standard base64 (padded or not) of one or more whole records. Anything else is
+/// refused `400` `bad-witness`; whether the statements check is not decided here.
+pub fn witness_header(value: &str) -> Result<Vec<u8>, super::Refusal> {
+    use base64::Engine as _;
+    let bad = |why: String| super::Refusal::new(400, "bad-witness", format!("Bsor-Witness: {why}"));
+    let value = value.trim();
+    if value.len() > MAX_WITNESS_HEADER {
+        return Err(bad(format!(
+            "{} characters, over the {MAX_WITNESS_HEADER} allowed",
+            value.len()
+        )));
+    }
+    let engine = base64::engine::GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        base64::engine::GeneralPurposeConfig::new()
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+    );
+    let bytes = engine
+        .decode(value)
+        .map_err(|e| bad(format!("not base64 ({e})")))?;
+    let file = crate::integrity::witness::parse_file(&bytes);
+    if file.cut {
+        return Err(bad(format!(
+            "the last record is cut short after {} whole ones",
+            file.records.len()
+        )));
+    }
+    if file.records.is_empty() {
+        return Err(bad("no statement record".into()));
+    }
+    Ok(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::synth::{replay, Settings};
+
+    #[test]
+    fn a_witness_header_is_base64_of_whole_records() {
+        use base64::Engine as _;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        // One record: a length and that many bytes (whether it is a statement is not
+        // decided here).
+        let mut file = 158u32.to_le_bytes().to_vec();
+        file.extend_from_slice(&[7u8; 158]);
+        assert_eq!(witness_header(&b64(&file)).unwrap(), file);
+        assert_eq!(
+            witness_header(b64(&file).trim_end_matches('=')).unwrap(),
+            file
+        );
+        let code = |v: &str| witness_header(v).unwrap_err();
+        for (value, why) in [
+            ("not base64!".to_string(), "not base64"),
+            (String::new(), "no statement"),
+            (b64(&file[..100]), "cut short"),
+            ("A".repeat(MAX_WITNESS_HEADER + 4), "over the"),
+        ] {
+            let e = code(&value);
+            assert_eq!((e.status, e.code), (400, "bad-witness"));
+            assert!(e.reason.contains(why), "{}", e.reason);
+        }
+    }
 
     #[test]
     fn sniffing_by_the_first_bytes() {

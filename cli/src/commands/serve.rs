@@ -64,6 +64,32 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "SECONDS", requires = "store",
           value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub sweep_seconds: Option<u64>,
+    /// Trust this witness's public key (64 hex digits; repeatable): its statements that
+    /// check against a replay date it, and of two players' uploads of one play the one that
+    /// existed first owns it (http.md §8.2.2). The relay's own --witness-key is trusted too.
+    #[arg(long, value_name = "PUBHEX", requires = "store")]
+    pub trust_witness: Vec<String>,
+}
+
+/// The witness keys a replay server trusts: each `--trust-witness`, then `own` (the relay's
+/// `--witness-key`).
+fn trusted_witnesses(args: &ReplayArgs, own: Option<[u8; 32]>) -> Result<Vec<[u8; 32]>, Failure> {
+    let mut keys = Vec::new();
+    for k in &args.trust_witness {
+        let key = bsor_stream::integrity::from_hex(k)
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .filter(|b| bsor_stream::integrity::VerifyingKey::from_bytes(b).is_ok())
+            .ok_or_else(|| {
+                Failure(format!(
+                    "--trust-witness {k}: not an Ed25519 public key (64 hex digits)"
+                ))
+            })?;
+        keys.push(key);
+    }
+    keys.extend(own);
+    keys.sort_unstable();
+    keys.dedup();
+    Ok(keys)
 }
 
 /// TLS and browser settings of `serve`.
@@ -112,6 +138,8 @@ pub fn serve(
         )),
         None => None,
     };
+    // Before any port is bound: a bad key is the command line's error.
+    let trusted = trusted_witnesses(replays, witness.as_ref().map(|w| w.public_key()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -165,7 +193,7 @@ pub fn serve(
             server.set_witness(w);
         }
         let replay_server = match &replays.store {
-            Some(location) => Some(open_replays(location, replays, &text).await?),
+            Some(location) => Some(open_replays(location, replays, &text, trusted.clone()).await?),
             None => None,
         };
         if let (Some(srv), Some(rx)) = (&replay_server, finished_rx) {
@@ -252,7 +280,8 @@ async fn store_finished(
                 continue;
             }
         };
-        match srv.store_session(&bytes).await {
+        let witness = read_witness(&path).await;
+        match srv.store_session(&bytes, witness.as_deref()).await {
             Ok(done) => {
                 let (r, created) = match &done {
                     server::Uploaded::Created(r) => (r, true),
@@ -267,12 +296,42 @@ async fn store_finished(
     }
 }
 
+/// The most bytes of a finished session's `.witness` sibling read (100,000 statements, far
+/// more than a session's checkpoints); a larger one is logged and left out.
+const MAX_WITNESS_FILE: u64 = 100_000 * 162;
+
+/// The `.witness` sibling of a finished session's archive (`integrity.md` §12.2), if there
+/// is one that can be read.
+async fn read_witness(archive: &Path) -> Option<Vec<u8>> {
+    let path = archive.with_extension("witness");
+    let file = path.display().to_string();
+    match tokio::fs::metadata(&path).await {
+        Ok(m) if m.len() > MAX_WITNESS_FILE => {
+            tracing::warn!(%file, bytes = m.len(), "a witness file over the limit; left out");
+            None
+        }
+        Ok(_) => match tokio::fs::read(&path).await {
+            Ok(b) => Some(b),
+            Err(e) => {
+                tracing::warn!(%file, err = %e, "reading a witness file");
+                None
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            tracing::warn!(%file, err = %e, "reading a witness file");
+            None
+        }
+    }
+}
+
 /// Opens the replay server and starts its sweeper (every `--sweep-seconds`, 30 by default,
 /// 1,000 expired leases at most each time).
 async fn open_replays(
     location: &str,
     args: &ReplayArgs,
     tokens: &str,
+    trusted_witnesses: Vec<[u8; 32]>,
 ) -> Result<std::sync::Arc<ReplayServer>, Failure> {
     let key = match &args.server_key {
         Some(path) => Some(super::integrity::load_key(path)?),
@@ -286,6 +345,7 @@ async fn open_replays(
             Profile::Lossless
         },
         lease: std::time::Duration::from_secs(args.lease_seconds.unwrap_or(600)),
+        trusted_witnesses,
         ..server::Config::default()
     };
     let every = std::time::Duration::from_secs(args.sweep_seconds.unwrap_or(30));

@@ -38,6 +38,9 @@ pub const PATHS: &[&str] = &[
     "/keys/{key}",
 ];
 
+/// The request header of an upload that carries witness statements (`http.md` §8.2.2).
+pub const WITNESS_HEADER: &str = "bsor-witness";
+
 /// The most bytes of a `POST /keys` body.
 pub const MAX_KEY_BODY: u64 = 1024;
 
@@ -230,6 +233,21 @@ async fn upload(
             ))
         }
     };
+    // Witness statements ride in a header (the body stays the file as it is stored).
+    let mut witness = req.headers().get_all(WITNESS_HEADER).iter();
+    let witness = match (witness.next(), witness.next()) {
+        (None, _) => None,
+        (Some(v), None) => Some(plan::witness_header(v.to_str().map_err(|_| {
+            Refusal::new(400, "bad-witness", "Bsor-Witness: not base64 (not ASCII)")
+        })?)?),
+        (Some(_), Some(_)) => {
+            return Err(Refusal::new(
+                400,
+                "bad-witness",
+                "Bsor-Witness: given more than once",
+            ))
+        }
+    };
     // The budget is held until the upload is answered; the bytes go to the parser.
     let mut held = read_body(srv, req, srv.config.max_body, gate).await?;
     let bytes = std::mem::take(&mut held.bytes);
@@ -245,10 +263,15 @@ async fn upload(
         None
     };
     let s = srv.clone();
-    let prepared =
-        tokio::task::spawn_blocking(move || server::prepare(&bytes, gzip, &s.config, &player))
-            .await
-            .map_err(|e| Refusal::new(500, "internal", e.to_string()))??;
+    let prepared = tokio::task::spawn_blocking(move || {
+        let mut p = server::prepare(&bytes, gzip, &s.config, &player)?;
+        if let Some(file) = &witness {
+            p.witness(file, &s.config.trusted_witnesses);
+        }
+        Ok::<_, Refusal>(p)
+    })
+    .await
+    .map_err(|e| Refusal::new(500, "internal", e.to_string()))??;
     let signer = prepared.signer;
     let (status, record, owner) = match srv.upload(prepared).await? {
         Uploaded::Created(r) => {

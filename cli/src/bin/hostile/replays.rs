@@ -620,6 +620,15 @@ fn body_cases(host: &str, bomb: &Arc<Vec<u8>>, whole: &[u8]) -> Vec<Case> {
             &[415],
         ),
         send(
+            "a Bsor-Witness header that is not base64",
+            "POST",
+            "/replays",
+            host,
+            &format!("{honest}Bsor-Witness: %%not base64%%\r\n"),
+            whole.to_vec(),
+            &[400],
+        ),
+        send(
             "64 KiB of garbage",
             "POST",
             "/replays",
