@@ -86,6 +86,18 @@ async fn request(sock: &mut TcpStream, method: &str, path: &str, extra: &str) ->
     read_reply(sock, method == "HEAD").await
 }
 
+/// A new connection to `addr` that sends a request and is closed before any reply.
+async fn closed_at_once(addr: &str) -> TcpStream {
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    let _ = c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+        .await
+        .expect("closed within 5 s");
+    assert!(matches!(n, Ok(0) | Err(_)), "{n:?}");
+    c
+}
+
 async fn relay(config: RelayConfig, assets: Assets) -> String {
     relay_with(config, ServerConfig::default(), assets).await
 }
@@ -208,13 +220,8 @@ async fn connections_are_capped_per_address_and_idle_ones_closed() {
         assert_eq!(request(&mut a, "GET", "/", "").await.status, 200);
         assert_eq!(request(&mut b, "GET", "/", "").await.status, 200);
         // A third from the same address is closed before any reply.
-        let mut c = TcpStream::connect(&addr).await.unwrap();
-        let _ = c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        let c = closed_at_once(&addr).await;
         let mut buf = [0u8; 64];
-        let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
-            .await
-            .expect("closed within 5 s");
-        assert!(matches!(n, Ok(0) | Err(_)), "{n:?}");
         // Idle between requests past the handshake timeout: closed.
         let n = tokio::time::timeout(Duration::from_secs(5), a.read(&mut buf))
             .await
@@ -269,14 +276,8 @@ async fn http_connections_are_capped_over_all_addresses() {
         let mut b = TcpStream::connect(&addr).await.unwrap();
         assert_eq!(request(&mut a, "GET", "/", "").await.status, 200);
         assert_eq!(request(&mut b, "GET", "/", "").await.status, 200);
-        // A third, kept alive or not, is closed before any reply.
-        let mut c = TcpStream::connect(&addr).await.unwrap();
-        let _ = c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await;
-        let mut buf = [0u8; 64];
-        let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
-            .await
-            .expect("closed within 5 s");
-        assert!(matches!(n, Ok(0) | Err(_)), "{n:?}");
+        // A third is closed before any reply.
+        closed_at_once(&addr).await;
         // One of the two goes: its place is given back.
         drop(a);
         tokio::time::sleep(Duration::from_millis(200)).await;

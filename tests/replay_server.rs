@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bsor_stream::bsor::{self, BsorString};
 use bsor_stream::server::{self, plan, Config, Fault, Index, ReplayServer, Store, Uploaders};
-use bsor_stream::stream::{split_stream, ChunkType, Profile, Settings};
+use bsor_stream::stream::{split_stream, ChunkSpan, ChunkType, Profile, Settings};
 use bsor_stream::transcode;
 
 #[path = "common/replay_http.rs"]
@@ -411,28 +411,30 @@ async fn a_bsor_download_reads_the_stream_group_by_group() {
     assert!(read >= stream.len() as u64 / 2, "read {read}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stream_found_damaged_mid_download_cuts_the_body_short() {
+/// A 90 s play uploaded, a byte near the end of the stored chunk `pick` chooses flipped, and
+/// its BSOR downloaded: the upload, the reply, the server's address and the download's path
+/// (the folder kept while they are used).
+async fn download_damaged(
+    seed: u64,
+    pick: fn(&[u8], &[ChunkSpan]) -> ChunkSpan,
+) -> (
+    tempfile::TempDir,
+    Vec<u8>,
+    Reply,
+    std::net::SocketAddr,
+    String,
+) {
     let dir = tempfile::tempdir().unwrap();
     let srv = open(dir.path(), Config::default(), TOKENS).await;
     let addr = listen(srv.clone()).await;
-    let bytes = bsor::to_vec(&play(9, 90.0, "p1")).unwrap();
+    let bytes = bsor::to_vec(&play(seed, 90.0, "p1")).unwrap();
     let record = created(&srv, &bytes, "p1").await;
-    // A byte of a frame chunk in the middle of the stored stream is flipped.
     let file = dir.path().join("store").join(&record.blob);
     let mut stream = std::fs::read(&file).unwrap();
     let (_, _, spans) = split_stream(&stream).unwrap();
-    let frames: Vec<_> = spans
-        .iter()
-        .filter(|s| {
-            let kind = ChunkType::from_byte(stream[s.offset + 1]);
-            matches!(kind, ChunkType::Keyframes | ChunkType::Frames)
-        })
-        .collect();
-    let victim = frames[frames.len() / 2];
+    let victim = pick(&stream, &spans);
     stream[victim.offset + victim.len - 2] ^= 0x5a;
     std::fs::write(&file, &stream).unwrap();
-
     let path = format!("/replays/{}", record.id);
     let got = request(addr, "GET", &path, &[], b"").await;
     // The status line went out before the damage was met: a short body, then the close.
@@ -441,6 +443,28 @@ async fn a_stream_found_damaged_mid_download_cuts_the_body_short() {
         got.header("content-length"),
         Some(&*bytes.len().to_string())
     );
+    assert!(got.body.len() < bytes.len(), "the whole body came");
+    assert!(
+        got.body == bytes[..got.body.len()],
+        "what came is not the BSOR's start"
+    );
+    (dir, bytes, got, addr, path)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_found_damaged_mid_download_cuts_the_body_short() {
+    // A frame chunk in the middle of the stored stream.
+    let (_dir, bytes, got, addr, path) = download_damaged(9, |stream, spans| {
+        let frames: Vec<_> = spans
+            .iter()
+            .filter(|s| {
+                let kind = ChunkType::from_byte(stream[s.offset + 1]);
+                matches!(kind, ChunkType::Keyframes | ChunkType::Frames)
+            })
+            .collect();
+        *frames[frames.len() / 2]
+    })
+    .await;
     assert!(
         got.body.len() < bytes.len() / 2 + bytes.len() / 4,
         "{} of {} bytes",
@@ -448,10 +472,6 @@ async fn a_stream_found_damaged_mid_download_cuts_the_body_short() {
         bytes.len()
     );
     assert!(!got.body.is_empty());
-    assert!(
-        got.body == bytes[..got.body.len()],
-        "what came is not the BSOR's start"
-    );
     // A range is rebuilt whole first: the damage is a 500 before any byte.
     let part = request(addr, "GET", &path, &[("Range", "bytes=0-99")], b"").await;
     assert_refusal(&part, 500, "damaged");
@@ -462,32 +482,17 @@ async fn a_stream_found_damaged_mid_download_cuts_the_body_short() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_event_chunk_cuts_the_body_short_before_the_tail() {
-    let dir = tempfile::tempdir().unwrap();
-    let srv = open(dir.path(), Config::default(), TOKENS).await;
-    let addr = listen(srv.clone()).await;
-    let bytes = bsor::to_vec(&play(10, 90.0, "p1")).unwrap();
-    let record = created(&srv, &bytes, "p1").await;
-    // A byte of the last event chunk's payload is flipped: the frames before it still go
-    // out, the tail (which holds the events) never does.
-    let file = dir.path().join("store").join(&record.blob);
-    let mut stream = std::fs::read(&file).unwrap();
-    let (_, _, spans) = split_stream(&stream).unwrap();
-    let victim = spans
-        .iter()
-        .rev()
-        .find(|s| ChunkType::from_byte(stream[s.offset + 1]) == ChunkType::Events)
-        .copied()
-        .unwrap();
-    stream[victim.offset + victim.len - 2] ^= 0x5a;
-    std::fs::write(&file, &stream).unwrap();
-
-    let got = request(addr, "GET", &format!("/replays/{}", record.id), &[], b"").await;
-    assert_eq!(got.status, 200);
-    assert!(got.body.len() < bytes.len(), "the whole body came");
-    assert!(
-        got.body == bytes[..got.body.len()],
-        "what came is not the BSOR's start"
-    );
+    // The last event chunk: the frames before it still go out, the tail (which holds the
+    // events) never does.
+    download_damaged(10, |stream, spans| {
+        spans
+            .iter()
+            .rev()
+            .find(|s| ChunkType::from_byte(stream[s.offset + 1]) == ChunkType::Events)
+            .copied()
+            .unwrap()
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

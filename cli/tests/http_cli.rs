@@ -402,18 +402,7 @@ fn a_finished_session_moves_into_the_replay_store() {
         .unwrap();
     assert!(published.status.success());
     // Stored once the session ends: found by search, the BSOR back byte for byte.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let listed = loop {
-        let r = get(&relay.ws, "GET", "/replays", &[]);
-        assert_eq!(r.status, 200);
-        let j: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-        let listed = j["replays"].as_array().unwrap().clone();
-        if !listed.is_empty() || Instant::now() > deadline {
-            break listed;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert_eq!(listed.len(), 1, "the finished session was not stored");
+    let listed = stored_replays(&relay.ws);
     let id = listed[0]["id"].as_str().unwrap();
     let back = get(&relay.ws, "GET", &format!("/replays/{id}"), &[]);
     assert_eq!(back.status, 200);
@@ -457,17 +446,7 @@ fn a_finished_session_is_dated_by_the_relays_own_witness() {
         .output()
         .unwrap();
     assert!(published.status.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let listed = loop {
-        let r = get(&relay.ws, "GET", "/replays", &[]);
-        let j: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-        let listed = j["replays"].as_array().unwrap().clone();
-        if !listed.is_empty() || Instant::now() > deadline {
-            break listed;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert_eq!(listed.len(), 1, "the finished session was not stored");
+    let listed = stored_replays(&relay.ws);
     // Its existed-by time is the earliest statement of the archive's .witness sibling,
     // before it was stored: the relay's own key is trusted.
     let file = std::fs::read(dir.path().join("archive/song.witness")).unwrap();
@@ -500,4 +479,22 @@ fn a_trusted_witness_key_that_is_not_one_names_its_flag() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--trust-witness abc"), "{err}");
     assert!(out.stdout.is_empty(), "it listened before refusing the key");
+}
+
+/// The replays `GET /replays` lists once the one finished session is stored (waiting up to
+/// 20 s for it): exactly one.
+fn stored_replays(ws: &str) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let listed = loop {
+        let r = get(ws, "GET", "/replays", &[]);
+        assert_eq!(r.status, 200);
+        let j: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        let listed = j["replays"].as_array().unwrap().clone();
+        if !listed.is_empty() || Instant::now() > deadline {
+            break listed;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(listed.len(), 1, "the finished session was not stored");
+    listed
 }
