@@ -250,6 +250,17 @@ impl ReplayCollector {
                     r.frames.push(frame);
                 }
             }
+            StreamItem::FrameRecords { first, records } => {
+                if u64::from(first) != self.counted_frames {
+                    self.gaps = true;
+                }
+                for record in records.chunks_exact(bsor::FRAME_SIZE) {
+                    self.counted_frames += 1;
+                    if let (false, Ok(record)) = (self.count_only, record.try_into()) {
+                        r.frames.push(bsor::decode_frame(record));
+                    }
+                }
+            }
             StreamItem::Events(b) => self.add_events(b),
             StreamItem::Trailer(t) => {
                 r.info = t.info.clone();

@@ -813,3 +813,138 @@ fn a_one_byte_sync_marker_resynchronises_after_junk_full_of_it() {
         }
     }
 }
+
+/// Every item a decoder yields, frames written as BSOR records (`bsor_records` or not),
+/// with a frame chunk's frames as one run: (first index, records).
+fn items_as_records(stream: &[u8], records: bool, piece: usize) -> Vec<String> {
+    use bsor_stream::stream::{StreamDecoder, StreamItem};
+    let mut d = StreamDecoder::new();
+    if records {
+        d = d.bsor_records();
+    }
+    let mut out: Vec<String> = Vec::new();
+    let mut run: Option<(u32, Vec<u8>)> = None;
+    let flush = |run: &mut Option<(u32, Vec<u8>)>, out: &mut Vec<String>| {
+        if let Some((first, bytes)) = run.take() {
+            out.push(format!("frames {first} {}", digest(&bytes)));
+        }
+    };
+    let take = |d: &mut StreamDecoder,
+                    run: &mut Option<(u32, Vec<u8>)>,
+                    out: &mut Vec<String>| loop {
+        match d.next_item() {
+            Ok(Some(StreamItem::Frame { index, frame })) => {
+                let bytes = bsor::encode_frame(&frame);
+                match run {
+                    Some((first, b))
+                        if *first as usize + b.len() / bsor::FRAME_SIZE == index as usize =>
+                    {
+                        b.extend_from_slice(&bytes)
+                    }
+                    _ => {
+                        flush(run, out);
+                        *run = Some((index, bytes.to_vec()));
+                    }
+                }
+            }
+            Ok(Some(StreamItem::FrameRecords { first, records })) => {
+                assert_eq!(records.len() % bsor::FRAME_SIZE, 0);
+                match run {
+                    Some((f, b)) if *f as usize + b.len() / bsor::FRAME_SIZE == first as usize => {
+                        b.extend_from_slice(&records)
+                    }
+                    _ => {
+                        flush(run, out);
+                        *run = Some((first, records));
+                    }
+                }
+            }
+            Ok(Some(item)) => {
+                flush(run, out);
+                out.push(format!("{item:?}"));
+            }
+            Ok(None) => return,
+            Err(e) => {
+                flush(run, out);
+                out.push(format!("error {e}"));
+                return;
+            }
+        }
+    };
+    for p in stream.chunks(piece) {
+        d.push(p);
+        take(&mut d, &mut run, &mut out);
+    }
+    d.finish();
+    take(&mut d, &mut run, &mut out);
+    flush(&mut run, &mut out);
+    out
+}
+
+fn digest(bytes: &[u8]) -> String {
+    format!("{} bytes {:08x}", bytes.len(), crc32fast::hash(bytes))
+}
+
+#[test]
+fn bsor_records_are_the_frames_bytes_in_every_profile_and_through_damage() {
+    let mut r = synth::replay(synth::Settings {
+        seed: 12,
+        seconds: 20.0,
+        fps: 90,
+    });
+    for f in &mut r.frames[40..44] {
+        f.head.position.x = f32::INFINITY;
+        f.right_hand.rotation.w = f32::from_bits(0x7fc0_0123);
+    }
+    for profile in [Profile::Lossless, Profile::Fine, Profile::Compact] {
+        for settings in [Settings::live(profile), Settings::archive(profile)] {
+            let s = transcode::encode_replay(&r, settings);
+            let plain = items_as_records(&s, false, s.len());
+            assert!(
+                plain.iter().any(|i| i.starts_with("frames 0 ")),
+                "{profile:?}"
+            );
+            assert_eq!(items_as_records(&s, true, s.len()), plain, "{profile:?}");
+            assert_eq!(
+                items_as_records(&s, true, 777),
+                plain,
+                "{profile:?} in pieces"
+            );
+            // A damaged frame chunk mid-stream: the same damage, the same frames after it.
+            let mut bad = s.clone();
+            let framed: Vec<_> = chunks(&s)
+                .into_iter()
+                .filter(|c| {
+                    use bsor_stream::stream::ChunkType;
+                    [ChunkType::Frames.byte(), ChunkType::Keyframes.byte()].contains(&c.2)
+                })
+                .collect();
+            assert!(framed.len() >= 2, "{profile:?}");
+            let (at, len, ..) = framed[framed.len() / 2];
+            bad[at + len - 2] ^= 0x40;
+            let plain = items_as_records(&bad, false, bad.len());
+            assert!(plain.iter().any(|i| i.starts_with("Damage")), "{profile:?}");
+            assert_eq!(
+                items_as_records(&bad, true, bad.len()),
+                plain,
+                "{profile:?} damaged"
+            );
+        }
+    }
+    // Lossless records are the BSOR's own frame bytes, whole.
+    let s = transcode::encode_replay(&r, Settings::archive(Profile::Lossless));
+    let mut d = bsor_stream::stream::StreamDecoder::new().bsor_records();
+    d.push(&s);
+    d.finish();
+    let mut records = Vec::new();
+    while let Some(item) = d.next_item().unwrap() {
+        if let bsor_stream::stream::StreamItem::FrameRecords { records: r, .. } = item {
+            records.extend(r);
+        }
+    }
+    let frames: Vec<u8> = r.frames.iter().flat_map(bsor::encode_frame).collect();
+    assert!(
+        records == frames,
+        "the lossless records differ from the frames' bytes"
+    );
+}

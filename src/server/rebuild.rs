@@ -69,7 +69,7 @@ impl Frames {
     /// Frames of a stream with `header`, `expected` of them.
     pub fn new(header: StreamHeader, expected: u64) -> Frames {
         Frames {
-            decoder: StreamDecoder::with_header(header),
+            decoder: StreamDecoder::with_header(header).bsor_records(),
             written: 0,
             expected,
             events: EventBatch::default(),
@@ -116,15 +116,22 @@ impl Frames {
         let mut out = Vec::new();
         loop {
             match self.decoder.next_item() {
-                Ok(Some(StreamItem::Frame { index, frame })) => {
-                    if u64::from(index) != self.written || self.written >= self.expected {
+                Ok(Some(StreamItem::FrameRecords { first, records })) => {
+                    let count = (records.len() / bsor::FRAME_SIZE) as u64;
+                    if u64::from(first) != self.written || self.written + count > self.expected {
                         return Err(format!(
-                            "frame {index} where frame {} of {} was due",
-                            self.written, self.expected
+                            "frames {first} to {} where frame {} of {} was due",
+                            u64::from(first) + count.saturating_sub(1),
+                            self.written,
+                            self.expected
                         ));
                     }
-                    out.extend_from_slice(&bsor::encode_frame(&frame));
-                    self.written += 1;
+                    if out.is_empty() {
+                        out = records;
+                    } else {
+                        out.extend_from_slice(&records);
+                    }
+                    self.written += count;
                 }
                 Ok(Some(StreamItem::Events(b))) => {
                     let e = &mut self.events;

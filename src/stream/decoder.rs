@@ -26,6 +26,15 @@ pub enum StreamItem {
         /// The frame.
         frame: Frame,
     },
+    /// The frames of one chunk as BSOR frame records (92 bytes each, in the layout of
+    /// `bsor-v1.md`'s frames section), from a decoder made with
+    /// [`StreamDecoder::bsor_records`] instead of [`StreamItem::Frame`]s.
+    FrameRecords {
+        /// Index of the first frame among all frames.
+        first: u32,
+        /// The records, one after another.
+        records: Vec<u8>,
+    },
     /// A chunk of events.
     Events(EventBatch),
     /// The trailer.
@@ -123,6 +132,8 @@ pub struct StreamDecoder {
     queue: VecDeque<StreamItem>,
     stats: DecodeStats,
     skip_frames: bool,
+    /// Frames come out as [`StreamItem::FrameRecords`].
+    records: bool,
     /// Bytes skipped as not a chunk since the last chunk: (offset, count), reported as one
     /// stretch when something readable (or the end) comes.
     junk: Option<(u64, u64)>,
@@ -165,6 +176,7 @@ impl StreamDecoder {
             queue: VecDeque::new(),
             stats: DecodeStats::default(),
             skip_frames: false,
+            records: false,
             junk: None,
             head: None,
             failed: None,
@@ -188,6 +200,17 @@ impl StreamDecoder {
             events: EventCodec::new(header.quantization().is_lossy()),
             state: State::Chunks,
             ..Self::new()
+        }
+    }
+
+    /// The same decoder, yielding each frame chunk's frames as one
+    /// [`StreamItem::FrameRecords`] of BSOR frame records rather than [`StreamItem::Frame`]s:
+    /// for readers that write a BSOR (a lossless stream's records are written straight
+    /// from the decoded words).
+    pub fn bsor_records(self) -> Self {
+        StreamDecoder {
+            records: true,
+            ..self
         }
     }
 
@@ -581,13 +604,22 @@ impl StreamDecoder {
         // compressed chunk (a device at rest) legitimately reads many of them. The count is
         // capped, so a chunk that claims more than it holds costs bounded work, and its
         // CRC already said whether it is what was written.
-        self.queue.reserve(h.count as usize);
-        let mut index = h.first;
-        let queue = &mut self.queue;
-        codec.decode_chunk(payload, h.count, |frame| {
-            queue.push_back(StreamItem::Frame { index, frame });
-            index = index.wrapping_add(1);
-        });
+        if self.records {
+            let mut records = Vec::with_capacity(h.count as usize * crate::bsor::FRAME_SIZE);
+            codec.decode_chunk_records(payload, h.count, &mut records);
+            self.queue.push_back(StreamItem::FrameRecords {
+                first: h.first,
+                records,
+            });
+        } else {
+            self.queue.reserve(h.count as usize);
+            let mut index = h.first;
+            let queue = &mut self.queue;
+            codec.decode_chunk(payload, h.count, |frame| {
+                queue.push_back(StreamItem::Frame { index, frame });
+                index = index.wrapping_add(1);
+            });
+        }
         self.next_frame = h.first.wrapping_add(h.count);
     }
 

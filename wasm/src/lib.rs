@@ -324,6 +324,14 @@ fn drain(d: &mut StreamDecoder, out: &mut Out) {
                     "flushSeconds": h.settings.flush_seconds,
                 })),
                 StreamItem::Frame { frame, .. } => out.frame(&frame),
+                // Not asked for (no `bsor_records`), handled alike all the same.
+                StreamItem::FrameRecords { records, .. } => {
+                    for record in records.chunks_exact(bsor::FRAME_SIZE) {
+                        if let Ok(record) = record.try_into() {
+                            out.frame(&bsor::decode_frame(record));
+                        }
+                    }
+                }
                 StreamItem::Events(b) => out.batch(&b),
                 StreamItem::Trailer(t) => out.messages.push(json!({
                     "type": "trailer",

@@ -171,9 +171,16 @@ impl Lossless {
         frame_from(actual)
     }
 
-    /// Decodes a frame: the same walk as [`plan`](Self::plan) and
-    /// [`encode`](Self::encode), written out part by part.
+    /// Decodes a frame.
     pub(crate) fn decode(&mut self, raw: &mut BitReader) -> Frame {
+        frame_from(&self.decode_columns(raw))
+    }
+
+    /// Decodes a frame's columns (in order, the 23 little-endian words of its BSOR frame
+    /// record): the same walk as [`plan`](Self::plan) and [`encode`](Self::encode), written
+    /// out part by part.
+    #[inline]
+    pub(crate) fn decode_columns(&mut self, raw: &mut BitReader) -> [u32; COLUMNS] {
         #[inline(always)]
         fn add(pred: u32, z: u32) -> u32 {
             unordered(ordered(pred).wrapping_add(unzigzag(z) as u32))
@@ -210,6 +217,6 @@ impl Lossless {
             };
         }
         self.history.push(actual);
-        frame_from(&actual)
+        actual
     }
 }

@@ -25,6 +25,8 @@ use lossy::{Lossy, Steps};
 
 /// Values per frame: time, fps, then per device position x y z and rotation x y z w.
 const COLUMNS: usize = 23;
+// A frame's columns are the words of its BSOR frame record, in order.
+const _: () = assert!(4 * COLUMNS == crate::bsor::FRAME_SIZE);
 /// Parts of the inclusion mask: time, fps, then per device position and rotation.
 const PARTS: usize = 8;
 
@@ -154,6 +156,30 @@ impl FrameCodec {
                 let f = c.encode(&actual, &mut rc);
                 *out = FrameOut::Range(rc);
                 f
+            }
+        }
+    }
+
+    /// Decodes the `count` frames of a chunk's payload as BSOR frame records (92 bytes
+    /// each), appended to `out`. A lossless frame's columns are its record's words, so its
+    /// record is written from them directly.
+    pub(crate) fn decode_chunk_records(&mut self, payload: &[u8], count: u32, out: &mut Vec<u8>) {
+        match self {
+            FrameCodec::Lossless(c) => {
+                let mut raw = BitReader::new(payload);
+                for _ in 0..count {
+                    let columns = c.decode_columns(&mut raw);
+                    let mut record = [0u8; crate::bsor::FRAME_SIZE];
+                    for (bytes, column) in record.chunks_exact_mut(4).zip(columns) {
+                        bytes.copy_from_slice(&column.to_le_bytes());
+                    }
+                    out.extend_from_slice(&record);
+                }
+            }
+            FrameCodec::Lossy(_) => {
+                self.decode_chunk(payload, count, |f| {
+                    out.extend_from_slice(&crate::bsor::encode_frame(&f));
+                });
             }
         }
     }
