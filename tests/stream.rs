@@ -829,9 +829,7 @@ fn items_as_records(stream: &[u8], records: bool, piece: usize) -> Vec<String> {
             out.push(format!("frames {first} {}", digest(&bytes)));
         }
     };
-    let take = |d: &mut StreamDecoder,
-                    run: &mut Option<(u32, Vec<u8>)>,
-                    out: &mut Vec<String>| loop {
+    let take = |d: &mut StreamDecoder, run: &mut Option<(u32, Vec<u8>)>, out: &mut Vec<String>| loop {
         match d.next_item() {
             Ok(Some(StreamItem::Frame { index, frame })) => {
                 let bytes = bsor::encode_frame(&frame);
