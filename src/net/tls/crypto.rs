@@ -1,8 +1,7 @@
 //! The clients' public-key cryptography: the relay's certificate chain and handshake
 //! signature checked with ECDSA on P-256 or P-384 (RustCrypto's `p256`, `p384` and `ecdsa`)
 //! or Ed25519 (`ed25519-dalek`, which signing links already), and the key exchange with
-//! X25519 (`curve25519-dalek`'s, on the same precomputed tables as signing) or P-256
-//! (`p256`). ring keeps what it does well (AES-GCM, HMAC and HKDF, hashing, random numbers);
+//! X25519 (`curve25519-dalek`, which signing links already) or P-256 (`p256`). ring keeps what it does well (AES-GCM, HMAC and HKDF, hashing, random numbers);
 //! its P-256 base-point table (151 KB), its curve code and its big-number code then drop
 //! out of the mod library at link time (docs/benchmarks.md, "The mod library's size").
 //!
