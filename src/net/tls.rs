@@ -10,6 +10,8 @@ use std::sync::Arc;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 
+mod crypto;
+
 /// The largest PEM file read: certificate chains and keys are a few kilobytes.
 const MAX_PEM: u64 = 1 << 20;
 
@@ -107,32 +109,6 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// The signature algorithms a client accepts, in the relay's certificate chain and its
-/// handshake signature: ECDSA with P-256 or P-384 and Ed25519, what current CAs (and rcgen)
-/// issue for TLS 1.3. RSA is left out: ring's RSA verification (PSS and PKCS#1, SHA-256)
-/// adds 13.8 KB to the mod library, where every kilobyte counts (docs/quest.md).
-static CLIENT_SIG_ALGS: rustls::crypto::WebPkiSupportedAlgorithms =
-    rustls::crypto::WebPkiSupportedAlgorithms {
-        all: &[
-            webpki::ring::ECDSA_P256_SHA256,
-            webpki::ring::ECDSA_P256_SHA384,
-            webpki::ring::ECDSA_P384_SHA256,
-            webpki::ring::ECDSA_P384_SHA384,
-            webpki::ring::ED25519,
-        ],
-        mapping: &[
-            (
-                rustls::SignatureScheme::ECDSA_NISTP384_SHA384,
-                &[webpki::ring::ECDSA_P384_SHA384],
-            ),
-            (
-                rustls::SignatureScheme::ECDSA_NISTP256_SHA256,
-                &[webpki::ring::ECDSA_P256_SHA256],
-            ),
-            (rustls::SignatureScheme::ED25519, &[webpki::ring::ED25519]),
-        ],
-    };
-
 /// Random numbers for the handshake, from ring (the operating system's generator), as
 /// rustls's own ring provider does.
 #[derive(Debug)]
@@ -166,14 +142,14 @@ impl rustls::crypto::KeyProvider for NoPrivateKeys {
 /// The clients' provider (the live sink's, and `publish`'s and `watch`'s, so that a relay
 /// one reaches is one the others reach), cut to what they use so that the linker drops the
 /// rest of ring and rustls (the mod library's size budget, scripts/cross-test.sh): TLS 1.3
-/// with AES-128-GCM, X25519 and P-256 key exchange (AES-128-GCM and P-256 are what every
-/// TLS 1.3 server must offer, RFC 8446 §9.1), [`CLIENT_SIG_ALGS`], no private keys.
+/// with ring's AES-128-GCM, X25519 and P-256 key exchange (AES-128-GCM and P-256 are what
+/// every TLS 1.3 server must offer, RFC 8446 §9.1) and ECDSA (P-256, P-384) and Ed25519
+/// signatures on the crates of [`crypto`] instead of ring's, no private keys.
 fn client_provider() -> Arc<rustls::crypto::CryptoProvider> {
-    use rustls::crypto::ring::{cipher_suite, kx_group};
     Arc::new(rustls::crypto::CryptoProvider {
-        cipher_suites: vec![cipher_suite::TLS13_AES_128_GCM_SHA256],
-        kx_groups: vec![kx_group::X25519, kx_group::SECP256R1],
-        signature_verification_algorithms: CLIENT_SIG_ALGS,
+        cipher_suites: vec![rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256],
+        kx_groups: vec![&crypto::X25519, &crypto::Secp256r1],
+        signature_verification_algorithms: crypto::SIG_ALGS,
         secure_random: &SystemRandom,
         key_provider: &NoPrivateKeys,
     })
@@ -378,6 +354,129 @@ mod tests {
             }
         }
         panic!("the handshake did not finish in 8 rounds");
+    }
+
+    /// A CA named `ca_name` with a key of `ca_alg` and a relay certificate for `localhost`
+    /// with a key of `relay_alg` that it signs: the CA's certificate as a PEM file in `dir` and
+    /// the relay's configuration. With `tamper`, one bit of the CA's signature on the relay's
+    /// certificate is flipped.
+    #[cfg(feature = "tokio")]
+    fn relay_signed_by(
+        dir: &Path,
+        ca_name: &str,
+        ca_alg: &'static rcgen::SignatureAlgorithm,
+        relay_alg: &'static rcgen::SignatureAlgorithm,
+        tamper: bool,
+    ) -> (PathBuf, Arc<rustls::ServerConfig>) {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+        let ca_key = KeyPair::generate_for(ca_alg).unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, ca_name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = params.self_signed(&ca_key).unwrap();
+        let key = KeyPair::generate_for(relay_alg).unwrap();
+        let cert = CertificateParams::new(vec!["localhost".into()])
+            .unwrap()
+            .signed_by(&key, &ca, &ca_key)
+            .unwrap();
+        let mut cert = cert.der().to_vec();
+        if tamper {
+            // The last byte of the signature, the certificate's last field.
+            *cert.last_mut().unwrap() ^= 1;
+        }
+        let ca_file = dir.join(format!("{ca_name}.pem"));
+        std::fs::write(&ca_file, ca.pem()).unwrap();
+        let key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
+        let server = rustls::ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.into()], key)
+            .unwrap();
+        (ca_file, Arc::new(server))
+    }
+
+    #[cfg(feature = "tokio")]
+    const KEY_TYPES: [&rcgen::SignatureAlgorithm; 3] = [
+        &rcgen::PKCS_ECDSA_P256_SHA256,
+        &rcgen::PKCS_ECDSA_P384_SHA384,
+        &rcgen::PKCS_ED25519,
+    ];
+
+    #[cfg(feature = "tokio")]
+    #[test]
+    fn clients_accept_relays_signed_by_their_ca_with_any_key_type() {
+        let dir = tempfile::tempdir().unwrap();
+        for ca_alg in KEY_TYPES {
+            for relay_alg in KEY_TYPES {
+                let (ca, server) = relay_signed_by(dir.path(), "CA", ca_alg, relay_alg, false);
+                handshake(client_config(&ca).unwrap(), server)
+                    .unwrap_or_else(|e| panic!("{ca_alg:?} CA, {relay_alg:?} relay: {e}"));
+            }
+        }
+    }
+
+    #[cfg(feature = "tokio")]
+    #[test]
+    fn clients_refuse_another_cas_relay_and_a_tampered_signature() {
+        use rustls::{CertificateError, Error};
+        let dir = tempfile::tempdir().unwrap();
+        for alg in KEY_TYPES {
+            let (_, server) = relay_signed_by(dir.path(), "CA", alg, alg, false);
+            // Another CA of the same key type, in the file the client trusts.
+            let (other_ca, _) = relay_signed_by(dir.path(), "another CA", alg, alg, false);
+            let err = handshake(client_config(&other_ca).unwrap(), server.clone()).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    Error::InvalidCertificate(CertificateError::UnknownIssuer)
+                ),
+                "{alg:?}: {err}"
+            );
+            // Another CA of the same name: its key does not check the relay's certificate.
+            let (same_name, _) = relay_signed_by(dir.path(), "CA", alg, alg, false);
+            let err = handshake(client_config(&same_name).unwrap(), server).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    Error::InvalidCertificate(CertificateError::BadSignature)
+                ),
+                "{alg:?}: {err}"
+            );
+            let (ca, server) = relay_signed_by(dir.path(), "CA", alg, alg, true);
+            let err = handshake(client_config(&ca).unwrap(), server).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    Error::InvalidCertificate(CertificateError::BadSignature)
+                ),
+                "{alg:?}: {err}"
+            );
+        }
+    }
+
+    /// Each key exchange group of the clients alone, against the relay's (ring's).
+    #[cfg(feature = "tokio")]
+    #[test]
+    fn clients_agree_keys_with_x25519_alone_and_p256_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let (cert, server) = relay_with(dir.path(), "kx", key);
+        for group in client_provider().kx_groups.iter() {
+            let mut provider = (*client_provider()).clone();
+            provider.kx_groups = vec![*group];
+            let mut roots = rustls::RootCertStore::empty();
+            roots.add(certificates(&cert).unwrap().remove(0)).unwrap();
+            let client = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
+                .with_protocol_versions(&[&rustls::version::TLS13])
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+            handshake(Arc::new(client), server.clone())
+                .unwrap_or_else(|e| panic!("{group:?}: {e}"));
+        }
     }
 
     #[cfg(feature = "tokio")]
