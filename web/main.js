@@ -3,6 +3,7 @@
 // is only ever set with textContent.
 import { Scene, View } from "./scene.js";
 import { Score } from "./score.js";
+import { Pacer } from "./pace.js";
 
 const FRAME_FLOATS = 22;
 const EVENT_FLOATS = 12;
@@ -16,6 +17,7 @@ const params = new URLSearchParams(location.search);
 const status = {
   ready: false, mode: "list", framesDecoded: 0, songTime: 0, score: 0, combo: 0, misses: 0,
   bytesFetched: 0, ended: false, lastError: null, firstFrameTime: null, framesRendered: 0,
+  drawRate: "full", rateChanges: 0,
 };
 window.bsorStatus = status;
 
@@ -442,15 +444,18 @@ function buildView(t) {
   }
 }
 
-const workTimes = new Float64Array(1024);
-const drawTimes = new Float64Array(1024);
+const workTimes = new Float64Array(4096);
+const drawTimes = new Float64Array(4096);
 let workCount = 0;
 let drawMs = 0;
-// The page's own work per rendered frame (ms, p50 and p99 of the last 1024), for the
+// The page's own work per rendered frame (ms, p50 and p99 of the last 4096), for the
 // benchmark (scripts/browser/bench.mjs); the first 10 frames (shader compilation) excluded.
 // `p50`/`p99`: decoding (the worker's messages), scene update and draw calls; `update`:
 // the same without the draw calls; `draw`: the draw calls alone (WebGL's calls, which may
-// wait for the GPU process).
+// wait for the GPU process). `bsorPerfRestart()` counts from the next frame.
+window.bsorPerfRestart = () => {
+  if (workCount > 10) workCount = 10;
+};
 window.bsorPerf = () => {
   const n = Math.min(Math.max(0, workCount - 10), workTimes.length);
   const quantiles = (a) => {
@@ -461,12 +466,27 @@ window.bsorPerf = () => {
   const all = quantiles(workTimes);
   const draw = quantiles(drawTimes);
   const update = quantiles(workTimes.map((w, i) => w - drawTimes[i]));
-  return { frames: workCount, p50: all.p50, p99: all.p99, update, draw };
+  return { frames: n, p50: all.p50, p99: all.p99, update, draw };
 };
+
+const pacer = new Pacer(params.get("rate") ?? "auto");
+status.drawRate = pacer.half ? "half" : "full";
+function paced(now) {
+  if (!pacer.frame(now)) return;
+  status.drawRate = pacer.half ? "half" : "full";
+  status.rateChanges = pacer.changes;
+  if (pacer.half) note(`drawing every other frame (${pacer.lastChange})`);
+}
+// An animation frame that is not drawn (at half rate).
+function rest(now) {
+  paced(now);
+  requestAnimationFrame(tick);
+}
 
 let lastNow = performance.now();
 let shownPause = null;
 function tick(now) {
+  paced(now);
   if (!sceneTried && totalFrames > 0) makeScene();
   if (sceneView && totalFrames === 0) {
     try {
@@ -531,7 +551,7 @@ function tick(now) {
   }
   messageWork = 0;
   drawMs = 0;
-  requestAnimationFrame(tick);
+  requestAnimationFrame(pacer.half ? rest : tick);
 }
 
 function clock(t) {

@@ -431,6 +431,38 @@ await test("local_bsor_plays", async (page) => {
   assert.ok(await page.isHidden("#list"));
 });
 
+// web/pace.js, by its times: a steady display keeps the full rate; one that misses 1 frame
+// in 8 gets the half rate after the warm-up and one window, tries the full rate again 10 s
+// later, falls back, and next tries after 20 s; a fixed rate never changes.
+await test("frame_pacing_halves_the_rate_when_frames_miss_the_display", async (page) => {
+  await page.goto(`${base}${wsParam ? `?${wsParam.slice(1)}` : ""}`);
+  await until(page, "the list", (s) => s.ready, 10);
+  const r = await page.evaluate(async () => {
+    const { Pacer } = await import("./pace.js");
+    const run = (p, times) => times.flatMap((t) => (p.frame(t) ? [[t, p.half]] : []));
+    const times = (n, late) => {
+      let t = 0;
+      return Array.from({ length: n }, (_, i) => (t += ((late && i % 8 === 7) ? 2 : 1) * (1000 / 60) + ((i * 7919) % 5 - 2) * 0.3));
+    };
+    const slow = times(2400, true);
+    const fixed = (mode) => { const p = new Pacer(mode); return { changes: run(p, slow), half: p.half }; };
+    const first = new Pacer();
+    run(first, slow.slice(0, 179));
+    const before = first.half;
+    first.frame(slow[179]);
+    return { steady: run(new Pacer(), times(2400, false)), slow: run(new Pacer(), slow), full: fixed("full"),
+      half: fixed("half"), before, after: first.half };
+  });
+  assert.deepEqual(r.steady, [], "a display that keeps its rate keeps the full rate");
+  assert.deepEqual([r.before, r.after], [false, true], "half rate at the end of the first counted window");
+  assert.deepEqual(r.slow.map(([, half]) => half), [true, false, true, false, true]);
+  const gaps = r.slow.slice(1).map(([t], i) => t - r.slow[i][0]);
+  assert.ok(gaps[0] >= 10000 && gaps[0] < 10050, `retried after 10 s: ${gaps[0]}`);
+  assert.ok(gaps[2] >= 20000 && gaps[2] < 20050, `then after 20 s: ${gaps[2]}`);
+  assert.deepEqual(r.full, { changes: [], half: false });
+  assert.deepEqual(r.half, { changes: [], half: true });
+});
+
 await browser.close();
 for (const c of children) if (c.exitCode === null) c.kill("SIGTERM");
 statics.close();
