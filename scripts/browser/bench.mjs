@@ -6,11 +6,12 @@
 // 2. load to first frame (the page's firstFrameTime) for a live session and for a 4-minute
 //    stored replay;
 // 3. the page's own work per rendered frame (decode messages, scene update and drawing
-//    calls, p50 and p99 over about 10 s of a replay at 1x), in wall-clock time
-//    (`performance.now()`, the page's own figure); then, on a second load of the same
-//    replay, the main thread's CPU time for the same work and the same frames, from a
-//    DevTools trace: on a loaded machine the wall-clock figure also counts the time the
-//    thread waited for a core.
+//    calls, p50 and p99 over 60 s and 10 s of a replay at 1x), in wall-clock time
+//    (`performance.now()`, the page's own figure), at the rate the page chooses (web/pace.js)
+//    and again with every frame drawn (`&rate=full`), each with the CPU time Chromium's GPU
+//    process took meanwhile; then, on another load of the replay, the main thread's CPU
+//    time for the same work and the same frames, from a DevTools trace: on a loaded machine
+//    the wall-clock figure also counts the time the thread waited for a core.
 import { spawn, execFileSync } from "node:child_process";
 import { createServer } from "node:http";
 import { mkdtempSync, readFileSync, writeFileSync, rmSync, readdirSync, existsSync } from "node:fs";
@@ -138,14 +139,50 @@ const storedFirst = await stored.evaluate(() => window.bsorStatus.firstFrameTime
 console.log(`4-minute stored replay (${readFileSync(join(tmp, "long.bsors")).length} bytes): first frame ${storedFirst.toFixed(0)} ms after navigation start`);
 
 // 3. Own work per frame over 10 s of playing.
-await stored.waitForTimeout(10000);
-const perf = await stored.evaluate(() => window.bsorPerf());
-console.log(`own work per rendered frame: p50 ${perf.p50.toFixed(2)} ms, p99 ${perf.p99.toFixed(2)} ms over ${perf.frames} frames`);
-console.log(`  of which decoding and scene update: p50 ${perf.update.p50.toFixed(2)} ms, p99 ${perf.update.p99.toFixed(2)} ms;` +
-  ` draw calls: p50 ${perf.draw.p50.toFixed(2)} ms, p99 ${perf.draw.p99.toFixed(2)} ms`);
+// CPU time (user and system, in clock ticks of 10 ms) of Chromium's GPU process, which
+// renders WebGL in software on this machine.
+const gpuTicks = () => {
+  let ticks = 0;
+  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    try {
+      if (!readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("--type=gpu-process")) continue;
+      const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+      ticks += Number(f[11]) + Number(f[12]);
+    } catch {
+      // the process ended
+    }
+  }
+  return ticks;
+};
+// Measured from 5 s after the first frame (past the first decision of web/pace.js, about
+// 3 s in at 60 Hz): at the page's rate for 60 s, which take in its tries of the full rate
+// (10 s after it falls back to half rate, then 20 s after the next fall; 2 s each), and
+// with every frame drawn for 10 s.
+const ownWork = async (p, label, seconds) => {
+  await p.waitForTimeout(5000);
+  await p.evaluate(() => window.bsorPerfRestart());
+  const g0 = gpuTicks();
+  await p.waitForTimeout(seconds * 1000);
+  const gpu = (gpuTicks() - g0) / 100 / seconds;
+  const perf = await p.evaluate(() => window.bsorPerf());
+  const st = await p.evaluate(() => window.bsorStatus);
+  console.log(`own work per rendered frame, ${label}: p50 ${perf.p50.toFixed(2)} ms, p99 ${perf.p99.toFixed(2)} ms` +
+    ` over ${perf.frames} frames (drawing at ${st.drawRate} rate, ${st.rateChanges} rate changes; GPU process ${gpu.toFixed(2)} cores)`);
+  console.log(`  of which decoding and scene update: p50 ${perf.update.p50.toFixed(2)} ms, p99 ${perf.update.p99.toFixed(2)} ms;` +
+    ` draw calls: p50 ${perf.draw.p50.toFixed(2)} ms, p99 ${perf.draw.p99.toFixed(2)} ms`);
+};
+await ownWork(stored, "the page's rate", 60);
+await stored.close();
+{
+  const full = await browser.newPage();
+  await full.goto(`${base}?src=long.bsors&rate=full`);
+  await full.waitForFunction(() => window.bsorStatus.firstFrameTime !== null, null, { timeout: 20000 });
+  await ownWork(full, "every frame drawn", 10);
+  await full.close();
+}
 
-// The same work in CPU time: a trace of a second load of the replay, counted from its first
-// frame (the page's mark) for 10 s, the first 10 frames left out as in the page's figure.
+// The same work in CPU time: a trace of another load of the replay at the page's rate,
+// counted from 5 s after its first frame (the page's mark) for 10 s, as above.
 {
   const again = await browser.newPage();
   const cdp = await browser.newCDPSession(again);
@@ -156,33 +193,38 @@ console.log(`  of which decoding and scene update: p50 ${perf.update.p50.toFixed
   await again.goto(`${base}?src=long.bsors`);
   await again.waitForFunction(() => window.bsorStatus.firstFrameTime !== null, null, { timeout: 20000 });
   const frameId = (await cdp.send("Page.getFrameTree")).frameTree.frame.id;
-  await again.waitForTimeout(10000);
+  await again.waitForTimeout(15000);
   await cdp.send("Tracing.end");
   await complete;
-  // On the page's main thread, from its first frame: each animation frame (the tick), plus
-  // the calls into the page's code since the frame before (the worker's messages).
+  // On the page's main thread, from its first frame: each drawn animation frame (the
+  // tick; frames left undrawn at half rate call `rest` instead), plus the calls into the
+  // page's code since the frame before (the worker's messages).
   const mark = events.find((e) => e.name === "bsor-first-frame");
   const raf = events.filter((e) => e.name === "FireAnimationFrame" && e.ph === "X" && e.args?.data?.frame === frameId);
   const main = raf.length ? [raf[0].pid, raf[0].tid] : [0, 0];
-  const mine = events.filter((e) => e.pid === main[0] && e.tid === main[1] && e.ph === "X" &&
-    mark && e.ts >= mark.ts - 50000 &&
-    (e.name === "FireAnimationFrame" ? e.args?.data?.frame === frameId
-      : e.name === "FunctionCall" && e.args?.data?.frame === frameId && e.args?.data?.functionName !== "tick"))
+  const onMain = (e) => e.pid === main[0] && e.tid === main[1] && e.ph === "X";
+  const rests = events.filter((e) => onMain(e) && e.name === "FunctionCall" && e.args?.data?.functionName === "rest");
+  const undrawn = (e) => rests.some((r) => r.ts >= e.ts && r.ts <= e.ts + e.dur);
+  const from = mark ? mark.ts + 5e6 : Infinity;
+  const mine = events.filter((e) => onMain(e) && e.ts >= from - 50000 &&
+    (e.name === "FireAnimationFrame" ? e.args?.data?.frame === frameId && !undrawn(e)
+      : e.name === "FunctionCall" && e.args?.data?.frame === frameId &&
+        !["tick", "rest"].includes(e.args?.data?.functionName)))
     .sort((a, b) => a.ts - b.ts);
   const cpu = [];
   let pending = 0;
   for (const e of mine) {
     if (e.name === "FunctionCall") pending += (e.tdur ?? e.dur) / 1000;
-    else if (e.ts + e.dur >= mark.ts) {
+    else if (e.ts >= from) {
       cpu.push((e.tdur ?? e.dur) / 1000 + pending);
       pending = 0;
     }
   }
-  const s = cpu.slice(10).sort((a, b) => a - b);
+  const s = cpu.sort((a, b) => a - b);
   const q = (p) => s[Math.min(s.length - 1, Math.floor(p * s.length))];
   if (s.length) {
     console.log(`own work per rendered frame in CPU time (trace): p50 ${q(0.5).toFixed(2)} ms, p99 ${q(0.99).toFixed(2)} ms over ${s.length} frames` +
-      ` (${mine.filter((e) => e.name === "FunctionCall").length} calls from messages)`);
+      ` (${mine.filter((e) => e.name === "FunctionCall").length} calls from messages, ${rests.filter((r) => r.ts >= from).length} frames not drawn)`);
   }
   await again.close();
 }
