@@ -869,23 +869,29 @@ fn signed_stream(replay: &bsor::Replay, nonce: u8) -> Vec<u8> {
 }
 
 /// A `.witness` file of the statements the witness `seed` makes for every checkpoint and the
-/// final checkpoint of `stream`, the i-th received at `t0 + 1000 i` (Unix ms).
+/// final checkpoint of `stream`, a second apart, the last (the final checkpoint's, which
+/// dates the play) received at `t0` (Unix ms).
 fn witness_file(seed: [u8; 32], stream: &[u8], t0: u64) -> Vec<u8> {
     use bsor_stream::integrity::witness::{append_record, Witness};
     let w = Witness::new(bsor_stream::integrity::SigningKey::from_bytes(&seed));
     let (_, _, spans) = split_stream(stream).unwrap();
+    let signing: Vec<(u8, &[u8])> = spans
+        .iter()
+        .filter_map(|c| match c.header.kind {
+            ChunkType::Unknown(kind) => Some((kind, &c.bytes(stream)[c.header_len..])),
+            _ => None,
+        })
+        .filter(|(kind, p)| w.countersign(*kind, p, 0).is_some())
+        .collect();
+    let n = signing.len() as u64;
+    assert!(n >= 2, "the signed stream has {n} checkpoints");
     let mut out = Vec::new();
-    let mut i = 0;
-    for c in &spans {
-        let ChunkType::Unknown(kind) = c.header.kind else {
-            continue;
-        };
-        if let Some(s) = w.countersign(kind, &c.bytes(stream)[c.header_len..], t0 + 1000 * i) {
-            append_record(&mut out, &s);
-            i += 1;
-        }
+    for (i, (kind, p)) in signing.into_iter().enumerate() {
+        let s = w
+            .countersign(kind, p, t0 - 1000 * (n - 1 - i as u64))
+            .unwrap();
+        append_record(&mut out, &s);
     }
-    assert!(i >= 2, "the signed stream has {i} checkpoints");
     out
 }
 
@@ -1176,17 +1182,142 @@ fn statements_date_only_a_stream_whose_signatures_hold() {
     let trusted = [public(WITNESS)];
     assert_eq!(server::witnessed(&signed, &file, &trusted), Some(t0 as i64));
     assert_eq!(server::witnessed(&signed, &file, &[public([1; 32])]), None);
-    // The same chunks behind a header that names another player: the statements still
-    // match its checkpoints, but the key chunk's binding fails, so they date nothing.
+    // The same chunks behind a header that names another player: the key chunk's binding
+    // fails, so no checkpoint verifies and the statements name nothing the stream holds.
     let (mut header, len) = StreamHeader::parse_prefix_len(&signed).unwrap().unwrap();
     header.info.player_id = BsorString::new("p2");
     let mut changed = header.encode();
     changed.extend_from_slice(&signed[len..]);
-    assert_eq!(
-        check_witnesses(&changed, &file, &trusted).existed_by_ms,
-        Some(t0)
-    );
+    let rep = check_witnesses(&changed, &file, &trusted);
+    assert_eq!(rep.existed_by_ms, None);
+    assert!(rep.witnesses.is_empty(), "{:?}", rep.witnesses);
     assert_eq!(server::witnessed(&changed, &file, &trusted), None);
+}
+
+/// Forgery without the key, through the upload: a forged events chunk in front of a
+/// player's signed stream's key chunk. Refused as a signature that does not verify, so the
+/// forged notes are never stored as the player's signed play.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_stream_with_forged_records_before_its_key_chunk_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = trusting(dir.path()).await;
+    let addr = listen(srv.clone()).await;
+    let original = play(33, 12.0, "p1");
+    let signed = signed_stream(&original, 6);
+    // The forged notes: the first moved by 0.25 s, as an events chunk of an unsigned encode.
+    let mut forged = original.clone();
+    forged.frames.clear();
+    forged.notes[0].event_time += 0.25;
+    let plain = transcode::encode_replay(&forged, Settings::live(Profile::Lossless));
+    let (_, _, pspans) = split_stream(&plain).unwrap();
+    let events = pspans
+        .iter()
+        .find(|c| c.header.kind == ChunkType::Events)
+        .unwrap();
+    let (_, hl, spans) = split_stream(&signed).unwrap();
+    let mut out = signed[..hl].to_vec();
+    let mut seq = 0u32;
+    let mut put = |h: &bsor_stream::stream::ChunkHeader, payload: &[u8], out: &mut Vec<u8>| {
+        bsor_stream::stream::ChunkHeader::new(h.kind, seq, h.first, h.count, h.t0)
+            .write_to(payload, out);
+        seq += 1;
+    };
+    put(
+        &events.header,
+        &events.bytes(&plain)[events.header_len..],
+        &mut out,
+    );
+    for c in spans.iter().filter(|c| c.header.kind != ChunkType::Index) {
+        put(&c.header, &c.bytes(&signed)[c.header_len..], &mut out);
+    }
+    let (decoded, _) = transcode::decode_replay(&out).unwrap();
+    assert_eq!(decoded.notes[0].event_time, forged.notes[0].event_time);
+    let r = upload(addr, "tok1", &out).await;
+    assert_refusal(&r, 400, "bad-signature");
+    assert!(
+        r.json()["reason"].as_str().unwrap().contains("first chunk"),
+        "{}",
+        r.json()
+    );
+    assert!(srv.index.blobs(10).await.unwrap().is_empty());
+}
+
+/// Theft by pre-dating, through the upload: the thief had a trusted witness date a
+/// note-free prefix of frames long ago (its checkpoint 0), then signs the victim's events
+/// behind the byte-identical prefix with the same key and nonce and uploads it with that
+/// statement after the victim's upload. The statement checks, but dates only the prefix:
+/// the thief's play is dated by its upload, later than the victim's, and refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_witnessed_prefix_does_not_take_a_later_play() {
+    use bsor_stream::integrity::witness::{append_record, Witness};
+    use bsor_stream::integrity::{self, Signer, CHECKPOINT_CHUNK};
+    let dir = tempfile::tempdir().unwrap();
+    let srv = trusting(dir.path()).await;
+    let addr = listen(srv.clone()).await;
+    let live = Settings::live(Profile::Lossless);
+    let thief_key = [9u8; 32];
+    let sign = |r: &bsor::Replay| {
+        let signer = Signer::new(integrity::SigningKey::from_bytes(&thief_key), [0x5a; 16]);
+        integrity::sign_replay(r, live, signer).unwrap()
+    };
+    let first_checkpoint = |s: &[u8]| {
+        let (_, _, spans) = split_stream(s).unwrap();
+        let c = spans
+            .iter()
+            .find(|c| c.header.kind == ChunkType::Unknown(CHECKPOINT_CHUNK))
+            .unwrap();
+        c.bytes(s)[c.header_len..].to_vec()
+    };
+    // The victim's play: its notes start after the first keyframe group, as a song's do.
+    let mut victim = play(34, 12.0, "p1");
+    victim.notes.retain(|n| n.event_time > 2.0);
+    victim.walls.retain(|x| x.time > 2.0);
+    victim.heights.retain(|x| x.time > 2.0);
+    victim.pauses.retain(|x| x.time > 2.0);
+    let r = upload(addr, "tok1", &bsor::to_vec(&victim).unwrap()).await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let victim_id = r.json()["id"].as_str().unwrap().to_string();
+
+    // The thief's copy under p2, and the prefix: its first group's frames, no event.
+    let mut copy = victim.clone();
+    copy.info.player_id = BsorString::new("p2");
+    let stolen = sign(&copy);
+    let n0 = {
+        let c = first_checkpoint(&stolen);
+        u32::from_le_bytes(c[57..61].try_into().unwrap()) as usize
+    };
+    let mut prefix = copy.clone();
+    prefix.frames.truncate(n0);
+    prefix.notes.clear();
+    prefix.walls.clear();
+    prefix.heights.clear();
+    prefix.pauses.clear();
+    let witnessed = first_checkpoint(&sign(&prefix));
+    assert_eq!(
+        witnessed,
+        first_checkpoint(&stolen),
+        "a byte-identical prefix"
+    );
+    let w = Witness::new(integrity::SigningKey::from_bytes(&WITNESS));
+    let mut file = Vec::new();
+    append_record(
+        &mut file,
+        &w.countersign(CHECKPOINT_CHUNK, &witnessed, an_hour_ago())
+            .unwrap(),
+    );
+    let header = b64(&file);
+    let r = request(
+        addr,
+        "POST",
+        "/replays",
+        &[("Authorization", "Bearer tok2"), ("Bsor-Witness", &header)],
+        &stolen,
+    )
+    .await;
+    assert_refusal(&r, 409, "same-play");
+    // The victim's replay stands.
+    let got = request(addr, "GET", &format!("/replays/{victim_id}"), &[], b"").await;
+    assert_eq!(got.status, 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -80,7 +80,10 @@ fn a_trusted_witness_covers_every_checkpoint_and_dates_the_recording() {
         (got.earliest_ms, got.latest_ms),
         (T0, T0 + 1000 * checkpoints as u64)
     );
-    assert_eq!(rep.existed_by_ms, Some(T0));
+    // The play existed when the witness had its final checkpoint, the last statement: the
+    // earlier ones date only the checkpoints they name.
+    assert_eq!(got.final_ms, Some(T0 + 1000 * checkpoints as u64));
+    assert_eq!(rep.existed_by_ms, Some(T0 + 1000 * checkpoints as u64));
 }
 
 /// `verify_witnessed` (the statements on a second thread) reports what the two calls
@@ -112,7 +115,7 @@ fn an_untrusted_witness_is_listed_but_dates_nothing() {
 }
 
 /// Backdating: a statement whose time was moved earlier no longer verifies, and the
-/// recording's "existed by" time comes from the statements that do.
+/// recording's "existed by" time comes from the final checkpoint's statement.
 #[test]
 fn a_statement_with_a_forged_time_is_rejected() {
     let s = signed();
@@ -131,9 +134,18 @@ fn a_statement_with_a_forged_time_is_rejected() {
         "{:?}",
         rep.rejected
     );
-    // The forged statement's checkpoint is not counted, and the date is the next one's.
+    // The forged statement's checkpoint is not counted; the date is the final one's.
     assert!(!rep.witnesses[0].checkpoints.contains(&0));
-    assert_eq!(rep.existed_by_ms, Some(T0 + 1000));
+    let (checkpoints, _) = checkpoints_in(&s);
+    assert_eq!(rep.existed_by_ms, Some(T0 + 1000 * checkpoints as u64));
+    // The final checkpoint's statement forged earlier: rejected, and nothing dates the play.
+    let mut file = witness_file(&w, &s);
+    let last = file.len() - STATEMENT_LEN + 86;
+    let t = u64::from_le_bytes(file[last..last + 8].try_into().unwrap());
+    file[last..last + 8].copy_from_slice(&(t - 86_400_000).to_le_bytes());
+    let rep = check_witnesses(&s, &file, &[w.public_key()]);
+    assert_eq!(rep.rejected.len(), 1, "{:?}", rep.rejected);
+    assert_eq!(rep.existed_by_ms, None);
 }
 
 #[test]
@@ -177,10 +189,9 @@ fn statements_for_another_recording_are_rejected() {
     );
 }
 
-/// The batch path gives up on one bad signature, and every statement is then checked on
-/// its own: only the bad one fails.
+/// Each statement is checked on its own: one bad signature fails alone.
 #[test]
-fn one_bad_signature_in_a_batch_fails_alone() {
+fn one_bad_signature_fails_alone() {
     let s = signed();
     let file = witness_file(&witness(WITNESS), &s);
     let mut statements: Vec<Statement> = parse_file(&file)
@@ -212,7 +223,8 @@ fn a_cut_file_keeps_its_whole_records() {
     assert!(rep.cut);
     assert!(rep.rejected.is_empty());
     assert!(!rep.witnesses[0].final_checkpoint);
-    assert_eq!(rep.existed_by_ms, Some(T0));
+    // Without the final checkpoint's statement nothing dates the play.
+    assert_eq!(rep.existed_by_ms, None);
 }
 
 /// The vector `proto-spec/vectors/signed.witness` (integrity.md §12.4): the test witness
@@ -234,6 +246,60 @@ fn the_witness_vector_is_reproduced_and_verifies() {
     );
     let rep = check_witnesses(&stream, &stored, &[w.public_key()]);
     assert!(rep.rejected.is_empty());
-    assert_eq!(rep.existed_by_ms, Some(T0));
+    let (checkpoints, _) = checkpoints_in(&stream);
+    assert_eq!(rep.existed_by_ms, Some(T0 + 1000 * checkpoints as u64));
     assert!(rep.witnesses[0].final_checkpoint);
+}
+
+/// Theft by pre-dating: the thief has a witness date a note-free prefix of their own
+/// (checkpoint 0), then signs a victim's play behind the byte-identical prefix with the same
+/// key and nonce. Every statement on the prefix still checks against the new stream, but
+/// dates only the prefix: the play is dated by its final checkpoint, which no witness saw
+/// before the victim's play existed.
+#[test]
+fn a_witnessed_prefix_does_not_date_a_play_signed_behind_it() {
+    use bsor_stream::stream::{Profile, Settings};
+    let settings = Settings::live(Profile::Lossless);
+    // The victim's play, with no event in its first keyframe group (a song's first notes
+    // come after a few seconds); the thief signs it behind their own first group.
+    let mut victim = replay(7);
+    let group = |r: &bsor_stream::bsor::Replay| {
+        let s = sign(r, settings, KEY_B, NONCE_2);
+        let (_, _, spans) = split_stream(&s).unwrap();
+        let c = spans
+            .iter()
+            .find(|c| c.header.kind == ChunkType::Unknown(CHECKPOINT_CHUNK))
+            .unwrap();
+        let payload = c.bytes(&s)[c.header_len..].to_vec();
+        let frames = u32::from_le_bytes(payload[57..61].try_into().unwrap()) as usize;
+        (s, payload, frames)
+    };
+    let (_, _, n0) = group(&victim);
+    let cut = victim.frames[n0].time + 0.1;
+    victim.notes.retain(|n| n.event_time > cut);
+    victim.walls.retain(|x| x.time > cut);
+    victim.heights.retain(|x| x.time > cut);
+    victim.pauses.retain(|x| x.time > cut);
+    assert!(!victim.notes.is_empty());
+    let (stolen, stolen_first, n0) = group(&victim);
+    // The prefix: those frames alone, no event, streamed through the witness long before.
+    let mut prefix = victim.clone();
+    prefix.frames.truncate(n0);
+    prefix.notes.clear();
+    prefix.walls.clear();
+    prefix.heights.clear();
+    prefix.pauses.clear();
+    let (_, prefix_first, _) = group(&prefix);
+    assert_eq!(
+        prefix_first, stolen_first,
+        "a byte-identical first checkpoint"
+    );
+    let w = witness(WITNESS);
+    let st = w.countersign(CHECKPOINT_CHUNK, &prefix_first, T0).unwrap();
+    let mut file = Vec::new();
+    append_record(&mut file, &st);
+    let rep = check_witnesses(&stolen, &file, &[w.public_key()]);
+    assert!(rep.rejected.is_empty(), "{:?}", rep.rejected);
+    assert_eq!(rep.witnesses[0].checkpoints, vec![0], "the prefix checks");
+    assert_eq!(rep.existed_by_ms, None, "but dates nothing of the play");
 }

@@ -201,3 +201,44 @@ fn publish_with_key_through_a_relay_archives_a_valid_stream() {
         "{v}"
     );
 }
+
+/// The forgeries of the signed vectors (integrity.md §10), as a user would check them:
+/// records in front of the key chunk and records out of order verify as invalid, exit 1,
+/// with the reason; and `decode` writes neither with a signature.
+#[test]
+fn forged_vectors_are_invalid_and_decode_unsigned() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto-spec/vectors");
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, why) in [
+        ("signed.prefixed.bsors", "is not the stream's first chunk"),
+        ("signed.reordered.bsors", "out of order"),
+    ] {
+        let file = dir.join(name);
+        let (code, v) = verify_json(&file);
+        assert_eq!(
+            (code, v["verdict"].as_str()),
+            (Some(1), Some("invalid")),
+            "{name}"
+        );
+        assert!(v["reason"].as_str().unwrap().contains(why), "{name}: {v}");
+        let out_file = tmp.path().join(format!("{name}.bsor"));
+        // (The reordered one decodes incomplete, exit 2: its frames come out of order.)
+        let out = run(&[
+            os("decode"),
+            file.as_os_str(),
+            os("-o"),
+            out_file.as_os_str(),
+        ]);
+        assert!(
+            out.status.code() != Some(1),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (code, v) = verify_json(&out_file);
+        assert_eq!(
+            (code, v["verdict"].as_str()),
+            (Some(1), Some("unsigned")),
+            "{name}: {v}"
+        );
+    }
+}

@@ -114,6 +114,9 @@ fn a_witness_relay_dates_a_published_recording() {
     );
     let existed = v["existedBy"].as_u64().expect("existedBy");
     assert!(existed >= before.saturating_sub(1000), "{existed} {before}");
+    // The play is dated by the final checkpoint's statement, not the first one's.
+    assert_eq!(w["finalTime"].as_u64(), Some(existed), "{v}");
+    assert!(w["time"].as_u64().unwrap() <= existed, "{v}");
     assert_eq!(v["witnessStatementsRejected"], serde_json::json!([]));
 
     // Untrusted: listed, dates nothing.

@@ -128,9 +128,31 @@ fn sign(key: &SigningKey, domain: &[u8], body: &[u8]) -> [u8; 64] {
     key.sign(&msg).to_bytes()
 }
 
+/// A public key as a verifier must take it (`integrity.md` §1): the canonical encoding of a
+/// curve point that is torsion-free (in the prime-order subgroup, so neither of small nor of
+/// mixed order). `verify_strict` refuses small-order keys but not mixed-order ones, whose
+/// holder can make signatures that verifiers disagree on ("Taming the many EdDSAs",
+/// Chalkias et al., 2020); the error says which rule the bytes break ("is not …").
+pub fn strict_key(bytes: &[u8; 32]) -> Result<VerifyingKey, &'static str> {
+    use curve25519_dalek::edwards::CompressedEdwardsY;
+    let point = CompressedEdwardsY(*bytes)
+        .decompress()
+        .ok_or("is not a curve point")?;
+    if point.compress().to_bytes() != *bytes {
+        return Err("is not the canonical encoding of its point");
+    }
+    if point.is_small_order() {
+        return Err("is not a usable key: a point of small order");
+    }
+    if !point.is_torsion_free() {
+        return Err("is not torsion-free: a point of mixed order");
+    }
+    VerifyingKey::from_bytes(bytes).map_err(|_| "is not a curve point")
+}
+
 /// A signature a parse has read but not checked: the message it signs (domain string and
-/// body), the signature, and the signature's byte offset in the payload. Checked alone
-/// with [`check`](Self::check), or with others at once (`batch::all_verify`).
+/// body), the signature, and the signature's byte offset in the payload, checked with
+/// [`check`](Self::check).
 #[derive(Clone, Debug)]
 pub(crate) struct Unchecked {
     pub message: Vec<u8>,
@@ -216,8 +238,7 @@ impl KeyChunk {
                 payload.len() - c.at
             ));
         }
-        let vk = VerifyingKey::from_bytes(&key)
-            .map_err(|_| "public key at byte 1 is not a curve point".to_string())?;
+        let vk = strict_key(&key).map_err(|why| format!("public key at byte 1 {why}"))?;
         Ok((
             KeyChunk {
                 key,

@@ -10,7 +10,6 @@
 //! A signature proves only that the holder of a key produced the stream: a key means a
 //! player once a key registry binds it to one (the replay server's).
 
-mod batch;
 mod carry;
 mod entry;
 pub mod fingerprint;
@@ -20,17 +19,19 @@ mod verify;
 pub mod witness;
 
 pub use carry::{sign_replay, transcode_signed, transcode_with_entry, verify_bsor, CarryError};
-pub use ed25519_dalek::{SigningKey, VerifyingKey};
+pub use ed25519_dalek::{Signature, SigningKey, VerifyingKey};
 pub use entry::{
     add_entry, neutral_offsets, take_entry, EntryError, SigningChunks, ADDED_OFFSETS,
     ADDED_USER_DATA, ENTRY_KEY, ENTRY_VERSION,
 };
 pub use layout::{
-    final_hash, Checkpoint, FinalCheckpoint, KeyChunk, Ranges, CHECKPOINT_CHUNK, CHECKPOINT_LEN,
-    FINAL_CHUNK, FINAL_LEN, KEY_CHUNK, MAX_KEY_LEN, NONCE_LEN, VERSION,
+    final_hash, strict_key, Checkpoint, FinalCheckpoint, KeyChunk, Ranges, CHECKPOINT_CHUNK,
+    CHECKPOINT_LEN, FINAL_CHUNK, FINAL_LEN, KEY_CHUNK, MAX_KEY_LEN, NONCE_LEN, VERSION,
 };
 pub use sign::{SignError, Signer};
-pub use verify::{verify_stream, verify_stream_live, Report, Verdict, Verifier, MAX_UNCHECKED};
+pub use verify::{
+    decode_verified, verify_stream, Report, Verdict, VerifiedReplay, Verifier, MAX_UNCHECKED,
+};
 
 /// Is this chunk type byte one of the signing chunks (key, checkpoint, final)?
 pub fn is_integrity_chunk(kind: u8) -> bool {

@@ -6,13 +6,14 @@ use std::collections::{BTreeMap, VecDeque};
 
 use ed25519_dalek::VerifyingKey;
 
-use crate::bsor::{BsorString, Frame, Height, NoteEvent, Pause, Wall};
-use crate::stream::{ChunkHeader, ChunkType, DamageKind, StreamDecoder, StreamItem, Trailer};
+use crate::bsor::{BsorString, Frame, Height, NoteEvent, Pause, Replay, Wall};
+use crate::stream::{
+    ChunkHeader, ChunkType, DamageKind, StreamDecoder, StreamError, StreamItem, Trailer,
+};
 
-use super::batch::{all_verify, Signed};
 use super::layout::{
     binding_of, chain_hash, final_hash, Checkpoint, FinalCheckpoint, KeyChunk, Ranges,
-    RecordHasher, Unchecked, CHECKPOINT_CHUNK, FINAL_CHUNK, KEY_CHUNK, KINDS,
+    RecordHasher, CHECKPOINT_CHUNK, FINAL_CHUNK, KEY_CHUNK, KINDS, NONCE_LEN,
 };
 
 /// The most records a verifier holds that no checkpoint has covered yet: a signed stream
@@ -200,18 +201,77 @@ impl Held {
         each(&self.pauses, 4, r, |p| h.pause(p))?;
         Ok((h.take(), last))
     }
+
+    /// Appends the records of `r` (all held: [`hash`](Self::hash) found them) to `out`,
+    /// in index order.
+    fn release(&self, r: &Ranges, out: &mut Released) {
+        fn each<T: Copy>(m: &Kept<T>, k: usize, r: &Ranges, out: &mut Vec<T>) {
+            for i in 0..r.count[k] {
+                if let Some(x) = m.get(&r.first[k].wrapping_add(i)) {
+                    out.push(*x);
+                }
+            }
+        }
+        each(&self.frames, 0, r, &mut out.frames);
+        each(&self.notes, 1, r, &mut out.notes);
+        each(&self.walls, 2, r, &mut out.walls);
+        each(&self.heights, 3, r, &mut out.heights);
+        each(&self.pauses, 4, r, &mut out.pauses);
+    }
 }
 
-/// Holds records `first..` of a kind; the index of one that came before (held, or below
-/// `covered`, the end of what the checkpoints so far covered).
-fn put<T: Copy>(m: &mut Kept<T>, covered: Option<u32>, first: u32, rs: &[T]) -> Result<(), u32> {
+/// The records the checkpoints covered, in index order: what a verifying decode yields
+/// ([`decode_verified`]).
+#[derive(Debug, Default)]
+struct Released {
+    frames: Vec<Frame>,
+    notes: Vec<NoteEvent>,
+    walls: Vec<Wall>,
+    heights: Vec<Height>,
+    pauses: Vec<Pause>,
+}
+
+/// A signing chunk that verified: its chain value, whether it is the final checkpoint, and
+/// its index (what a witness statement names, `integrity.md` §12.3).
+pub(crate) type Verified = ([u8; 32], bool, u32);
+
+/// How records of a kind arrived against the order they must come in.
+enum Order {
+    /// Each was the next one due.
+    InOrder,
+    /// The first one was past the next one due: the records between were not received.
+    Gap { due: u64, found: u32 },
+}
+
+/// Holds records `first..` of a kind, which must come in index order (`integrity.md` §8:
+/// each record once, each after the one before it); `due` is the index of the next one,
+/// once known. Err: the index of one that came before (held, below `covered`, the end of
+/// what the checkpoints so far covered, or below the next one due).
+fn put<T: Copy>(
+    m: &mut Kept<T>,
+    covered: Option<u32>,
+    due: &mut Option<u64>,
+    first: u32,
+    rs: &[T],
+) -> Result<Order, u32> {
+    let mut order = Order::InOrder;
     for (i, r) in rs.iter().enumerate() {
-        let at = first.wrapping_add(i as u32);
-        if covered.is_some_and(|c| at < c) || !m.insert(at, *r) {
+        let Some(at) = u32::try_from(i).ok().and_then(|i| first.checked_add(i)) else {
+            // Past the last index there is: no record can be there.
+            return Err(u32::MAX);
+        };
+        let wide = u64::from(at);
+        if covered.is_some_and(|c| at < c) || due.is_some_and(|d| wide < d) || !m.insert(at, *r) {
             return Err(at);
         }
+        if let (Some(d), Order::InOrder) = (*due, &order) {
+            if wide != d {
+                order = Order::Gap { due: d, found: at };
+            }
+        }
+        *due = Some(wide + 1);
     }
-    Ok(())
+    Ok(order)
 }
 
 const KIND_NAMES: [&str; KINDS] = ["frame", "note", "wall", "height", "pause"];
@@ -219,17 +279,23 @@ const BINDING_NAMES: [&str; 5] = ["player ID", "map hash", "difficulty", "mode",
 
 /// Verifies one stream as it is read: give it every item a [`StreamDecoder`] yields
 /// ([`item`](Self::item)) and the payload of every signing chunk the decoder skipped
-/// ([`chunk`](Self::chunk)), in stream order; then [`report`](Self::report).
+/// ([`chunk`](Self::chunk)), in stream order; then [`report`](Self::report). Every signature
+/// is checked with `verify_strict` when its chunk comes.
 #[derive(Debug)]
 pub struct Verifier {
     joining: bool,
     header: Option<[BsorString; 5]>,
     key: Option<(KeyChunk, VerifyingKey)>,
     signed: bool,
+    /// What came after the header before any key chunk: a signed stream's key chunk is its
+    /// first chunk (`integrity.md` §8), so a key chunk after it is a failure.
+    before_key: Option<String>,
     /// Chain value, index and record ends the next checkpoint must carry, once known.
     prev: Option<[u8; 32]>,
     next_index: u32,
     covered: Option<[u32; KINDS]>,
+    /// The index of the next record of each kind, once one came: records come in order.
+    due: [Option<u64>; KINDS],
     /// The chain from the start (or, joining, from the first whole checkpoint) holds.
     chain: bool,
     valid_to: Option<(u32, Option<f32>)>,
@@ -240,9 +306,10 @@ pub struct Verifier {
     failure: Option<String>,
     /// First thing missing: a gap, damage, a cut.
     missing: Option<String>,
-    /// Whole-file mode ([`verify_stream`]): the signatures read, kept to be checked at once
-    /// at the end instead of one by one as they come.
-    deferred: Option<Vec<(VerifyingKey, Unchecked)>>,
+    /// The signing chunks of the unbroken chain that verified, in order.
+    verified: Vec<Verified>,
+    /// Decoding ([`decode_verified`]): the records each checkpoint covered, once it verified.
+    released: Option<Released>,
 }
 
 impl Default for Verifier {
@@ -259,9 +326,11 @@ impl Verifier {
             header: None,
             key: None,
             signed: false,
+            before_key: None,
             prev: None,
             next_index: 0,
             covered: None,
+            due: [None; KINDS],
             chain: true,
             valid_to: None,
             checkpoints: 0,
@@ -270,45 +339,18 @@ impl Verifier {
             trailer: None,
             failure: None,
             missing: None,
-            deferred: None,
+            verified: Vec::new(),
+            released: None,
         }
     }
 
-    /// A verifier for a whole file: it keeps every signature and checks none;
-    /// [`signatures_hold`](Self::signatures_hold) checks them all at once.
-    fn batched() -> Self {
+    /// A verifier that also keeps the records each checkpoint covers once it verified: the
+    /// replay [`decode_verified`] yields.
+    fn decoding() -> Self {
         Verifier {
-            deferred: Some(Vec::new()),
+            released: Some(Released::default()),
             ..Self::new()
         }
-    }
-
-    /// A chunk's signature: checked now, or kept for the batch.
-    fn signature(&mut self, key: &VerifyingKey, sig: Unchecked) -> Result<(), String> {
-        match &mut self.deferred {
-            Some(kept) => {
-                kept.push((*key, sig));
-                Ok(())
-            }
-            None => sig.check(key),
-        }
-    }
-
-    /// Whether every signature kept so far verifies, checked at once (`integrity.md` §8);
-    /// `true` for a verifier that checked each as it came.
-    fn signatures_hold(&self) -> bool {
-        let Some(kept) = &self.deferred else {
-            return true;
-        };
-        let items: Vec<Signed<'_>> = kept
-            .iter()
-            .map(|(key, u)| Signed {
-                key,
-                message: &u.message,
-                signature: &u.signature,
-            })
-            .collect();
-        all_verify(&items)
     }
 
     /// A verifier for a viewer that joined late: it has the header and the key chunk, then
@@ -335,6 +377,46 @@ impl Verifier {
         self.chain = false;
     }
 
+    /// Holds a run of records of kind `k` (index `K` of `held`, `due`, `covered`).
+    fn records<T: Copy>(
+        &mut self,
+        k: usize,
+        first: u32,
+        rs: &[T],
+        held: impl FnOnce(&mut Held) -> &mut Kept<T>,
+    ) {
+        if rs.is_empty() {
+            return;
+        }
+        if let Some(f) = &self.fin {
+            let at = f.1;
+            return self.fail(format!(
+                "{} {first} comes after the final checkpoint (byte offset {at})",
+                KIND_NAMES[k]
+            ));
+        }
+        let covered = self.covered.map(|c| c[k]);
+        let mut due = self.due[k];
+        let r = put(held(&mut self.held), covered, &mut due, first, rs);
+        self.due[k] = due;
+        match r {
+            Err(i) => self.fail(format!("{} {i} comes twice or out of order", KIND_NAMES[k])),
+            Ok(Order::Gap { due, found }) => self.miss(format!(
+                "{}s {due} to {} were not received",
+                KIND_NAMES[k],
+                found.saturating_sub(1)
+            )),
+            Ok(Order::InOrder) => {}
+        }
+    }
+
+    /// Notes what came before a key chunk (the first thing only).
+    fn before_key(&mut self, what: impl FnOnce() -> String) {
+        if self.key.is_none() && self.before_key.is_none() {
+            self.before_key = Some(what());
+        }
+    }
+
     /// An item of the stream, as the decoder yields it.
     pub fn item(&mut self, item: &StreamItem) {
         if self.failure.is_some() {
@@ -342,51 +424,42 @@ impl Verifier {
         }
         match item {
             StreamItem::Header(h) => self.header = Some(binding_of(&h.info)),
-            StreamItem::Frame { index, frame } if self.key.is_some() => {
-                let c = self.covered.map(|c| c[0]);
-                if let Err(i) = put(
-                    &mut self.held.frames,
-                    c,
-                    *index,
-                    std::slice::from_ref(frame),
-                ) {
-                    self.fail(format!("frame {i} comes twice"));
-                }
+            StreamItem::Frame { index, .. } if self.key.is_none() => {
+                self.before_key(|| format!("frame {index}"))
             }
-            StreamItem::Events(b) if self.key.is_some() => {
-                let c = self.covered;
-                let r = put(
-                    &mut self.held.notes,
-                    c.map(|c| c[1]),
-                    b.notes.first,
-                    &b.notes.records,
-                )
-                .map_err(|i| (1, i))
-                .and_then(|_| {
-                    put(
-                        &mut self.held.walls,
-                        c.map(|c| c[2]),
-                        b.walls.first,
-                        &b.walls.records,
-                    )
-                    .map_err(|i| (2, i))
-                })
-                .and_then(|_| {
-                    let (f, r) = (b.heights.first, &b.heights.records);
-                    put(&mut self.held.heights, c.map(|c| c[3]), f, r).map_err(|i| (3, i))
-                })
-                .and_then(|_| {
-                    let (f, r) = (b.pauses.first, &b.pauses.records);
-                    put(&mut self.held.pauses, c.map(|c| c[4]), f, r).map_err(|i| (4, i))
-                });
-                if let Err((k, i)) = r {
-                    self.fail(format!("{} {i} comes twice", KIND_NAMES[k]));
-                }
+            StreamItem::FrameRecords { first, .. } if self.key.is_none() => {
+                self.before_key(|| format!("frame {first}"))
             }
-            StreamItem::Trailer(_) if self.trailer.is_some() && self.key.is_some() => {
+            StreamItem::Events(b) if self.key.is_none() => {
+                self.before_key(|| format!("an events chunk (notes from {})", b.notes.first))
+            }
+            StreamItem::Frame { index, frame } => {
+                self.records(0, *index, std::slice::from_ref(frame), |h| &mut h.frames)
+            }
+            StreamItem::FrameRecords { first, records } => {
+                let frames: Vec<Frame> = records
+                    .chunks_exact(crate::bsor::FRAME_SIZE)
+                    .filter_map(|r| r.try_into().ok().map(crate::bsor::decode_frame))
+                    .collect();
+                self.records(0, *first, &frames, |h| &mut h.frames)
+            }
+            StreamItem::Events(b) => {
+                self.records(1, b.notes.first, &b.notes.records, |h| &mut h.notes);
+                self.records(2, b.walls.first, &b.walls.records, |h| &mut h.walls);
+                self.records(3, b.heights.first, &b.heights.records, |h| &mut h.heights);
+                self.records(4, b.pauses.first, &b.pauses.records, |h| &mut h.pauses);
+            }
+            StreamItem::Trailer(_) if self.key.is_some() && self.trailer.is_some() => {
                 self.fail("a second trailer".into())
             }
-            StreamItem::Trailer(t) => self.trailer = Some((**t).clone()),
+            StreamItem::Trailer(t) => {
+                self.before_key(|| "the trailer".into());
+                self.trailer = Some((**t).clone());
+            }
+            StreamItem::Index(_) => self.before_key(|| "the index".into()),
+            StreamItem::Damage(d) if self.key.is_none() => {
+                self.before_key(|| format!("damage at byte offset {}: {}", d.offset, d.what()))
+            }
             StreamItem::Damage(d) if self.late_join_gap(&d.kind) => {
                 // Header and key chunk, then a gap to some later chunk: what a relay gives
                 // a viewer that joined late (wire.md §3). Verified as a joiner (§8).
@@ -394,6 +467,7 @@ impl Verifier {
                 self.chain = false;
                 self.covered = None;
                 self.valid_to = None;
+                self.verified.clear();
                 self.missing = Some(format!(
                     "joined late: chunks 1 to {} were not received",
                     match d.kind {
@@ -448,9 +522,15 @@ impl Verifier {
         if self.key.is_some() {
             return self.fail(format!("a second {at}"));
         }
-        let (k, vk) = match KeyChunk::parse_unchecked(payload)
-            .and_then(|(k, vk, sig)| self.signature(&vk, sig).map(|_| (k, vk)))
-        {
+        if let Some(what) = &self.before_key {
+            return self.fail(format!(
+                "{at} is not the stream's first chunk: {what} came before it"
+            ));
+        }
+        if seq != 0 {
+            return self.fail(format!("{at} is not chunk 0"));
+        }
+        let (k, vk) = match KeyChunk::parse(payload) {
             Ok(k) => k,
             Err(e) => return self.fail(format!("{at}: {e}")),
         };
@@ -469,6 +549,7 @@ impl Verifier {
         self.prev = Some(chain_hash(payload));
         if !self.joining {
             self.covered = Some([0; KINDS]);
+            self.due = [Some(0); KINDS];
             self.valid_to = Some((seq, None));
         }
         self.key = Some((k, vk));
@@ -484,9 +565,7 @@ impl Verifier {
         if self.fin.is_some() {
             return self.fail(format!("{at} comes after the final checkpoint"));
         }
-        let c = match Checkpoint::parse_unchecked(payload)
-            .and_then(|(c, sig)| self.signature(&vk, sig).map(|_| c))
-        {
+        let c = match Checkpoint::parse(payload, &vk) {
             Ok(c) => c,
             Err(e) => return self.fail(format!("{at}: {e}")),
         };
@@ -522,6 +601,10 @@ impl Verifier {
                 if self.chain {
                     let t = last.or(self.valid_to.and_then(|v| v.1));
                     self.valid_to = Some((seq, t));
+                    self.verified.push((chain_hash(payload), false, c.index));
+                    if let Some(out) = &mut self.released {
+                        self.held.release(&c.ranges, out);
+                    }
                 }
             }
             Ok(_) => {
@@ -554,9 +637,7 @@ impl Verifier {
         if self.fin.is_some() {
             return self.fail(format!("a second {at}"));
         }
-        let f = match FinalCheckpoint::parse_unchecked(payload)
-            .and_then(|(f, sig)| self.signature(&vk, sig).map(|_| f))
-        {
+        let f = match FinalCheckpoint::parse(payload, &vk) {
             Ok(f) => f,
             Err(e) => return self.fail(format!("{at}: {e}")),
         };
@@ -586,6 +667,7 @@ impl Verifier {
         if self.chain {
             let t = self.valid_to.and_then(|v| v.1);
             self.valid_to = Some((seq, t));
+            self.verified.push((chain_hash(payload), true, f.index));
         }
         self.fin = Some((seq, offset, f));
     }
@@ -683,31 +765,89 @@ impl Verifier {
     }
 }
 
-/// Verifies a whole stream file (or a prefix of one), every signature at once: the stream
-/// is read and checked as [`verify_stream_live`] does, each signature kept, then all of them
-/// checked in one batch (`integrity.md` §8). If the batch fails, the file is verified again
-/// one signature at a time ([`verify_stream_live`]), so that the reason names the first
-/// chunk that fails. The report is the same as [`verify_stream_live`]'s, except for a
-/// signature its own key's holder built with a torsion component on purpose, which the
-/// batch may accept (`integrity.md` §12.3).
-pub fn verify_stream(bytes: &[u8]) -> Report {
-    let mut v = Verifier::batched();
-    let report = feed(bytes, &mut v);
-    if v.signatures_hold() {
-        return report;
+impl Verifier {
+    /// The recording's nonce, from a key chunk that verified.
+    pub(crate) fn nonce(&self) -> Option<[u8; NONCE_LEN]> {
+        self.key.as_ref().map(|(k, _)| k.nonce)
     }
-    verify_stream_live(bytes)
+
+    /// The signing chunks of the unbroken chain that verified, in stream order: each one's
+    /// chain value, whether it is the final checkpoint, and its index.
+    pub(crate) fn verified(&self) -> &[Verified] {
+        &self.verified
+    }
+
+    /// The replay the verified records make: the records the checkpoints covered, in index
+    /// order, with the trailer's final info, offsets, user data and trailing bytes. Only
+    /// for a verdict of `valid`: then it is exactly what the signer signed.
+    fn replay(self) -> Option<Replay> {
+        if self.report().verdict != Verdict::Valid {
+            return None;
+        }
+        let (out, t) = (self.released?, self.trailer?);
+        Some(Replay {
+            info: t.info,
+            frames: out.frames,
+            notes: out.notes,
+            walls: out.walls,
+            heights: out.heights,
+            pauses: out.pauses,
+            controller_offsets: t.controller_offsets,
+            user_data: t.user_data,
+            trailing: t.trailing,
+        })
+    }
 }
 
-/// Verifies a whole stream file (or a prefix of one) as a live viewer does: each signature
-/// checked with `verify_strict` when its chunk comes ([`Verifier`]).
-pub fn verify_stream_live(bytes: &[u8]) -> Report {
+/// Verifies a whole stream file (or a prefix of one), each signature with `verify_strict`
+/// when its chunk comes (`integrity.md` §8).
+pub fn verify_stream(bytes: &[u8]) -> Report {
     feed(bytes, &mut Verifier::new())
 }
 
+/// A signed stream decoded by its verifier: the report, and when it is `valid` the replay
+/// made of exactly the records the signatures cover.
+#[derive(Clone, Debug)]
+pub struct VerifiedReplay {
+    /// The verification's report.
+    pub report: Report,
+    /// With a verdict of `valid`, the replay signed: the records each checkpoint covered, in
+    /// index order, and the final sections the final checkpoint covered. `None` otherwise.
+    pub replay: Option<Replay>,
+}
+
+/// Decodes and verifies a stream in one pass (`integrity.md` §8): the replay is made of the
+/// records the verifier hashed, released as each checkpoint verifies, so whatever verifies
+/// as `valid` decodes to exactly what was signed; there is no second reading of the stream
+/// to disagree with the first.
+///
+/// ```
+/// use bsor_stream::integrity::{decode_verified, sign_replay, Signer, SigningKey, Verdict};
+/// use bsor_stream::stream::{Profile, Settings};
+/// use bsor_stream::{bsor, synth};
+///
+/// let replay = synth::replay(synth::Settings { seed: 7, seconds: 3.0, fps: 60 });
+/// let key = SigningKey::from_bytes(&[0x42; 32]);
+/// let signed = sign_replay(&replay, Settings::live(Profile::Lossless), Signer::new(key, [0x4e; 16]))?;
+/// let v = decode_verified(&signed);
+/// assert_eq!(v.report.verdict, Verdict::Valid);
+/// assert_eq!(bsor::to_vec(&v.replay.unwrap())?, bsor::to_vec(&replay)?);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn decode_verified(bytes: &[u8]) -> VerifiedReplay {
+    let mut v = Verifier::decoding();
+    let report = feed(bytes, &mut v);
+    let replay = if report.verdict == Verdict::Valid {
+        v.replay()
+    } else {
+        None
+    };
+    VerifiedReplay { report, replay }
+}
+
 /// Gives `v` the stream's items and signing chunks in order; its report at the end, or at
-/// the first place the stream cannot be read.
-fn feed(bytes: &[u8], v: &mut Verifier) -> Report {
+/// the first place the stream cannot be read (then `invalid`).
+pub(crate) fn feed(bytes: &[u8], v: &mut Verifier) -> Report {
     let mut d = StreamDecoder::new();
     d.push(bytes);
     d.finish();
@@ -724,20 +864,31 @@ fn feed(bytes: &[u8], v: &mut Verifier) -> Report {
                             let p = bytes.get(start + hl..start + hl + h.len as usize)?;
                             Some((h, p))
                         });
-                if let Some((h, p)) = chunk.filter(|(h, _)| h.kind == ChunkType::Unknown(kind)) {
-                    v.chunk(h.seq, offset, kind, p);
+                match chunk.filter(|(h, _)| h.kind == ChunkType::Unknown(kind)) {
+                    Some((h, p)) if super::is_integrity_chunk(kind) => {
+                        v.chunk(h.seq, offset, kind, p)
+                    }
+                    Some((h, _)) => v.before_key(|| {
+                        format!(
+                            "chunk {} of type {kind:#04x} at byte offset {offset}",
+                            h.seq
+                        )
+                    }),
+                    None => v.before_key(|| format!("a chunk at byte offset {offset}")),
                 }
             }
             Ok(Some(item)) => v.item(&item),
-            Err(e) => {
-                let mut r = v.report();
-                r.verdict = Verdict::Invalid;
-                r.reason = Some(format!("the stream cannot be read: {e}"));
-                return r;
-            }
+            Err(e) => return unreadable(v, &e),
         }
     }
     v.report()
+}
+
+fn unreadable(v: &Verifier, e: &StreamError) -> Report {
+    let mut r = v.report();
+    r.verdict = Verdict::Invalid;
+    r.reason = Some(format!("the stream cannot be read: {e}"));
+    r
 }
 
 #[cfg(test)]

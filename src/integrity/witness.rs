@@ -9,15 +9,14 @@
 //! `SESSION.witness` file ([`append_record`], [`parse_file`]). [`check_witnesses`] checks a
 //! file's statements against a stream.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 
-use super::batch::{all_verify, Signed};
 use super::layout::{chain_hash, CHECKPOINT_CHUNK, CHECKPOINT_LEN, FINAL_CHUNK, FINAL_LEN};
-use super::{KEY_CHUNK, NONCE_LEN, VERSION};
-use crate::stream::{split_stream, ChunkType};
+use super::verify::{feed, Verified, Verifier};
+use super::{Report, Verdict, NONCE_LEN, VERSION};
 
 /// Bytes of a witness statement.
 pub const STATEMENT_LEN: usize = 1 + 32 + NONCE_LEN + 1 + 4 + 32 + 8 + 64;
@@ -149,10 +148,13 @@ impl Statement {
         Ok(s)
     }
 
-    /// The witness's key, if it is a valid curve point.
+    /// The witness's key, if a verifier may take it ([`strict_key`]: a canonical,
+    /// torsion-free point).
+    ///
+    /// [`strict_key`]: super::strict_key
     pub fn key(&self) -> Result<VerifyingKey, WitnessError> {
-        VerifyingKey::from_bytes(&self.witness)
-            .map_err(|_| WitnessError::Layout("the witness key is not a curve point".into()))
+        super::layout::strict_key(&self.witness)
+            .map_err(|why| WitnessError::Layout(format!("the witness key {why}")))
     }
 
     /// Checks the signature with `verify_strict` (`integrity.md` §1).
@@ -275,6 +277,8 @@ pub struct WitnessSummary {
     pub checkpoints: Vec<u32>,
     /// It countersigned the final checkpoint.
     pub final_checkpoint: bool,
+    /// The earliest receive time it signed for the final checkpoint, Unix milliseconds.
+    pub final_ms: Option<u64>,
     /// Its key was among those the verifier trusts.
     pub trusted: bool,
 }
@@ -298,103 +302,66 @@ pub struct WitnessReport {
     pub witnesses: Vec<WitnessSummary>,
     /// The statements not accepted.
     pub rejected: Vec<Rejected>,
-    /// The earliest time a trusted witness countersigned a part of the recording: the
-    /// recording existed by then.
+    /// The earliest time a trusted witness countersigned the final checkpoint of a stream
+    /// that verified as `valid`: the whole play existed by then (`integrity.md` §12.3).
+    /// Statements on earlier checkpoints date only what those cover, and not this.
     pub existed_by_ms: Option<u64>,
     /// The file ends inside a record.
     pub cut: bool,
 }
 
-/// A stream's checkpoints and final checkpoint by chain value: (subject, index).
-type ByChain = BTreeMap<[u8; 32], (Subject, u32)>;
+/// A stream's verified checkpoints and final checkpoint by chain value: (subject, index).
+type ByChain = HashMap<[u8; 32], (Subject, u32)>;
 
-/// The signing chunks of a stream a statement may name: the recording's nonce (from its
-/// key chunk) and each checkpoint's and final checkpoint's (subject, index) with its chain
-/// value.
-fn subjects(stream: &[u8]) -> (Option<[u8; NONCE_LEN]>, ByChain) {
-    let mut nonce = None;
-    let mut out = BTreeMap::new();
-    let Some((_, _, spans)) = split_stream(stream) else {
-        return (nonce, out);
-    };
-    for c in &spans {
-        let ChunkType::Unknown(kind) = c.header.kind else {
-            continue;
-        };
-        let Some(payload) = c.bytes(stream).get(c.header_len..) else {
-            continue;
-        };
-        match (kind, payload.len()) {
-            (KEY_CHUNK, n) if n >= 1 + 32 + NONCE_LEN && nonce.is_none() => {
-                nonce = payload[33..33 + NONCE_LEN].try_into().ok();
-            }
-            (CHECKPOINT_CHUNK, CHECKPOINT_LEN) | (FINAL_CHUNK, FINAL_LEN) => {
-                let subject = if kind == FINAL_CHUNK {
-                    Subject::Final
-                } else {
-                    Subject::Checkpoint
-                };
-                let index =
-                    u32::from_le_bytes([payload[17], payload[18], payload[19], payload[20]]);
-                out.insert(chain_hash(payload), (subject, index));
-            }
-            _ => {}
-        }
-    }
-    (nonce, out)
+/// The signing chunks a statement may name: those of the chain the verifier verified.
+fn subjects(verified: &[Verified]) -> ByChain {
+    verified
+        .iter()
+        .map(|&(chain, fin, index)| {
+            let subject = if fin {
+                Subject::Final
+            } else {
+                Subject::Checkpoint
+            };
+            (chain, (subject, index))
+        })
+        .collect()
 }
 
-/// Checks statements' signatures (`integrity.md` §12.3): all of them in one batch
-/// (`batch.rs`) when every `R` and key passes the point checks `verify_strict` makes and the
-/// batch does not (each distinct key decompressed and checked once); if that fails (or a
-/// point does not pass), each one alone with `verify_strict`.
+/// Checks statements' signatures (`integrity.md` §12.3), each alone with `verify_strict`
+/// under a key [`strict_key`](super::strict_key) accepts; each distinct key is decoded once.
 /// Returns, for each, whether it verifies.
 pub fn verify_statements(statements: &[Statement]) -> Vec<bool> {
-    let mut keys: Vec<([u8; 32], Option<VerifyingKey>)> = Vec::new();
-    let mut key_of = |s: &Statement| -> Option<VerifyingKey> {
-        if let Some((_, k)) = keys.iter().find(|(b, _)| *b == s.witness) {
-            return *k;
-        }
-        let k = s.key().ok();
-        keys.push((s.witness, k));
-        k
-    };
-    let resolved: Option<Vec<VerifyingKey>> = statements.iter().map(&mut key_of).collect();
-    if let Some(resolved) = resolved {
-        let messages: Vec<Vec<u8>> = statements.iter().map(Statement::message).collect();
-        let items: Vec<Signed<'_>> = statements
-            .iter()
-            .zip(&resolved)
-            .zip(&messages)
-            .map(|((s, key), message)| Signed {
-                key,
-                message,
-                signature: &s.signature,
+    let mut keys: HashMap<[u8; 32], Option<VerifyingKey>> = HashMap::new();
+    statements
+        .iter()
+        .map(|s| {
+            let key = *keys.entry(s.witness).or_insert_with(|| s.key().ok());
+            key.is_some_and(|k| {
+                k.verify_strict(&s.message(), &Signature::from_bytes(&s.signature))
+                    .is_ok()
             })
-            .collect();
-        if all_verify(&items) {
-            return vec![true; statements.len()];
-        }
-    }
-    statements.iter().map(|s| s.verify().is_ok()).collect()
+        })
+        .collect()
 }
 
-/// Reads a `.witness` file's statements against a stream: each statement's layout, its
-/// signature, that it names this recording (its nonce) and one of this stream's
-/// checkpoints (its chain value, subject and index). Keys in `trusted` are marked trusted;
-/// the earliest time among their accepted statements is the recording's "existed by" time.
-pub fn check_witnesses(stream: &[u8], file: &[u8], trusted: &[[u8; 32]]) -> WitnessReport {
+/// A `.witness` file's statements with their signatures checked: each laid-out statement
+/// with its record number and whether its signature holds, the records that are not
+/// statements, and whether the file is cut.
+struct Checked {
+    statements: Vec<(usize, Statement, bool)>,
+    rejected: Vec<Rejected>,
+    cut: bool,
+}
+
+fn check_file(file: &[u8]) -> Checked {
     let parsed = parse_file(file);
-    let (nonce, chunks) = subjects(stream);
-    let mut report = WitnessReport {
-        cut: parsed.cut,
-        ..WitnessReport::default()
-    };
     let mut laid_out = Vec::new();
+    let mut rejected = Vec::new();
     for (i, rec) in parsed.records.iter().enumerate() {
         match Statement::parse(rec) {
             Ok(s) => laid_out.push((i, s)),
-            Err(e) => report.rejected.push(Rejected {
+            Err(e) => rejected.push(Rejected {
                 record: i,
                 key: None,
                 reason: e.to_string(),
@@ -402,21 +369,48 @@ pub fn check_witnesses(stream: &[u8], file: &[u8], trusted: &[[u8; 32]]) -> Witn
         }
     }
     let sigs = verify_statements(&laid_out.iter().map(|(_, s)| *s).collect::<Vec<_>>());
+    Checked {
+        statements: laid_out
+            .into_iter()
+            .zip(sigs)
+            .map(|((i, s), ok)| (i, s, ok))
+            .collect(),
+        rejected,
+        cut: parsed.cut,
+    }
+}
+
+/// Judges checked statements against what the stream's verifier verified: its nonce, the
+/// chain values of its verified signing chunks, and its verdict.
+fn judge(
+    checked: Checked,
+    report: &Report,
+    nonce: Option<[u8; NONCE_LEN]>,
+    verified: &[Verified],
+    trusted: &[[u8; 32]],
+) -> WitnessReport {
+    let chunks = subjects(verified);
+    let trusted: HashSet<[u8; 32]> = trusted.iter().copied().collect();
+    let mut report_out = WitnessReport {
+        cut: checked.cut,
+        rejected: checked.rejected,
+        ..WitnessReport::default()
+    };
     let mut by_key: BTreeMap<[u8; 32], WitnessSummary> = BTreeMap::new();
-    for ((i, s), ok) in laid_out.into_iter().zip(sigs) {
+    for (i, s, ok) in checked.statements {
         let reject = |reason: String| Rejected {
             record: i,
             key: Some(s.witness),
             reason,
         };
         if !ok {
-            report
+            report_out
                 .rejected
                 .push(reject(WitnessError::Signature.to_string()));
             continue;
         }
         if Some(s.nonce) != nonce {
-            report
+            report_out
                 .rejected
                 .push(reject("it names another recording (nonce)".into()));
             continue;
@@ -424,7 +418,7 @@ pub fn check_witnesses(stream: &[u8], file: &[u8], trusted: &[[u8; 32]]) -> Witn
         match chunks.get(&s.chain) {
             Some(&(subject, index)) if subject == s.subject && index == s.index => {}
             _ => {
-                report.rejected.push(reject(format!(
+                report_out.rejected.push(reject(format!(
                     "it names a checkpoint (index {}) this stream does not hold",
                     s.index
                 )));
@@ -437,54 +431,77 @@ pub fn check_witnesses(stream: &[u8], file: &[u8], trusted: &[[u8; 32]]) -> Witn
             latest_ms: s.time_ms,
             checkpoints: Vec::new(),
             final_checkpoint: false,
+            final_ms: None,
             trusted: trusted.contains(&s.witness),
         });
         w.earliest_ms = w.earliest_ms.min(s.time_ms);
         w.latest_ms = w.latest_ms.max(s.time_ms);
         match s.subject {
             Subject::Checkpoint => w.checkpoints.push(s.index),
-            Subject::Final => w.final_checkpoint = true,
+            Subject::Final => {
+                w.final_checkpoint = true;
+                w.final_ms = Some(w.final_ms.map_or(s.time_ms, |t| t.min(s.time_ms)));
+            }
         }
     }
     for w in by_key.values_mut() {
         w.checkpoints.sort_unstable();
         w.checkpoints.dedup();
     }
-    report.existed_by_ms = by_key
-        .values()
-        .filter(|w| w.trusted)
-        .map(|w| w.earliest_ms)
-        .min();
-    report.witnesses = by_key.into_values().collect();
-    report
+    // Only the final checkpoint covers the whole play (every event and the final info), and
+    // only a valid stream's final checkpoint is the play's.
+    report_out.existed_by_ms = if report.verdict == Verdict::Valid {
+        by_key
+            .values()
+            .filter(|w| w.trusted)
+            .filter_map(|w| w.final_ms)
+            .min()
+    } else {
+        None
+    };
+    report_out.witnesses = by_key.into_values().collect();
+    report_out
 }
 
-/// Verifies a whole stream file and its witnesses' statements: [`verify_stream`] and
-/// [`check_witnesses`], the statements on a second thread while the stream is verified on
-/// this one (one after the other where no thread can be made). The same reports as the two
-/// calls.
+/// Reads a `.witness` file's statements against a stream: each statement's layout, its
+/// signature, that it names this recording (its nonce) and one of the checkpoints of this
+/// stream that verified (its chain value, subject and index). Keys in `trusted` are marked
+/// trusted; the earliest time among their accepted statements on the final checkpoint of a
+/// `valid` stream is the play's "existed by" time.
+pub fn check_witnesses(stream: &[u8], file: &[u8], trusted: &[[u8; 32]]) -> WitnessReport {
+    verify_witnessed(stream, file, trusted).1
+}
+
+/// Verifies a whole stream file and its witnesses' statements: [`verify_stream`]'s report
+/// and [`check_witnesses`]'s, the statements' signatures checked on a second thread while
+/// the stream is verified on this one (one after the other where no thread can be made).
 ///
 /// [`verify_stream`]: super::verify_stream
 pub fn verify_witnessed(
     stream: &[u8],
     file: &[u8],
     trusted: &[[u8; 32]],
-) -> (super::Report, WitnessReport) {
-    if file.is_empty() {
-        return (
-            super::verify_stream(stream),
-            check_witnesses(stream, file, trusted),
-        );
-    }
-    std::thread::scope(|scope| {
-        let statements = std::thread::Builder::new()
-            .name("bsrs-witness".into())
-            .spawn_scoped(scope, || check_witnesses(stream, file, trusted));
-        let report = super::verify_stream(stream);
-        let witnesses = match statements {
-            Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-            Err(_) => check_witnesses(stream, file, trusted),
-        };
-        (report, witnesses)
-    })
+) -> (Report, WitnessReport) {
+    let verify = || {
+        let mut v = Verifier::new();
+        let report = feed(stream, &mut v);
+        (report, v)
+    };
+    let ((report, v), checked) = if file.is_empty() {
+        (verify(), check_file(file))
+    } else {
+        std::thread::scope(|scope| {
+            let statements = std::thread::Builder::new()
+                .name("bsrs-witness".into())
+                .spawn_scoped(scope, || check_file(file));
+            let done = verify();
+            let checked = match statements {
+                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                Err(_) => check_file(file),
+            };
+            (done, checked)
+        })
+    };
+    let witnesses = judge(checked, &report, v.nonce(), v.verified(), trusted);
+    (report, witnesses)
 }

@@ -91,16 +91,28 @@ pub fn parse_key(text: &str) -> Result<String, Refusal> {
 /// user data names the signature entry (so that an unsigned BSOR costs no second parse).
 pub fn upload_signer(body: &[u8], is_bsor: bool, stream_signed: bool) -> Option<[u8; 32]> {
     if is_bsor {
-        let needle = integrity::ENTRY_KEY.as_bytes();
-        if !body.windows(needle.len()).any(|w| w == needle) {
+        if !names_signature(body) {
             return None;
         }
-        integrity::verify_bsor(body).signer_key
+        valid_signer(integrity::verify_bsor(body))
     } else if stream_signed {
-        integrity::verify_stream(body).signer_key
+        valid_signer(integrity::verify_stream(body))
     } else {
         None
     }
+}
+
+/// Whether a BSOR's bytes name the signature entry's key anywhere (a cheap test before a
+/// second parse).
+pub fn names_signature(body: &[u8]) -> bool {
+    let needle = integrity::ENTRY_KEY.as_bytes();
+    body.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The signer of a `valid` verification: a key chunk whose signature holds proves nothing
+/// of records that do not verify.
+fn valid_signer(r: Report) -> Option<[u8; 32]> {
+    r.signer_key.filter(|_| r.verdict == Verdict::Valid)
 }
 
 /// The JSON of a stored replay's verification: the fields `verify --signatures --json`
@@ -206,9 +218,10 @@ impl ReplayServer {
         })
         .await
         .map_err(|e| Refusal::new(500, "internal", e.to_string()))??;
-        let owner = self
-            .ownership(report.signer_key, &r.player, r.uploaded)
-            .await?;
+        let signer = report
+            .signer_key
+            .filter(|_| report.verdict == Verdict::Valid);
+        let owner = self.ownership(signer, &r.player, r.uploaded).await?;
         Ok((report, owner))
     }
 }

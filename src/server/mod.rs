@@ -256,6 +256,29 @@ pub fn prepare(
         Some(Kind::Stream) => {
             let (replay, recovery) = crate::transcode::decode_replay(body)
                 .map_err(|e| bad(format!("the stream: {e}")))?;
+            // A signed stream is taken as its verifier decodes it, or not at all: its
+            // replay is the records the signatures cover (integrity.md §8), so what is
+            // stored and indexed is exactly what was signed.
+            let replay = match signing_chunks(body) {
+                false => replay,
+                true => {
+                    let v = crate::integrity::decode_verified(body);
+                    match v.replay {
+                        Some(signed) => signed,
+                        None => {
+                            return Err(Refusal::new(
+                                400,
+                                "bad-signature",
+                                format!(
+                                    "the stream is signed but does not verify ({}): {}",
+                                    v.report.verdict.name(),
+                                    v.report.reason.unwrap_or_default()
+                                ),
+                            ))
+                        }
+                    }
+                }
+            };
             if !recovery.complete {
                 return Err(bad(format!(
                     "the stream is not whole ({} damage reports, or no trailer)",
@@ -313,7 +336,22 @@ pub fn prepare(
         ));
     }
     let record = describe(&replay, &stream, bsor_bytes.len())?;
-    let signer = keys::upload_signer(body, plan::sniff(body) == Some(Kind::Bsor), record.signed);
+    let is_bsor = plan::sniff(body) == Some(Kind::Bsor);
+    let signer = keys::upload_signer(body, is_bsor, record.signed);
+    if is_bsor && signer.is_none() && keys::names_signature(body) {
+        let r = crate::integrity::verify_bsor(body);
+        if r.verdict != crate::integrity::Verdict::Unsigned {
+            return Err(Refusal::new(
+                400,
+                "bad-signature",
+                format!(
+                    "the BSOR is signed but does not verify ({}): {}",
+                    r.verdict.name(),
+                    r.reason.unwrap_or_default()
+                ),
+            ));
+        }
+    }
     Ok(Prepared {
         signer,
         witnessed: None,
@@ -331,13 +369,7 @@ fn describe(replay: &Replay, stream: &[u8], bsor_bytes: usize) -> Result<Record,
         .ok()
         .flatten()
         .ok_or_else(|| Refusal::new(400, "unparsable", "the stream header"))?;
-    let signed = crate::stream::split_stream(stream).is_some_and(|(_, _, spans)| {
-        spans.iter().any(|s| {
-            stream
-                .get(s.offset + 1)
-                .is_some_and(|k| crate::integrity::is_integrity_chunk(*k))
-        })
-    });
+    let signed = signing_chunks(stream);
     let text = |s: &bsor::BsorString| s.to_string_lossy();
     let i = &replay.info;
     Ok(Record {
@@ -367,6 +399,17 @@ fn describe(replay: &Replay, stream: &[u8], bsor_bytes: usize) -> Result<Record,
         signed,
         countersigned: false,
         existed_by: 0,
+    })
+}
+
+/// Whether a stream holds any signing chunk (`integrity.md` §2), wherever it is.
+fn signing_chunks(stream: &[u8]) -> bool {
+    crate::stream::split_stream(stream).is_some_and(|(_, _, spans)| {
+        spans.iter().any(|s| {
+            stream
+                .get(s.offset + 1)
+                .is_some_and(|k| crate::integrity::is_integrity_chunk(*k))
+        })
     })
 }
 

@@ -97,13 +97,58 @@ pub fn vectors() -> Vec<(&'static str, Vec<u8>)> {
     let (stolen, _) = transcode::decode_replay(&signed).expect("decodes");
     let resigned = sign(&stolen, live, KEY_B, NONCE_2);
 
+    let prefixed = prefixed_forgery(&signed);
+    let reordered = reordered_groups(&signed);
+
     vec![
         ("signed.bsors", signed),
+        ("signed.prefixed.bsors", prefixed),
+        ("signed.reordered.bsors", reordered),
         ("signed.tampered.bsors", tampered),
         ("signed.spliced.bsors", spliced),
         ("signed.truncated.bsors", truncated),
         ("signed.resigned.bsors", resigned),
     ]
+}
+
+/// Forgery without the key: an events chunk of forged notes (the first note moved 0.25 s,
+/// from an unsigned encode of the replay without its frames) put in front of the key chunk,
+/// the chunks numbered afresh. A reader keeps the first copy of each event, so the forged
+/// notes are what a decode yields; the key chunk is no longer chunk 0.
+pub fn prefixed_forgery(signed: &[u8]) -> Vec<u8> {
+    let (mut forged, _) = transcode::decode_replay(signed).expect("decodes");
+    forged.frames.clear();
+    if let Some(n) = forged.notes.get_mut(0) {
+        n.event_time += 0.25;
+    }
+    let plain = transcode::encode_replay(&forged, Settings::live(Profile::Lossless));
+    let (_, fake) = chunks(&plain);
+    let (header, cs) = chunks(signed);
+    let mut v: Vec<_> = fake
+        .into_iter()
+        .filter(|(h, _)| h.kind == ChunkType::Events)
+        .take(1)
+        .collect();
+    v.extend(cs);
+    rebuild(&header, &v)
+}
+
+/// Records out of order: the second keyframe group's frame and event chunks moved in front
+/// of the first group's, each checkpoint left where it was. Every checkpoint still finds
+/// its records; a reader that takes records as they come yields them in another order.
+pub fn reordered_groups(signed: &[u8]) -> Vec<u8> {
+    let (header, cs) = chunks(signed);
+    let keyframes = of_kind(&cs, ChunkType::Keyframes.byte());
+    let (g0, g1) = (keyframes[0], keyframes[1]);
+    // Group 1's record chunks: from its keyframe chunk to the next signing chunk.
+    let end = (g1..cs.len())
+        .find(|&i| matches!(cs[i].0.kind, ChunkType::Unknown(_)))
+        .expect("a checkpoint after group 1");
+    let mut v = cs[..g0].to_vec();
+    v.extend_from_slice(&cs[g1..end]);
+    v.extend_from_slice(&cs[g0..g1]);
+    v.extend_from_slice(&cs[end..]);
+    rebuild(&header, &v)
 }
 
 /// A report as the JSON of `verify --signatures --json` has it (less witnesses and

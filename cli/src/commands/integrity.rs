@@ -132,6 +132,7 @@ pub fn witness_json(w: &WitnessReport) -> (serde_json::Value, serde_json::Value)
                 "latest": s.latest_ms,
                 "checkpoints": s.checkpoints,
                 "finalCheckpoint": s.final_checkpoint,
+                "finalTime": s.final_ms,
                 "trusted": s.trusted,
             })
         })
@@ -256,7 +257,7 @@ pub fn verify_signatures(file: &Path, json: bool, args: &WitnessArgs) -> Result<
         if let Some(t) = w.existed_by_ms {
             writeln!(
                 out,
-                "  existed by   {t} (Unix ms, the earliest trusted witness)"
+                "  existed by   {t} (Unix ms: a trusted witness had the final checkpoint)"
             )
             .map_err(stdout_err)?;
         }
@@ -315,19 +316,28 @@ pub fn decode_signed(input: &Path, output: &Path) -> Result<Option<Outcome>, Fai
         return Ok(None);
     }
     let (mut replay, rec) = transcode::decode_replay(&bytes).map_err(|e| (input, e))?;
-    let chunks = integrity::SigningChunks::from_stream(&bytes);
-    match chunks.and_then(|c| {
-        let mut signed = replay.clone();
-        integrity::add_entry(&mut signed, &c).map(|()| signed)
-    }) {
-        Ok(signed) if rec.complete => replay = signed,
-        Ok(_) => eprintln!(
-            "{}: the stream is damaged: the BSOR is written without its signature",
-            input.display()
-        ),
-        Err(e) => eprintln!(
-            "{}: the BSOR is written without its signature: {e}",
-            input.display()
+    // The signature goes into the BSOR only with the replay its verifier decoded: the
+    // records the signatures cover, nothing read another way (integrity.md §8).
+    let verified = integrity::decode_verified(&bytes);
+    match verified.replay {
+        Some(signed) => {
+            let chunks = integrity::SigningChunks::from_stream(&bytes);
+            match chunks.and_then(|c| {
+                let mut with_entry = signed;
+                integrity::add_entry(&mut with_entry, &c).map(|()| with_entry)
+            }) {
+                Ok(with_entry) => replay = with_entry,
+                Err(e) => eprintln!(
+                    "{}: the BSOR is written without its signature: {e}",
+                    input.display()
+                ),
+            }
+        }
+        None => eprintln!(
+            "{}: the signature does not verify ({}: {}): the BSOR is written without it",
+            input.display(),
+            verified.report.verdict.name(),
+            verified.report.reason.unwrap_or_default()
         ),
     }
     super::stream::write_bsor(output, &replay)?;
