@@ -60,6 +60,18 @@ impl ReadGate {
         self.0.waker.wake();
     }
 
+    /// Lets the peer send `more` bytes (plus the slack) beyond what was read so far, the
+    /// frame limit unchanged: for a body whose framing (HTTP/1.1 chunks) the gate counts
+    /// but the body's own limit does not.
+    pub fn allow(&self, more: u64) {
+        let read = self.0.read.load(Ordering::Acquire);
+        self.0.allowed.fetch_max(
+            read.saturating_add(more).saturating_add(SLACK),
+            Ordering::AcqRel,
+        );
+        self.0.waker.wake();
+    }
+
     /// Bytes read through the gate so far.
     pub fn read(&self) -> u64 {
         self.0.read.load(Ordering::Acquire)

@@ -291,6 +291,18 @@ impl Index {
         let pool = AnyPoolOptions::new()
             .max_connections(if sqlite { 4 } else { 8 })
             .acquire_timeout(std::time::Duration::from_secs(10))
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if sqlite {
+                        // A commit is on disk when it returns, WAL or not (http.md §8.3):
+                        // the setting is a connection's, so each one gets it.
+                        sqlx::query("PRAGMA synchronous=FULL")
+                            .execute(&mut *conn)
+                            .await?;
+                    }
+                    Ok(())
+                })
+            })
             .connect(&url_full)
             .await
             .map_err(err("connecting"))?;

@@ -61,8 +61,12 @@ impl Store {
     /// A store in the directory `dir` (created if missing).
     pub fn directory(dir: &Path) -> Result<Store, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let fs =
-            LocalFileSystem::new_with_prefix(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        // Durable before acknowledged (http.md §8.3): each blob and its folder are synced
+        // before the write returns, so the index row committed after it never names a
+        // file a power cut could lose.
+        let fs = LocalFileSystem::new_with_prefix(dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .with_fsync(true);
         Ok(Store {
             dir: Some(dir.to_path_buf()),
             ..Store::new(Arc::new(fs), dir.display().to_string())

@@ -354,6 +354,10 @@ async fn read_body<'a>(
                     held.kib = need;
                 }
                 held.bytes.extend_from_slice(&data);
+                // The gate counts a chunked body's framing, the limit does not: the rest
+                // of the body (and one byte past it, to be refused) may still come, so that
+                // a body over the limit gets its 413 rather than a stall.
+                gate.allow(limit - total + 1);
             }
         }
         Ok(())
