@@ -50,7 +50,14 @@ pub struct Counts {
     pub notes: usize,
     /// Walls, heights and pauses, each.
     pub others: usize,
+    /// Bytes after the last section a reader knows (kept and served byte for byte, so
+    /// bounded: [`MAX_TRAILING`] by default).
+    pub trailing: usize,
 }
+
+/// The most trailing bytes a replay may carry by default: 64 KiB. BeatLeader's own data
+/// goes in the user data section; bytes after it are a writer's leftovers.
+pub const MAX_TRAILING: usize = 64 << 10;
 
 impl Default for Counts {
     fn default() -> Self {
@@ -58,6 +65,7 @@ impl Default for Counts {
             frames: 3600 * 120,
             notes: 50_000,
             others: 50_000,
+            trailing: MAX_TRAILING,
         }
     }
 }
@@ -76,6 +84,16 @@ pub enum Invalid {
     TooMany {
         /// Which records.
         what: &'static str,
+        /// How many it has.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Too many bytes after the last known section.
+    #[error(
+        "the replay has {count} trailing bytes after its last section; at most {max} are accepted"
+    )]
+    Trailing {
         /// How many it has.
         count: usize,
         /// The limit.
@@ -120,7 +138,7 @@ pub const COVER_SHARE: f32 = 0.02;
 /// Whether `r` is a replay the server keeps: at least one note and four frames, frame times
 /// finite and never decreasing (they repeat in real replays), every note's event time within
 /// the frames' span (give or take [`COVER_SLACK`] and [`COVER_SHARE`] of the span), and the
-/// counts within `limits`.
+/// counts and trailing bytes within `limits`.
 pub fn validate(r: &Replay, limits: &Counts) -> Result<(), Invalid> {
     let too_many = |what, count: usize, max: usize| {
         (count > max).then_some(Invalid::TooMany { what, count, max })
@@ -132,6 +150,12 @@ pub fn validate(r: &Replay, limits: &Counts) -> Result<(), Invalid> {
         .or_else(|| too_many("pauses", r.pauses.len(), limits.others))
     {
         return Err(e);
+    }
+    if r.trailing.len() > limits.trailing {
+        return Err(Invalid::Trailing {
+            count: r.trailing.len(),
+            max: limits.trailing,
+        });
     }
     if r.notes.is_empty() {
         return Err(Invalid::NoNotes);
@@ -417,6 +441,18 @@ mod tests {
             validate(&good, &small),
             Err(Invalid::TooMany { what: "frames", .. })
         ));
+        // Trailing bytes: up to the cap kept, one more refused.
+        let mut r = good.clone();
+        r.trailing = vec![0; MAX_TRAILING];
+        assert_eq!(validate(&r, &limits), Ok(()));
+        r.trailing.push(0);
+        assert_eq!(
+            validate(&r, &limits),
+            Err(Invalid::Trailing {
+                count: MAX_TRAILING + 1,
+                max: MAX_TRAILING
+            })
+        );
     }
 
     #[test]
