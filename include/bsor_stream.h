@@ -555,6 +555,31 @@ int32_t bsrs_recorder_wait(struct BsrsRecorder *r, uint32_t timeout_ms, struct B
 // `r` is NULL or a live handle from `bsrs_recorder_start`, freed once.
 void bsrs_recorder_free(struct BsrsRecorder *r);
 
+// Signs the registration of the player's public key with a replay server's key registry
+// (proto-spec/http.md §8.13): `secret_key` (the 32-byte seed of `BsrsConfig::signing_key`)
+// signs the registration message of its public key to `player_id` on the server named
+// `server_name`, for the 32-byte `challenge` the server issued (`POST /keys/challenge`,
+// whose reply names the player and the server). Writes the 64-byte Ed25519 signature to
+// `out_signature`, and the 32-byte public key to `out_public_key` unless it is NULL: the
+// mod sends both, in hex, with the challenge to `POST /keys`.
+//
+// Returns BSRS_OK; BSRS_ERR_NULL for a NULL argument (but `out_public_key`);
+// BSRS_ERR_INVALID when `player_id` or `server_name` is empty, longer than 256 bytes or
+// not UTF-8, or when the library was built without signing (feature `sign`).
+//
+// Thread safety: any thread.
+//
+// # Safety
+// `secret_key` and `challenge` point to 32 readable bytes each; `player_id` and
+// `server_name` are NUL-terminated strings; `out_signature` is writable for 64 bytes and
+// `out_public_key` is NULL or writable for 32 bytes.
+int32_t bsrs_sign_key_challenge(const uint8_t *secret_key,
+                                const char *player_id,
+                                const char *server_name,
+                                const uint8_t *challenge,
+                                uint8_t *out_signature,
+                                uint8_t *out_public_key);
+
 // Copies this thread's last error message (NUL-terminated, truncated to fit) into `buf`
 // of `len` bytes, and returns the message's full length in bytes (without the NUL): 0
 // when the last call on this thread succeeded.

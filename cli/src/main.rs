@@ -2,6 +2,7 @@
 //! prints; everything it computes is in the library.
 
 mod assets;
+mod client;
 mod commands;
 
 use std::path::PathBuf;
@@ -365,6 +366,11 @@ enum Command {
         #[arg(long)]
         exit: bool,
     },
+    /// A replay server's key registry (proto-spec/http.md §8.13).
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
     /// Sizes and speeds of every profile under both settings, against BSOR and zstd -19.
     Bench {
         /// BSOR files or folders of them.
@@ -385,6 +391,32 @@ enum Command {
             requires = "report"
         )]
         sweep: Vec<f32>,
+    },
+}
+
+/// What `keys` does.
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Register the public key of a secret key file (as `keygen` writes it) to the token's
+    /// player, proving possession: the server's challenge, signed with the key over the
+    /// player's ID and the server's name.
+    Register {
+        /// The secret key file (64 hex digits, as `keygen` writes it).
+        #[arg(long, value_name = "KEYFILE")]
+        key: PathBuf,
+        /// The replay server: `http://HOST[:PORT]` or `https://HOST[:PORT]`.
+        #[arg(long, value_name = "URL")]
+        server: String,
+        /// The player's upload token: the first line of this file.
+        #[arg(long, value_name = "FILE")]
+        token_file: PathBuf,
+        /// The server's name the proof names (its `serve --server-name`); default the
+        /// URL's host. A server that names itself otherwise is refused.
+        #[arg(long, value_name = "NAME")]
+        server_name: Option<String>,
+        /// With https: the certificates to trust (PEM: a CA, or the server's own).
+        #[arg(long, value_name = "PEM")]
+        ca_file: Option<PathBuf>,
     },
 }
 
@@ -414,6 +446,22 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             key: None,
         } => commands::stream::encode(&input, &output, stream.settings()?),
         Command::Keygen { output } => commands::integrity::keygen(&output),
+        Command::Keys {
+            command:
+                KeysCommand::Register {
+                    key,
+                    server,
+                    token_file,
+                    server_name,
+                    ca_file,
+                },
+        } => commands::keys::register(
+            &key,
+            &server,
+            &token_file,
+            server_name.as_deref(),
+            ca_file.as_deref(),
+        ),
         Command::Sign {
             input,
             key,

@@ -21,7 +21,7 @@ use crate::types::*;
 ///
 /// # Safety
 /// `p` is NULL or points to a NUL-terminated string valid for the call.
-unsafe fn c_bytes<'a>(p: *const c_char) -> &'a [u8] {
+pub(crate) unsafe fn c_bytes<'a>(p: *const c_char) -> &'a [u8] {
     if p.is_null() {
         &[]
     } else {
@@ -573,7 +573,9 @@ pub(crate) unsafe fn config(c: &BsrsConfig) -> Result<Config, String> {
 /// # Safety
 /// `p` is NULL or points to 32 readable bytes.
 #[cfg(feature = "sign")]
-unsafe fn signing_key(p: *const u8) -> Result<Option<bsor_stream::integrity::SigningKey>, String> {
+pub(crate) unsafe fn signing_key(
+    p: *const u8,
+) -> Result<Option<bsor_stream::integrity::SigningKey>, String> {
     if p.is_null() {
         return Ok(None);
     }

@@ -432,6 +432,106 @@ pub unsafe extern "C" fn bsrs_recorder_free(r: *mut BsrsRecorder) {
     });
 }
 
+/// Signs the registration of the player's public key with a replay server's key registry
+/// (proto-spec/http.md §8.13): `secret_key` (the 32-byte seed of `BsrsConfig::signing_key`)
+/// signs the registration message of its public key to `player_id` on the server named
+/// `server_name`, for the 32-byte `challenge` the server issued (`POST /keys/challenge`,
+/// whose reply names the player and the server). Writes the 64-byte Ed25519 signature to
+/// `out_signature`, and the 32-byte public key to `out_public_key` unless it is NULL: the
+/// mod sends both, in hex, with the challenge to `POST /keys`.
+///
+/// Returns BSRS_OK; BSRS_ERR_NULL for a NULL argument (but `out_public_key`);
+/// BSRS_ERR_INVALID when `player_id` or `server_name` is empty, longer than 256 bytes or
+/// not UTF-8, or when the library was built without signing (feature `sign`).
+///
+/// Thread safety: any thread.
+///
+/// # Safety
+/// `secret_key` and `challenge` point to 32 readable bytes each; `player_id` and
+/// `server_name` are NUL-terminated strings; `out_signature` is writable for 64 bytes and
+/// `out_public_key` is NULL or writable for 32 bytes.
+#[no_mangle]
+pub unsafe extern "C" fn bsrs_sign_key_challenge(
+    secret_key: *const u8,
+    player_id: *const c_char,
+    server_name: *const c_char,
+    challenge: *const u8,
+    out_signature: *mut u8,
+    out_public_key: *mut u8,
+) -> i32 {
+    guard(|| {
+        if secret_key.is_null()
+            || player_id.is_null()
+            || server_name.is_null()
+            || challenge.is_null()
+            || out_signature.is_null()
+        {
+            return null!("bsrs_sign_key_challenge");
+        }
+        // SAFETY: not NULL; the caller guarantees NUL-terminated strings.
+        let (player, server) =
+            unsafe { (convert::c_bytes(player_id), convert::c_bytes(server_name)) };
+        let (Ok(player), Ok(server)) = (std::str::from_utf8(player), std::str::from_utf8(server))
+        else {
+            return Err((
+                BSRS_ERR_INVALID,
+                "bsrs_sign_key_challenge: player_id and server_name are UTF-8".into(),
+            ));
+        };
+        let mut c = [0u8; 32];
+        // SAFETY: not NULL, and the caller guarantees 32 readable bytes; `c` is a distinct
+        // local of 32 bytes.
+        unsafe { std::ptr::copy_nonoverlapping(challenge, c.as_mut_ptr(), 32) };
+        let (signature, public) =
+            sign_key_challenge(secret_key, player, server, &c).map_err(|e| {
+                (
+                    BSRS_ERR_INVALID,
+                    format!("bsrs_sign_key_challenge: {e}").into(),
+                )
+            })?;
+        // SAFETY: not NULL, and the caller guarantees 64 writable bytes that do not overlap
+        // the local `signature`.
+        unsafe { std::ptr::copy_nonoverlapping(signature.as_ptr(), out_signature, 64) };
+        if !out_public_key.is_null() {
+            // SAFETY: not NULL, and the caller guarantees 32 writable bytes.
+            unsafe { std::ptr::copy_nonoverlapping(public.as_ptr(), out_public_key, 32) };
+        }
+        Ok(BSRS_OK)
+    })
+}
+
+/// The signature and public key of `bsrs_sign_key_challenge`, by the library's one
+/// registration message.
+///
+/// # Safety
+/// `secret_key` points to 32 readable bytes.
+#[cfg(feature = "sign")]
+unsafe fn sign_key_challenge(
+    secret_key: *const u8,
+    player: &str,
+    server: &str,
+    challenge: &[u8; 32],
+) -> Result<([u8; 64], [u8; 32]), String> {
+    use bsor_stream::integrity;
+    // SAFETY: forwarded from the caller; not NULL (checked by the caller).
+    let key = unsafe { convert::signing_key(secret_key) }?
+        .ok_or_else(|| "secret_key: NULL".to_string())?;
+    let signature = integrity::sign_key_registration(&key, player, server, challenge)
+        .map_err(|e| e.to_string())?;
+    Ok((signature, key.verifying_key().to_bytes()))
+}
+
+/// Built without signing: refused, the key unread.
+#[cfg(not(feature = "sign"))]
+unsafe fn sign_key_challenge(
+    _secret_key: *const u8,
+    _player: &str,
+    _server: &str,
+    _challenge: &[u8; 32],
+) -> Result<([u8; 64], [u8; 32]), String> {
+    Err("signing is not in this build (feature `sign`)".into())
+}
+
 /// Copies this thread's last error message (NUL-terminated, truncated to fit) into `buf`
 /// of `len` bytes, and returns the message's full length in bytes (without the NUL): 0
 /// when the last call on this thread succeeded.

@@ -14,6 +14,7 @@ mod carry;
 mod entry;
 pub mod fingerprint;
 mod layout;
+mod registration;
 mod sign;
 mod verify;
 pub mod witness;
@@ -27,6 +28,10 @@ pub use entry::{
 pub use layout::{
     final_hash, strict_key, Checkpoint, FinalCheckpoint, KeyChunk, Ranges, CHECKPOINT_CHUNK,
     CHECKPOINT_LEN, FINAL_CHUNK, FINAL_LEN, KEY_CHUNK, MAX_KEY_LEN, NONCE_LEN, VERSION,
+};
+pub use registration::{
+    key_registration_message, registrable_key, sign_key_registration, verify_key_registration,
+    RegistrationError, CHALLENGE_LEN, MAX_REGISTRATION_FIELD, REGISTRATION_DOMAIN,
 };
 pub use sign::{SignError, Signer};
 pub use verify::{

@@ -57,7 +57,7 @@ pub async fn connect_tls(
 }
 
 /// A TCP connection to `addr` with the TLS handshake done.
-pub(crate) async fn tls_stream(
+pub async fn tls_stream(
     addr: &str,
     tls: Arc<rustls::ClientConfig>,
 ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, WireError> {

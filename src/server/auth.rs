@@ -2,11 +2,13 @@
 //! PLAYERID, deletes of PLAYERID's replays) and `admin:TOKEN` lines (deletes of any replay,
 //! the review list). Other lines are the relay's publishers' and are skipped here.
 //!
-//! Tokens are compared in constant time against every line (the `subtle` crate), as the
-//! relay compares its publishers' tokens.
+//! Only the SHA-256 digest of each token is kept. A presented token is digested and its
+//! digest compared with every line's in constant time (the `subtle` crate): digests are all
+//! 32 bytes, so neither a token's content nor its length shows in the time taken.
 
 use std::fmt;
 
+use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 /// What a token may do.
@@ -21,10 +23,15 @@ pub enum Grant {
 /// The most bytes of a token compared.
 const MAX_TOKEN: usize = 256;
 
-/// The upload and admin tokens. Its `Debug` shows counts, never a token.
+/// The SHA-256 digest of a token.
+fn digest(token: &[u8]) -> [u8; 32] {
+    Sha256::digest(token).into()
+}
+
+/// The upload and admin tokens, as digests. Its `Debug` shows counts, never a digest.
 #[derive(Clone, Default)]
 pub struct Uploaders {
-    lines: Vec<(Grant, Vec<u8>)>,
+    lines: Vec<(Grant, [u8; 32])>,
 }
 
 impl fmt::Debug for Uploaders {
@@ -61,7 +68,7 @@ impl Uploaders {
             if token.is_empty() || token.len() > MAX_TOKEN {
                 continue;
             }
-            lines.push((grant, token.as_bytes().to_vec()));
+            lines.push((grant, digest(token.as_bytes())));
         }
         Uploaders { lines }
     }
@@ -76,17 +83,17 @@ impl Uploaders {
         self.lines.is_empty()
     }
 
-    /// What `token` may do: every line is compared, in constant time per line.
+    /// What `token` may do: its digest is compared with every line's, in constant time,
+    /// digest to digest (32 bytes each).
     pub fn grant(&self, token: &str) -> Option<Grant> {
         let t = token.as_bytes();
         if t.is_empty() || t.len() > MAX_TOKEN {
             return None;
         }
+        let presented = digest(t);
         let mut found = None;
-        for (grant, secret) in &self.lines {
-            // `ct_eq` on slices of different lengths is false without comparing bytes;
-            // lengths are not secret enough to matter next to the line count.
-            if bool::from(secret.as_slice().ct_eq(t)) && found.is_none() {
+        for (grant, kept) in &self.lines {
+            if bool::from(kept.ct_eq(&presented)) && found.is_none() {
                 found = Some(grant.clone());
             }
         }
@@ -111,5 +118,31 @@ mod tests {
             assert_eq!(u.grant(no), None, "{no}");
         }
         assert!(!format!("{u:?}").contains("tok"));
+    }
+
+    #[test]
+    fn only_the_whole_token_matches_its_digest() {
+        let u = Uploaders::parse("player:p:secret-token\nadmin:admintoken\n");
+        assert_eq!(u.grant("secret-token"), Some(Grant::Player("p".into())));
+        assert_eq!(u.grant("admintoken"), Some(Grant::Admin));
+        for no in [
+            "s",
+            "secret",
+            "secret-toke",
+            "secret-tokenX",
+            "secret-token\0",
+            "Secret-token",
+            "admin",
+            "admintoke",
+            "admintokenadmintoken",
+            &"x".repeat(256),
+            &"x".repeat(257),
+        ] {
+            assert_eq!(u.grant(no), None, "{no:?}");
+        }
+        // Kept as digests: the lines hold no byte string of the tokens.
+        assert!(u.lines.iter().all(|(_, d)| d.len() == 32));
+        assert_eq!(u.lines[0].1, digest(b"secret-token"));
+        assert!(!u.lines[0].1.windows(6).any(|w| w == b"secret"));
     }
 }

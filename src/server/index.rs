@@ -216,6 +216,9 @@ pub struct KeyRow {
     pub registered: i64,
     /// When it was revoked (Unix milliseconds), or `None` while it stands.
     pub revoked: Option<i64>,
+    /// Registered with a proof of possession (a signature by the key over a challenge);
+    /// `false` for rows from before proofs were asked for.
+    pub proven: bool,
 }
 
 /// How a registration ended.
@@ -227,6 +230,26 @@ pub enum Registered {
     Existing(KeyRow),
     /// The player holds as many keys as allowed (revoked ones count).
     TooMany,
+}
+
+/// How asking for a key registration challenge ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Issued {
+    /// The challenge is the player's until it expires.
+    Issued,
+    /// The player holds as many unexpired challenges as allowed.
+    TooMany,
+}
+
+/// What spending a challenge found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spent {
+    /// It was the player's, unexpired, and is spent now.
+    Fresh,
+    /// It was the player's but had expired (spent now too).
+    Expired,
+    /// No such challenge for the player: never issued to them, or spent already.
+    Unknown,
 }
 
 const COLUMNS: &str = "id, blob, player, player_name, map_hash, song, difficulty, mode, score, \
@@ -263,6 +286,13 @@ impl MigrationSource<'static> for Embedded {
                     Cow::Borrowed("existed_by"),
                     MigrationType::Simple,
                     Cow::Borrowed(include_str!("migrations/0003_existed_by.sql")),
+                    false,
+                ),
+                Migration::new(
+                    4,
+                    Cow::Borrowed("key_proofs"),
+                    MigrationType::Simple,
+                    Cow::Borrowed(include_str!("migrations/0004_key_proofs.sql")),
                     false,
                 ),
             ])
@@ -636,8 +666,11 @@ impl Index {
         rows.iter().map(record).collect()
     }
 
-    /// Registers `key` to `player` at `now`, unless the player holds `max` keys already. A
-    /// key registered before (to anyone) is left as it is and returned.
+    /// Registers `key` to `player` at `now` as proven (its holder signed a challenge),
+    /// unless the player holds `max` keys already. A key registered before by proof (to
+    /// anyone), or by `player` itself, is left as it is and returned (the player's own
+    /// unproven row becomes proven); another player's unproven row is replaced, so that a
+    /// squat from before proofs does not hold against the key's holder.
     pub async fn register_key(
         &self,
         key: &str,
@@ -647,7 +680,7 @@ impl Index {
     ) -> Result<Registered, IndexError> {
         // The count and the insert are one statement, so that the cap holds without a lock.
         let inserted = sqlx::query(
-            "INSERT INTO keys (key, player, registered) SELECT $1, $2, $3 \
+            "INSERT INTO keys (key, player, registered, proven) SELECT $1, $2, $3, 1 \
              WHERE (SELECT COUNT(*) FROM keys WHERE player = $4) < $5",
         )
         .bind(key)
@@ -657,44 +690,168 @@ impl Index {
         .bind(max)
         .execute(&self.pool)
         .await;
-        match inserted {
-            Ok(done) if done.rows_affected() == 1 => Ok(Registered::New(KeyRow {
+        let existing = match inserted {
+            Ok(done) if done.rows_affected() == 1 => {
+                return Ok(Registered::New(KeyRow {
+                    key: key.to_string(),
+                    player: player.to_string(),
+                    registered: now,
+                    revoked: None,
+                    proven: true,
+                }))
+            }
+            // Registered since the count was taken, or over the cap.
+            Ok(_) => match self.key(key).await? {
+                Some(row) => row,
+                None => return Ok(Registered::TooMany),
+            },
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                self.key(key).await?.ok_or_else(|| IndexError {
+                    what: "registering a key",
+                    source: sqlx::Error::RowNotFound,
+                })?
+            }
+            Err(e) => return Err(err("registering a key")(e)),
+        };
+        if existing.proven {
+            return Ok(Registered::Existing(existing));
+        }
+        if existing.player == player {
+            // The player's own row from before proofs: proven now, its history kept.
+            sqlx::query("UPDATE keys SET proven = 1 WHERE key = $1 AND player = $2")
+                .bind(key)
+                .bind(player)
+                .execute(&self.pool)
+                .await
+                .map_err(err("registering a key"))?;
+            return Ok(Registered::Existing(KeyRow {
+                proven: true,
+                ..existing
+            }));
+        }
+        // Another player's unproven row: taken over, in one statement that checks it is
+        // still unproven and still that player's, and the cap.
+        let taken = sqlx::query(
+            "UPDATE keys SET player = $1, registered = $2, revoked = NULL, proven = 1 \
+             WHERE key = $3 AND proven = 0 AND player = $4 \
+             AND (SELECT COUNT(*) FROM keys WHERE player = $5) < $6",
+        )
+        .bind(player)
+        .bind(now)
+        .bind(key)
+        .bind(&existing.player)
+        .bind(player)
+        .bind(max)
+        .execute(&self.pool)
+        .await
+        .map_err(err("registering a key"))?;
+        if taken.rows_affected() == 1 {
+            return Ok(Registered::New(KeyRow {
                 key: key.to_string(),
                 player: player.to_string(),
                 registered: now,
                 revoked: None,
-            })),
-            Ok(_) => Ok(match self.key(key).await? {
-                // Registered since the count was taken, or over the cap.
-                Some(row) => Registered::Existing(row),
-                None => Registered::TooMany,
-            }),
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => self
-                .key(key)
-                .await?
-                .map(Registered::Existing)
-                .ok_or_else(|| IndexError {
-                    what: "registering a key",
-                    source: sqlx::Error::RowNotFound,
-                }),
-            Err(e) => Err(err("registering a key")(e)),
+                proven: true,
+            }));
         }
+        Ok(match self.key(key).await? {
+            Some(row) if row.proven || row.player == player => Registered::Existing(row),
+            _ => Registered::TooMany,
+        })
+    }
+
+    /// Removes the row of `key` whatever it says (an admin's purge): the row removed, or
+    /// `None` when there was none.
+    pub async fn purge_key(&self, key: &str) -> Result<Option<KeyRow>, IndexError> {
+        let row = sqlx::query(
+            "DELETE FROM keys WHERE key = $1 RETURNING key, player, registered, revoked, proven",
+        )
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(err("purging a key"))?;
+        row.map(|r| key_row(&r)).transpose()
+    }
+
+    /// Issues `challenge` (hex) to `player` until `expires`, unless the player holds `max`
+    /// unexpired challenges at `now`. Expired challenges (anyone's) are removed first.
+    pub async fn issue_challenge(
+        &self,
+        challenge: &str,
+        player: &str,
+        now: i64,
+        expires: i64,
+        max: i64,
+    ) -> Result<Issued, IndexError> {
+        sqlx::query("DELETE FROM key_challenges WHERE expires <= $1")
+            .bind(now)
+            .execute(&self.pool)
+            .await
+            .map_err(err("removing expired challenges"))?;
+        let done = sqlx::query(
+            "INSERT INTO key_challenges (challenge, player, expires) SELECT $1, $2, $3 \
+             WHERE (SELECT COUNT(*) FROM key_challenges WHERE player = $4 AND expires > $5) < $6",
+        )
+        .bind(challenge)
+        .bind(player)
+        .bind(expires)
+        .bind(player)
+        .bind(now)
+        .bind(max)
+        .execute(&self.pool)
+        .await
+        .map_err(err("issuing a challenge"))?;
+        Ok(if done.rows_affected() == 1 {
+            Issued::Issued
+        } else {
+            Issued::TooMany
+        })
+    }
+
+    /// Spends `challenge` of `player` at `now`: one `DELETE … RETURNING`, so that of two
+    /// requests (on any servers sharing the index) one at most finds it.
+    pub async fn spend_challenge(
+        &self,
+        challenge: &str,
+        player: &str,
+        now: i64,
+    ) -> Result<Spent, IndexError> {
+        let row = sqlx::query(
+            "DELETE FROM key_challenges WHERE challenge = $1 AND player = $2 RETURNING expires",
+        )
+        .bind(challenge)
+        .bind(player)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(err("spending a challenge"))?;
+        let Some(row) = row else {
+            return Ok(Spent::Unknown);
+        };
+        let expires: i64 = row
+            .try_get("expires")
+            .map_err(err("spending a challenge"))?;
+        Ok(if expires > now {
+            Spent::Fresh
+        } else {
+            Spent::Expired
+        })
     }
 
     /// The registry's row of `key` (lower-case hex).
     pub async fn key(&self, key: &str) -> Result<Option<KeyRow>, IndexError> {
-        let row = sqlx::query("SELECT key, player, registered, revoked FROM keys WHERE key = $1")
-            .bind(key)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(err("reading a key"))?;
+        let row =
+            sqlx::query("SELECT key, player, registered, revoked, proven FROM keys WHERE key = $1")
+                .bind(key)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(err("reading a key"))?;
         row.map(|r| key_row(&r)).transpose()
     }
 
     /// The keys of `player`, oldest first (at most `limit`).
     pub async fn keys(&self, player: &str, limit: i64) -> Result<Vec<KeyRow>, IndexError> {
         let rows = sqlx::query(
-            "SELECT key, player, registered, revoked FROM keys WHERE player = $1 \
+            "SELECT key, player, registered, revoked, proven FROM keys WHERE player = $1 \
              ORDER BY registered, key LIMIT $2",
         )
         .bind(player)
@@ -761,6 +918,7 @@ fn key_row(r: &AnyRow) -> Result<KeyRow, IndexError> {
             player: r.try_get("player")?,
             registered: r.try_get("registered")?,
             revoked: r.try_get::<Option<i64>, _>("revoked")?,
+            proven: r.try_get::<i64, _>("proven")? != 0,
         })
     })()
     .map_err(err("reading a key"))

@@ -5,12 +5,74 @@
 
 use serde::Serialize;
 
-use super::index::{KeyRow, Registered};
+use super::index::{Issued, KeyRow, Registered, Spent};
 use super::{now_ms, Grant, Record, Refusal, ReplayServer};
 use crate::integrity::{self, hex, Report, Verdict};
 
 /// The most keys a player may register, revoked ones included (so that a list is bounded).
 pub const MAX_KEYS: i64 = 100;
+
+/// The most unexpired key registration challenges a player holds at once.
+pub const MAX_CHALLENGES: i64 = 8;
+
+/// A challenge handed out by `POST /keys/challenge` (`http.md` §8.13).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Challenge {
+    /// 32 random bytes, 64 lower-case hex digits.
+    pub challenge: String,
+    /// The player it is issued to (the token's), which the proof names.
+    pub player: String,
+    /// The server's name, which the proof names.
+    pub server_name: String,
+    /// When it expires (Unix milliseconds).
+    pub expires: i64,
+}
+
+/// A key registration as a client sends it: the key, a challenge and the key's signature
+/// over the registration message (`integrity::key_registration_message`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Proof {
+    /// The key, as [`parse_key`] gives it.
+    pub key: String,
+    /// The challenge's 32 bytes.
+    pub challenge: [u8; 32],
+    /// The signature's 64 bytes.
+    pub signature: [u8; 64],
+}
+
+impl Proof {
+    /// The three fields of `POST /keys`, each checked: a key the registry takes (not weak,
+    /// no torsion), a challenge of 64 hex digits, a signature of 128.
+    pub fn parse(key: &str, challenge: &str, signature: &str) -> Result<Proof, Refusal> {
+        let key = parse_key(key)?;
+        let challenge = integrity::from_hex(challenge)
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .filter(|_| challenge.len() == 64)
+            .ok_or_else(|| {
+                Refusal::new(
+                    400,
+                    "bad-challenge",
+                    "a challenge is 64 hex digits (32 bytes)",
+                )
+            })?;
+        let signature = integrity::from_hex(signature)
+            .and_then(|b| <[u8; 64]>::try_from(b).ok())
+            .filter(|_| signature.len() == 128)
+            .ok_or_else(|| {
+                Refusal::new(
+                    400,
+                    "bad-signature",
+                    "a signature is 128 hex digits (64 bytes)",
+                )
+            })?;
+        Ok(Proof {
+            key,
+            challenge,
+            signature,
+        })
+    }
+}
 
 /// Whose key signed a replay, as the registry says (`http.md` §8.14).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -38,6 +100,9 @@ pub struct Ownership {
     pub key_revoked: Option<i64>,
     /// Whether the replay was uploaded before the revocation, for [`KeyOwner::Revoked`].
     pub uploaded_before_revocation: Option<bool>,
+    /// Whether the key's row was registered with a proof of possession (`None` without a
+    /// row): a row from before proofs may be anyone's squat.
+    pub key_proven: Option<bool>,
 }
 
 /// The registry's word on `signer` (the verified key of a replay of `player` uploaded at
@@ -48,10 +113,12 @@ pub fn judge(
     player: &str,
     uploaded: i64,
 ) -> Ownership {
+    let key_proven = row.map(|r| r.proven).filter(|_| signer.is_some());
     let plain = |key_owner| Ownership {
         key_owner,
         key_revoked: None,
         uploaded_before_revocation: None,
+        key_proven,
     };
     if signer.is_none() {
         return plain(KeyOwner::Unsigned);
@@ -65,6 +132,7 @@ pub fn judge(
             key_owner: KeyOwner::Revoked,
             key_revoked: Some(*t),
             uploaded_before_revocation: Some(uploaded < *t),
+            key_proven,
         },
         Some(_) => plain(KeyOwner::Registered),
     }
@@ -81,9 +149,23 @@ pub fn parse_key(text: &str) -> Result<String, Refusal> {
     let key: [u8; 32] = bytes
         .try_into()
         .map_err(|_| bad("a public key is 64 hex digits (32 bytes)"))?;
-    integrity::VerifyingKey::from_bytes(&key)
-        .map_err(|_| bad("the 32 bytes are not an Ed25519 public key"))?;
-    Ok(hex(&key))
+    match integrity::registrable_key(&key) {
+        Ok(_) => Ok(hex(&key)),
+        Err(integrity::RegistrationError::SmallOrder) => Err(Refusal::new(
+            400,
+            "small-order-key",
+            "the key is a point of small order: anyone can sign for it",
+        )),
+        Err(integrity::RegistrationError::Torsion) => Err(Refusal::new(
+            400,
+            "mixed-order-key",
+            "the key has a torsion component (not in the prime-order subgroup): \
+             verifiers may disagree on its signatures",
+        )),
+        Err(_) => Err(bad(
+            "the 32 bytes are not the canonical encoding of an Ed25519 public key",
+        )),
+    }
 }
 
 /// The signer's key of an upload, verified (`None` when it is unsigned or its key chunk does
@@ -137,14 +219,97 @@ pub fn verify_json(r: &Report, record: &Record, owner: &Ownership) -> serde_json
         "keyOwner": owner.key_owner,
         "keyRevoked": owner.key_revoked,
         "uploadedBeforeRevocation": owner.uploaded_before_revocation,
+        "keyProven": owner.key_proven,
     })
 }
 
 impl ReplayServer {
-    /// Registers `key` (as [`parse_key`] gives it) to the token's `player`: `201` with the
-    /// row when new, `200` when it is the player's already; refused `409` when it is another
-    /// player's, revoked, or the player holds [`MAX_KEYS`].
-    pub async fn register_key(&self, key: &str, player: &str) -> Result<(u16, KeyRow), Refusal> {
+    /// A fresh key registration challenge for `player` (`201`), unless it holds
+    /// [`MAX_CHALLENGES`] unexpired ones (`429`).
+    pub async fn issue_challenge(&self, player: &str) -> Result<Challenge, Refusal> {
+        let mut bytes = [0u8; 32];
+        getrandom::getrandom(&mut bytes)
+            .map_err(|e| Refusal::new(500, "internal", format!("randomness: {e}")))?;
+        let now = now_ms();
+        let ttl = i64::try_from(self.config.challenge_ttl.as_millis()).unwrap_or(i64::MAX);
+        let expires = now.saturating_add(ttl);
+        let challenge = hex(&bytes);
+        match self
+            .index
+            .issue_challenge(&challenge, player, now, expires, MAX_CHALLENGES)
+            .await?
+        {
+            Issued::Issued => Ok(Challenge {
+                challenge,
+                player: player.to_string(),
+                server_name: self.config.server_name.clone(),
+                expires,
+            }),
+            Issued::TooMany => Err(Refusal::new(
+                429,
+                "too-many-challenges",
+                format!(
+                    "a player holds at most {MAX_CHALLENGES} unexpired challenges; use one or \
+                     wait for one to expire"
+                ),
+            )),
+        }
+    }
+
+    /// Registers the key of `proof` to the token's `player` once the proof holds: its
+    /// challenge is spent (whatever follows), then its signature is checked over the
+    /// registration message. `201` with the row when new (or when it replaces another
+    /// player's unproven row), `200` when it is the player's already; refused `403` for a
+    /// challenge that is not the player's, spent or expired, or a signature that does not
+    /// verify; `409` when the key is another player's by proof, revoked, or the player holds
+    /// [`MAX_KEYS`].
+    pub async fn register_key(
+        &self,
+        proof: &Proof,
+        player: &str,
+    ) -> Result<(u16, KeyRow), Refusal> {
+        match self
+            .index
+            .spend_challenge(&hex(&proof.challenge), player, now_ms())
+            .await?
+        {
+            Spent::Fresh => {}
+            Spent::Expired => {
+                return Err(Refusal::new(
+                    403,
+                    "expired-challenge",
+                    "the challenge expired; ask for another",
+                ))
+            }
+            Spent::Unknown => {
+                return Err(Refusal::new(
+                    403,
+                    "unknown-challenge",
+                    "no such challenge for this player: never issued to it, or used already",
+                ))
+            }
+        }
+        let key: [u8; 32] = integrity::from_hex(&proof.key)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| Refusal::new(400, "bad-key", "a public key is 64 hex digits"))?;
+        integrity::verify_key_registration(
+            &key,
+            player,
+            &self.config.server_name,
+            &proof.challenge,
+            &proof.signature,
+        )
+        .map_err(|e| {
+            Refusal::new(
+                403,
+                "bad-proof",
+                format!(
+                    "{e} (player {player:?}, server {:?})",
+                    self.config.server_name
+                ),
+            )
+        })?;
+        let key = proof.key.as_str();
         match self
             .index
             .register_key(key, player, now_ms(), MAX_KEYS)
@@ -188,6 +353,18 @@ impl ReplayServer {
             .revoke_key(key, now_ms())
             .await?
             .ok_or_else(not_found)
+    }
+
+    /// Removes the row of `key` entirely (an admin's purge, which undoes a squat): the row
+    /// removed.
+    pub async fn purge_key(&self, key: &str, grant: &Grant) -> Result<KeyRow, Refusal> {
+        if *grant != Grant::Admin {
+            return Err(Refusal::new(403, "not-admin", "only an admin purges a key"));
+        }
+        self.index
+            .purge_key(key)
+            .await?
+            .ok_or_else(|| Refusal::new(404, "not-found", "no such key"))
     }
 
     /// The registry's word on `signer` for a replay of `player` uploaded at `uploaded`.
@@ -236,6 +413,7 @@ mod tests {
             player: player.into(),
             registered: 10,
             revoked,
+            proven: true,
         }
     }
 

@@ -27,7 +27,9 @@ use bytes::Bytes;
 use serde::Serialize;
 
 pub use self::auth::{Grant, Uploaders};
-pub use self::index::{Committed, Filter, Index, IndexError, KeyRow, Record, Registered, Review};
+pub use self::index::{
+    Committed, Filter, Index, IndexError, Issued, KeyRow, Record, Registered, Review, Spent,
+};
 pub use self::keys::{KeyOwner, Ownership};
 pub use self::store::{Reads, Store, StoreError};
 use crate::bsor::{self, Replay};
@@ -122,6 +124,12 @@ pub struct Config {
     /// The witness keys whose statements date a replay (`http.md` §8.2.2): `serve
     /// --trust-witness`, and the relay's own `--witness-key`.
     pub trusted_witnesses: Vec<[u8; 32]>,
+    /// The server's name in key registration proofs (`http.md` §8.13): `serve
+    /// --server-name`. Servers sharing an index share it, so that each honours the others'
+    /// challenges.
+    pub server_name: String,
+    /// How long a key registration challenge stays valid.
+    pub challenge_ttl: Duration,
 }
 
 impl Default for Config {
@@ -136,6 +144,8 @@ impl Default for Config {
             download_span: 256 << 10,
             fault: None,
             trusted_witnesses: Vec::new(),
+            server_name: "localhost".into(),
+            challenge_ttl: Duration::from_secs(300),
         }
     }
 }

@@ -19,6 +19,9 @@
 // Shared with the relay tools; this one uses its process, memory and percentile helpers.
 #[allow(dead_code)]
 mod bench;
+// The tools' one HTTP client (`bsor-stream keys register` uses it too).
+#[path = "../client.rs"]
+mod client;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -30,10 +33,8 @@ use std::time::{Duration, Instant};
 use bench::{exit_code, memory_kb, percentile, sample_memory, Failure, TempDir};
 use bsor_stream::{bsor, synth};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1;
-use hyper::{Method, Request};
-use hyper_util::rt::TokioIo;
+use client::{Conn, Reply};
+use hyper::Method;
 
 /// Load on a replay server over 127.0.0.1: uploads, downloads, a mixed load, events.
 #[derive(clap::Parser, Debug)]
@@ -181,89 +182,6 @@ fn start_server(args: &Args, dir: &TempDir) -> Result<(Server, SocketAddr), Fail
     Ok((server, addr))
 }
 
-/// One keep-alive HTTP/1.1 connection.
-struct Conn {
-    addr: SocketAddr,
-    sender: Option<http1::SendRequest<Full<Bytes>>>,
-}
-
-/// What one request got.
-struct Reply {
-    status: u16,
-    body: Bytes,
-}
-
-impl Conn {
-    fn new(addr: SocketAddr) -> Conn {
-        Conn { addr, sender: None }
-    }
-
-    async fn request(
-        &mut self,
-        method: Method,
-        path: &str,
-        token: Option<&str>,
-        body: Bytes,
-    ) -> Result<Reply, String> {
-        tokio::time::timeout(
-            REQUEST_TIMEOUT,
-            self.request_inner(method, path, token, body),
-        )
-        .await
-        .map_err(|_| format!("{path}: no answer in {REQUEST_TIMEOUT:?}"))?
-    }
-
-    async fn request_inner(
-        &mut self,
-        method: Method,
-        path: &str,
-        token: Option<&str>,
-        body: Bytes,
-    ) -> Result<Reply, String> {
-        let ready = match &mut self.sender {
-            Some(s) => s.ready().await.is_ok(),
-            None => false,
-        };
-        if !ready {
-            let stream = tokio::net::TcpStream::connect(self.addr)
-                .await
-                .map_err(|e| format!("connecting to {}: {e}", self.addr))?;
-            let _ = stream.set_nodelay(true);
-            let (sender, conn) = http1::handshake(TokioIo::new(stream))
-                .await
-                .map_err(|e| format!("HTTP handshake: {e}"))?;
-            tokio::spawn(conn);
-            self.sender = Some(sender);
-        }
-        let sender = self.sender.as_mut().ok_or("no connection")?;
-        let mut req = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("host", self.addr.to_string())
-            .header("cache-control", "no-cache");
-        if let Some(t) = token {
-            req = req
-                .header("authorization", format!("Bearer {t}"))
-                .header("content-type", "application/octet-stream");
-        }
-        let req = req
-            .body(Full::new(body))
-            .map_err(|e| format!("{path}: {e}"))?;
-        let resp = sender.send_request(req).await.map_err(|e| {
-            self.sender = None;
-            format!("{path}: {e}")
-        })?;
-        let status = resp.status().as_u16();
-        let body = resp
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| format!("{path}: reading the body: {e}"))?
-            .to_bytes();
-        Ok(Reply { status, body })
-    }
-}
-
 /// A distinct synthetic replay as BSOR bytes.
 fn replay(args: &Args, k: u64) -> Result<Bytes, Failure> {
     let r = synth::replay(synth::Settings {
@@ -349,7 +267,7 @@ async fn upload_all(
         let queue = queue.clone();
         let token = token.to_owned();
         tasks.push(tokio::spawn(async move {
-            let mut conn = Conn::new(addr);
+            let mut conn = Conn::new(addr.to_string(), REQUEST_TIMEOUT);
             let mut tally = Tally::default();
             let mut ids = Vec::new();
             loop {
@@ -358,7 +276,13 @@ async fn upload_all(
                 let t = Instant::now();
                 let sent = body.len() as u64;
                 match conn
-                    .request(Method::POST, "/replays", Some(&token), body)
+                    .request(
+                        Method::POST,
+                        "/replays",
+                        Some(&token),
+                        "application/octet-stream",
+                        body,
+                    )
                     .await
                     .and_then(|r| upload_id(&r))
                 {
@@ -392,13 +316,16 @@ async fn get_all(addr: SocketAddr, paths: Vec<String>, concurrency: usize) -> Ta
     for _ in 0..concurrency {
         let queue = queue.clone();
         tasks.push(tokio::spawn(async move {
-            let mut conn = Conn::new(addr);
+            let mut conn = Conn::new(addr.to_string(), REQUEST_TIMEOUT);
             let mut tally = Tally::default();
             loop {
                 let next = queue.lock().map(|mut q| q.pop()).unwrap_or(None);
                 let Some(path) = next else { break };
                 let t = Instant::now();
-                match conn.request(Method::GET, &path, None, Bytes::new()).await {
+                match conn
+                    .request(Method::GET, &path, None, "", Bytes::new())
+                    .await
+                {
                     Ok(r) if r.status == 200 => {
                         tally.latencies_ms.push(t.elapsed().as_secs_f64() * 1e3);
                         tally.bytes += r.body.len() as u64;
@@ -773,8 +700,14 @@ async fn mixed(
         tasks.push(tokio::spawn(async move {
             tokio::time::sleep_until(due).await;
             let late = due.elapsed() > Duration::from_millis(10);
-            let r = Conn::new(addr)
-                .request(Method::POST, "/replays", Some(&token), body)
+            let r = Conn::new(addr.to_string(), REQUEST_TIMEOUT)
+                .request(
+                    Method::POST,
+                    "/replays",
+                    Some(&token),
+                    "application/octet-stream",
+                    body,
+                )
                 .await
                 .and_then(|r| upload_id(&r).map(|_| ()));
             (true, due.elapsed(), r, late)
@@ -786,8 +719,8 @@ async fn mixed(
         tasks.push(tokio::spawn(async move {
             tokio::time::sleep_until(due).await;
             let late = due.elapsed() > Duration::from_millis(10);
-            let r = match Conn::new(addr)
-                .request(Method::GET, &path, None, Bytes::new())
+            let r = match Conn::new(addr.to_string(), REQUEST_TIMEOUT)
+                .request(Method::GET, &path, None, "", Bytes::new())
                 .await
             {
                 Ok(r) if r.status == 200 => Ok(()),

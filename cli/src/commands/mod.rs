@@ -4,6 +4,7 @@ pub mod classic;
 pub mod fingerprint;
 pub mod import;
 pub mod integrity;
+pub mod keys;
 pub mod live;
 pub mod report;
 pub mod serve;

@@ -69,6 +69,36 @@ pub struct ReplayArgs {
     /// existed first owns it (http.md §8.2.2). The relay's own --witness-key is trusted too.
     #[arg(long, value_name = "PUBHEX", requires = "store")]
     pub trust_witness: Vec<String>,
+    /// The server's name in key registration proofs (http.md §8.13): the name clients sign
+    /// with each key they register, so that a proof made for one server is worth nothing on
+    /// another. Servers sharing an index give the same name (their public host name, say).
+    /// Default: the host part of the --ws address as given (`127.0.0.1` for
+    /// `127.0.0.1:8080`).
+    #[arg(long, value_name = "NAME", requires = "store")]
+    pub server_name: Option<String>,
+}
+
+/// The server's name for key registration proofs: `--server-name`, or the host of the
+/// WebSocket address as given.
+fn server_name(args: &ReplayArgs, ws_addr: Option<&str>) -> Result<String, Failure> {
+    let name = match (&args.server_name, ws_addr) {
+        (Some(n), _) => n.clone(),
+        (None, Some(a)) => match a.rsplit_once(':') {
+            Some((host, _)) => host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
+            None => a.to_string(),
+        },
+        (None, None) => "localhost".to_string(),
+    };
+    if name.is_empty() || name.len() > bsor_stream::integrity::MAX_REGISTRATION_FIELD {
+        return Err(Failure(format!(
+            "--server-name {name:?}: 1 to {} bytes",
+            bsor_stream::integrity::MAX_REGISTRATION_FIELD
+        )));
+    }
+    Ok(name)
 }
 
 /// The witness keys a replay server trusts: each `--trust-witness`, then `own` (the relay's
@@ -140,6 +170,7 @@ pub fn serve(
     };
     // Before any port is bound: a bad key is the command line's error.
     let trusted = trusted_witnesses(replays, witness.as_ref().map(|w| w.public_key()))?;
+    let name = server_name(replays, ws_addr)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -193,7 +224,9 @@ pub fn serve(
             server.set_witness(w);
         }
         let replay_server = match &replays.store {
-            Some(location) => Some(open_replays(location, replays, &text, trusted.clone()).await?),
+            Some(location) => {
+                Some(open_replays(location, replays, &text, trusted.clone(), name.clone()).await?)
+            }
             None => None,
         };
         if let (Some(srv), Some(rx)) = (&replay_server, finished_rx) {
@@ -332,6 +365,7 @@ async fn open_replays(
     args: &ReplayArgs,
     tokens: &str,
     trusted_witnesses: Vec<[u8; 32]>,
+    server_name: String,
 ) -> Result<std::sync::Arc<ReplayServer>, Failure> {
     let key = match &args.server_key {
         Some(path) => Some(super::integrity::load_key(path)?),
@@ -346,6 +380,7 @@ async fn open_replays(
         },
         lease: std::time::Duration::from_secs(args.lease_seconds.unwrap_or(600)),
         trusted_witnesses,
+        server_name,
         ..server::Config::default()
     };
     let every = std::time::Duration::from_secs(args.sweep_seconds.unwrap_or(30));

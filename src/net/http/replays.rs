@@ -1,8 +1,8 @@
 //! The replay server's HTTP (`proto-spec/http.md` §7): `POST /replays`, `GET /replays`
 //! (search), `GET|HEAD|DELETE /replays/ID`, `GET /replays/ID/events`,
 //! `GET /replays/ID/frames`, `GET /replays/ID/verify`, `GET /reviews`, and the key
-//! registry's `GET|POST /keys` and `DELETE /keys/KEY`. The archive's `/replays/NAME.bsors` stays
-//! the relay's (`mod.rs`). What to do is decided by `crate::server`; this wires it to hyper.
+//! registry's `GET|POST /keys`, `POST /keys/challenge` and `DELETE /keys/KEY`. The archive's
+//! `/replays/NAME.bsors` stays the relay's (`mod.rs`). What to do is decided by `crate::server`; this wires it to hyper.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +35,7 @@ pub const PATHS: &[&str] = &[
     "/replays/{id}/verify",
     "/reviews",
     "/keys",
+    "/keys/challenge",
     "/keys/{key}",
 ];
 
@@ -61,6 +62,8 @@ pub enum Route<'a> {
     Reviews,
     /// `/keys`: list and register.
     Keys,
+    /// `/keys/challenge`: a challenge to prove a key with.
+    KeyChallenge,
     /// `/keys/KEY`: revoke (the key is checked by its handler, so that a bad one is a `400`
     /// saying why).
     Key(&'a str),
@@ -79,6 +82,9 @@ pub fn claims(path: &str) -> Option<Route<'_>> {
     }
     if path == "/keys" {
         return Some(Route::Keys);
+    }
+    if path == "/keys/challenge" {
+        return Some(Route::KeyChallenge);
     }
     if let Some(key) = path.strip_prefix("/keys/") {
         return Some(Route::Key(key));
@@ -141,10 +147,12 @@ pub(crate) async fn answer(
         Route::List | Route::Keys => "GET, HEAD, POST",
         Route::Replay(_) => "GET, HEAD, DELETE",
         Route::Key(_) => "DELETE",
+        Route::KeyChallenge => "POST",
         _ => "GET, HEAD",
     };
     let ok_method = match route {
         Route::Key(_) => method == Method::DELETE,
+        Route::KeyChallenge => method == Method::POST,
         _ => {
             method == Method::GET
                 || method == Method::HEAD
@@ -175,7 +183,8 @@ pub(crate) async fn answer(
         (Route::Reviews, _) => reviews(srv, req.headers()).await,
         (Route::Keys, Method::POST) => register_key(srv, req, gate).await,
         (Route::Keys, _) => list_keys(srv, &query).await,
-        (Route::Key(key), _) => revoke_key(srv, key, req.headers()).await,
+        (Route::KeyChallenge, _) => key_challenge(srv, req, gate).await,
+        (Route::Key(key), _) => revoke_key(srv, key, &query, req.headers()).await,
         (Route::Unknown, _) => Err(Refusal::new(404, "not-found", "no such resource")),
     };
     let mut r = result.unwrap_or_else(|f| refusal(&f));
@@ -377,7 +386,24 @@ async fn verify(srv: &Arc<ReplayServer>, id: &str) -> Result<Response<Body>, Ref
     ))
 }
 
-/// `POST /keys` with `{"key": HEX}`: registers the key to the token's player.
+/// `POST /keys/challenge`: a fresh challenge for the token's player (the body, if any, is
+/// read and ignored).
+async fn key_challenge(
+    srv: &Arc<ReplayServer>,
+    req: Request<Incoming>,
+    gate: &ReadGate,
+) -> Result<Response<Body>, Refusal> {
+    let player = player_of(srv, req.headers(), "asks for no challenge")?;
+    read_body(srv, req, MAX_KEY_BODY, gate).await?;
+    let c = srv.issue_challenge(&player).await?;
+    Ok(json(
+        StatusCode::CREATED,
+        serde_json::to_string(&c).unwrap_or_default(),
+    ))
+}
+
+/// `POST /keys` with `{"key": HEX, "challenge": HEX, "signature": HEX}`: registers the key
+/// to the token's player once the signature proves it holds the key.
 async fn register_key(
     srv: &Arc<ReplayServer>,
     req: Request<Incoming>,
@@ -389,19 +415,23 @@ async fn register_key(
     #[serde(deny_unknown_fields)]
     struct Asked {
         key: String,
+        challenge: String,
+        signature: String,
     }
     let asked: Asked = serde_json::from_slice(&body.bytes).map_err(|e| {
         Refusal::new(
             400,
             "bad-json",
-            format!("the body is not {{\"key\": HEX}}: {e}"),
+            format!(
+                "the body is not {{\"key\": HEX, \"challenge\": HEX, \"signature\": HEX}}: {e}"
+            ),
         )
     })?;
-    let key = server::keys::parse_key(&asked.key)?;
-    let (status, row) = srv.register_key(&key, &player).await?;
+    let proof = server::keys::Proof::parse(&asked.key, &asked.challenge, &asked.signature)?;
+    let (status, row) = srv.register_key(&proof, &player).await?;
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
     let mut r = json(status, serde_json::to_string(&row).unwrap_or_default());
-    set(&mut r, header::LOCATION, &format!("/keys/{key}"));
+    set(&mut r, header::LOCATION, &format!("/keys/{}", proof.key));
     Ok(r)
 }
 
@@ -428,19 +458,59 @@ async fn list_keys(srv: &Arc<ReplayServer>, query: &str) -> Result<Response<Body
     ))
 }
 
-/// `DELETE /keys/KEY`: revokes the key (its player's token or an admin's).
+/// `DELETE /keys/KEY`: revokes the key (its player's token or an admin's); with
+/// `?purge=1`, removes its row entirely (an admin's token only).
 async fn revoke_key(
     srv: &Arc<ReplayServer>,
     key: &str,
+    query: &str,
     headers: &HeaderMap,
 ) -> Result<Response<Body>, Refusal> {
     let grant = authorize(srv, headers)?;
-    let key = server::keys::parse_key(key)?;
+    let mut purge = false;
+    for (k, v) in pairs(query)? {
+        match (k, v) {
+            ("purge", "1") => purge = true,
+            ("purge", _) => return Err(Refusal::new(400, "bad-query", "purge=1 or nothing")),
+            (other, _) => {
+                return Err(Refusal::new(
+                    400,
+                    "bad-query",
+                    format!("unknown parameter {other:?}"),
+                ))
+            }
+        }
+    }
+    // The key's text is only checked to be 64 hex digits for a purge: a row that a later
+    // check refuses (a weak key from before) can still be removed.
+    if purge {
+        let key = hex_key(key)?;
+        let row = srv.purge_key(&key, &grant).await?;
+        let mut v = serde_json::to_value(&row).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("purged".into(), true.into());
+        }
+        return Ok(json(StatusCode::OK, v.to_string()));
+    }
+    let key = hex_key(key)?;
     let row = srv.revoke_key(&key, &grant).await?;
     Ok(json(
         StatusCode::OK,
         serde_json::to_string(&row).unwrap_or_default(),
     ))
+}
+
+/// A key of a `/keys/KEY` path as the registry keeps it: 64 hex digits, lower-cased.
+fn hex_key(key: &str) -> Result<String, Refusal> {
+    if key.len() == 64 && key.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(key.to_ascii_lowercase())
+    } else {
+        Err(Refusal::new(
+            400,
+            "bad-key",
+            "a public key is 64 hex digits (32 bytes)",
+        ))
+    }
 }
 
 async fn record(srv: &ReplayServer, id: &str) -> Result<Record, Refusal> {
@@ -828,6 +898,7 @@ mod tests {
             Some(Route::Verify(id))
         );
         assert_eq!(claims("/keys"), Some(Route::Keys));
+        assert_eq!(claims("/keys/challenge"), Some(Route::KeyChallenge));
         assert_eq!(claims("/keys/ab/../x"), Some(Route::Key("ab/../x")));
         assert_eq!(claims("/replays/demo.bsors"), None);
         assert_eq!(claims("/sessions"), None);

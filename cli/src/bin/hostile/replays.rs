@@ -210,7 +210,36 @@ async fn seed(ws: SocketAddr, deadline: Instant) -> Option<Seed> {
             .verifying_key()
             .as_bytes(),
     );
-    let json = format!("{{\"key\": \"{key}\"}}");
+    // Registered with its proof (http.md §8.13): a challenge, signed with the player and
+    // server name the challenge names.
+    let head = post(
+        "/keys/challenge",
+        &host,
+        HONEST_TOKEN,
+        0,
+        "application/json",
+    );
+    let (status, body) = honest_request(ws, &head, b"", deadline).await?;
+    let c: serde_json::Value = serde_json::from_slice(&body).ok()?;
+    if status != 201 {
+        return None;
+    }
+    let challenge: [u8; 32] = integrity::from_hex(c["challenge"].as_str()?)?
+        .try_into()
+        .ok()?;
+    let signature = integrity::sign_key_registration(
+        &integrity::SigningKey::from_bytes(&[42; 32]),
+        c["player"].as_str()?,
+        c["serverName"].as_str()?,
+        &challenge,
+    )
+    .ok()?;
+    let json = serde_json::json!({
+        "key": key,
+        "challenge": integrity::hex(&challenge),
+        "signature": integrity::hex(&signature),
+    })
+    .to_string();
     let head = post("/keys", &host, HONEST_TOKEN, json.len(), "application/json");
     let (status, _) = honest_request(ws, &head, json.as_bytes(), deadline).await?;
     (status == 201 || status == 200).then_some(Seed { id, key })
@@ -443,13 +472,27 @@ fn request_cases(host: &str, s: &Seed) -> Vec<Case> {
             &[405],
         ),
         send(
-            "keys: another player's key",
+            "keys: another player's key, without proof",
             "POST",
             "/keys",
             host,
             &other,
             format!("{{\"key\": \"{key}\"}}").into_bytes(),
-            &[409],
+            &[400],
+        ),
+        send(
+            "keys: another player's key, a made-up challenge and signature",
+            "POST",
+            "/keys",
+            host,
+            &other,
+            format!(
+                "{{\"key\": \"{key}\", \"challenge\": \"{}\", \"signature\": \"{}\"}}",
+                "ab".repeat(32),
+                "cd".repeat(64)
+            )
+            .into_bytes(),
+            &[403],
         ),
         send(
             "keys: not JSON",
