@@ -128,26 +128,45 @@ fn sign(key: &SigningKey, domain: &[u8], body: &[u8]) -> [u8; 64] {
     key.sign(&msg).to_bytes()
 }
 
+/// Why 32 bytes are not a public key a verifier may take ([`strict_key`]). Each message reads
+/// after the key's name ("the witness key is not …").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// Not the encoding of a curve point.
+    #[error("is not a curve point")]
+    NotAPoint,
+    /// A point, but not in its canonical encoding (`y` at or above `p`).
+    #[error("is not the canonical encoding of its point")]
+    NotCanonical,
+    /// A point of small order (a weak key: signatures under it can be forged).
+    #[error("is not a usable key: a point of small order")]
+    SmallOrder,
+    /// A point with a torsion component (mixed order).
+    #[error("is not torsion-free: a point of mixed order")]
+    Torsion,
+}
+
 /// A public key as a verifier must take it (`integrity.md` §1): the canonical encoding of a
 /// curve point that is torsion-free (in the prime-order subgroup, so neither of small nor of
 /// mixed order). `verify_strict` refuses small-order keys but not mixed-order ones, whose
 /// holder can make signatures that verifiers disagree on ("Taming the many EdDSAs",
-/// Chalkias et al., 2020); the error says which rule the bytes break ("is not …").
-pub fn strict_key(bytes: &[u8; 32]) -> Result<VerifyingKey, &'static str> {
+/// Chalkias et al., 2020). Every key this project checks a signature under goes through
+/// here: a key chunk's, a witness's, a key registered to a player.
+pub fn strict_key(bytes: &[u8; 32]) -> Result<VerifyingKey, KeyError> {
     use curve25519_dalek::edwards::CompressedEdwardsY;
     let point = CompressedEdwardsY(*bytes)
         .decompress()
-        .ok_or("is not a curve point")?;
+        .ok_or(KeyError::NotAPoint)?;
     if point.compress().to_bytes() != *bytes {
-        return Err("is not the canonical encoding of its point");
+        return Err(KeyError::NotCanonical);
     }
     if point.is_small_order() {
-        return Err("is not a usable key: a point of small order");
+        return Err(KeyError::SmallOrder);
     }
     if !point.is_torsion_free() {
-        return Err("is not torsion-free: a point of mixed order");
+        return Err(KeyError::Torsion);
     }
-    VerifyingKey::from_bytes(bytes).map_err(|_| "is not a curve point")
+    VerifyingKey::from_bytes(bytes).map_err(|_| KeyError::NotAPoint)
 }
 
 /// A signature a parse has read but not checked: the message it signs (domain string and

@@ -26,8 +26,9 @@ pub use entry::{
     ADDED_USER_DATA, ENTRY_KEY, ENTRY_VERSION,
 };
 pub use layout::{
-    final_hash, strict_key, Checkpoint, FinalCheckpoint, KeyChunk, Ranges, CHECKPOINT_CHUNK,
-    CHECKPOINT_LEN, FINAL_CHUNK, FINAL_LEN, KEY_CHUNK, MAX_KEY_LEN, NONCE_LEN, VERSION,
+    final_hash, strict_key, Checkpoint, FinalCheckpoint, KeyChunk, KeyError, Ranges,
+    CHECKPOINT_CHUNK, CHECKPOINT_LEN, FINAL_CHUNK, FINAL_LEN, KEY_CHUNK, MAX_KEY_LEN, NONCE_LEN,
+    VERSION,
 };
 pub use registration::{
     key_registration_message, registrable_key, sign_key_registration, verify_key_registration,

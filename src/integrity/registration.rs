@@ -8,8 +8,9 @@
 //! whatever bytes the fields hold; the domain keeps it from being any other signed message of
 //! the project (a checkpoint, a witness statement).
 
-use curve25519_dalek::edwards::CompressedEdwardsY;
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
+
+use super::KeyError;
 
 /// The first field of every key registration message.
 pub const REGISTRATION_DOMAIN: &str = "bsor-stream key registration v1";
@@ -91,20 +92,11 @@ pub fn sign_key_registration(
 /// `key` as a key the registry takes: the canonical encoding of a point of the prime-order
 /// subgroup that is not of small order.
 pub fn registrable_key(key: &[u8; 32]) -> Result<VerifyingKey, RegistrationError> {
-    let point = CompressedEdwardsY(*key)
-        .decompress()
-        .ok_or(RegistrationError::NotAKey)?;
-    if point.compress().as_bytes() != key {
-        return Err(RegistrationError::NotAKey);
-    }
-    let vk = VerifyingKey::from_bytes(key).map_err(|_| RegistrationError::NotAKey)?;
-    if vk.is_weak() {
-        return Err(RegistrationError::SmallOrder);
-    }
-    if !point.is_torsion_free() {
-        return Err(RegistrationError::Torsion);
-    }
-    Ok(vk)
+    super::strict_key(key).map_err(|e| match e {
+        KeyError::NotAPoint | KeyError::NotCanonical => RegistrationError::NotAKey,
+        KeyError::SmallOrder => RegistrationError::SmallOrder,
+        KeyError::Torsion => RegistrationError::Torsion,
+    })
 }
 
 /// Checks that `signature` by `key` registers it to `player` on `server_name` for
