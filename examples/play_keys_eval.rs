@@ -56,7 +56,7 @@ fn copies(r: &Replay, seed: u64) -> Vec<(&'static str, Replay)> {
     let n = r.notes.len();
     let mut out = Vec::new();
     let mut c = r.clone();
-    c.notes[n / 2].event_time = c.notes[n / 2].event_time.next_up();
+    c.notes[n / 2].event_time = f32::from_bits(c.notes[n / 2].event_time.to_bits() + 1);
     out.push(("one ulp", c));
     let mut c = r.clone();
     for _ in 0..5 {
@@ -70,13 +70,13 @@ fn copies(r: &Replay, seed: u64) -> Vec<(&'static str, Replay)> {
         f.left_hand.position.y += ((rng(&mut s) * 2.0 - 1.0) * 0.005) as f32;
         f.right_hand.position.z += ((rng(&mut s) * 2.0 - 1.0) * 0.005) as f32;
     }
-    c.notes[1].event_time = c.notes[1].event_time.next_down();
+    c.notes[1].event_time = f32::from_bits(c.notes[1].event_time.to_bits() - 1);
     out.push(("frames ±5 mm + ulp", c));
     let mut c = r.clone();
     c.info.hash = BsorString::new("edited");
     c.info.difficulty = BsorString::new("Easy");
     c.info.player_id = BsorString::new("thief");
-    c.notes[2].event_time = c.notes[2].event_time.next_up();
+    c.notes[2].event_time = f32::from_bits(c.notes[2].event_time.to_bits() + 1);
     out.push(("info edited + ulp", c));
     let mut c = r.clone();
     c.notes.truncate(n - 2);
@@ -204,7 +204,7 @@ fn cost(n: usize) {
                 repeat(&base, 900_000 + u)
             } else {
                 let mut c = repeat(&base, 10_000 + u * 7);
-                c.notes[3].event_time = c.notes[3].event_time.next_up();
+                c.notes[3].event_time = f32::from_bits(c.notes[3].event_time.to_bits() + 1);
                 c
             };
             let play = server::play_of(&up);

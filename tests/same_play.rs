@@ -65,7 +65,7 @@ async fn a_copy_with_one_event_time_moved_by_one_ulp_is_reviewed() {
     let (srv, addr, p) = owned(dir.path(), 41).await;
     let mut copy = stolen(&p);
     let n = copy.notes.len() / 2;
-    copy.notes[n].event_time = copy.notes[n].event_time.next_up();
+    copy.notes[n].event_time = f32::from_bits(copy.notes[n].event_time.to_bits() + 1);
     refused_for_review(&srv, addr, &copy).await;
     let r = upload(addr, "tok2", &bsor::to_vec(&copy).unwrap()).await;
     assert_refusal(&r, 409, "similar-play");
@@ -80,7 +80,7 @@ async fn a_copy_with_its_map_hash_and_difficulty_edited_is_reviewed() {
     copy.info.difficulty = BsorString::new("Easy");
     copy.info.mode = BsorString::new("OneSaber");
     // An edit of one event too, so that the exact digest does not find it.
-    copy.notes[3].event_time = copy.notes[3].event_time.next_down();
+    copy.notes[3].event_time = f32::from_bits(copy.notes[3].event_time.to_bits() - 1);
     refused_for_review(&srv, addr, &copy).await;
 }
 
@@ -115,7 +115,7 @@ async fn a_players_own_edited_copy_is_stored_as_theirs() {
     let dir = tempfile::tempdir().unwrap();
     let (srv, addr, p) = owned(dir.path(), 45).await;
     let mut mine = p.clone();
-    mine.notes[1].event_time = mine.notes[1].event_time.next_up();
+    mine.notes[1].event_time = f32::from_bits(mine.notes[1].event_time.to_bits() + 1);
     let r = upload(addr, "tok1", &bsor::to_vec(&mine).unwrap()).await;
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
     assert!(srv.reviews(10).await.unwrap().is_empty());

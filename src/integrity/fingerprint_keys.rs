@@ -77,7 +77,7 @@ mod tests {
             copy.notes[i].event_time += 0.004;
         }
         let n = copy.notes.len() / 2;
-        copy.notes[n].event_time = copy.notes[n].event_time.next_up();
+        copy.notes[n].event_time = f32::from_bits(copy.notes[n].event_time.to_bits() + 1);
         copy.notes.remove(10);
         // A shift of the whole timeline.
         for x in &mut copy.notes {
