@@ -73,7 +73,7 @@ mod tests {
         for f in &mut copy.frames {
             f.head.position.x += 0.003;
         }
-        for i in [3, 40, 77, 120] {
+        for i in [3, 40, 77, 100] {
             copy.notes[i].event_time += 0.004;
         }
         let n = copy.notes.len() / 2;
