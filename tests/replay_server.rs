@@ -1147,10 +1147,24 @@ async fn a_live_session_with_its_witness_file_takes_the_play() {
     let copy = created(&srv, &stolen(&p), "p2").await;
     let session = signed_stream(&p, 6);
     // Without its witness file the session existed later than the copy: refused.
-    let refused = srv.store_session(&session, None).await.unwrap_err();
+    let refused = srv
+        .store_session(&session, None, Some("p1"))
+        .await
+        .unwrap_err();
     assert_eq!((refused.status, refused.code), (409, "same-play"));
+    // A publisher granted another player (or none) never stores it.
+    for granted in [None, Some("p2")] {
+        let no = srv
+            .store_session(&session, None, granted)
+            .await
+            .unwrap_err();
+        assert_eq!((no.status, no.code), (403, "not-granted"));
+    }
     let file = witness_file(WITNESS, &session, t0);
-    let server::Uploaded::Created(r) = srv.store_session(&session, Some(&file)).await.unwrap()
+    let server::Uploaded::Created(r) = srv
+        .store_session(&session, Some(&file), Some("p1"))
+        .await
+        .unwrap()
     else {
         panic!("not created");
     };

@@ -86,10 +86,18 @@ fn serve(dir: &Path) -> Relay {
     serve_with(dir, &[])
 }
 
+/// The player the synthetic replays name.
+const SYNTH_PLAYER: &str = "76561190000000000";
+
+/// The relay's token file: `tok` publishes any session (and grants no player), `ptok`
+/// publishes as and uploads for the synthetic replays' player, `otok` for another player,
+/// `stok` publishes session `song` only.
+const TOKEN_FILE: &str = "tok\nplayer:76561190000000000:ptok\nplayer:42:otok\nsong:stok\n";
+
 /// `serve` on 127.0.0.1 with an archive in `dir`, and `extra` options.
 fn serve_with(dir: &Path, extra: &[&str]) -> Relay {
     let tokens = dir.join("tokens.txt");
-    std::fs::write(&tokens, "tok\n").unwrap();
+    std::fs::write(&tokens, TOKEN_FILE).unwrap();
     let log = std::fs::File::create(dir.join("relay.log")).unwrap();
     let mut child = bin()
         .args(["serve", "--tcp", "127.0.0.1:0", "--ws", "127.0.0.1:0"])
@@ -396,7 +404,7 @@ fn a_finished_session_moves_into_the_replay_store() {
     let published = bin()
         .arg("publish")
         .arg(&song)
-        .args(["--to", &relay.tcp, "--session", "song", "--token", "tok"])
+        .args(["--to", &relay.tcp, "--session", "song", "--token", "ptok"])
         .args(["--speed", "0"])
         .output()
         .unwrap();
@@ -440,7 +448,7 @@ fn a_finished_session_is_dated_by_the_relays_own_witness() {
     let published = bin()
         .arg("publish")
         .arg(&song)
-        .args(["--to", &relay.tcp, "--session", "song", "--token", "tok"])
+        .args(["--to", &relay.tcp, "--session", "song", "--token", "ptok"])
         .args(["--speed", "0", "--key"])
         .arg(&player)
         .output()
@@ -497,4 +505,113 @@ fn stored_replays(ws: &str) -> Vec<serde_json::Value> {
     };
     assert_eq!(listed.len(), 1, "the finished session was not stored");
     listed
+}
+
+/// Publishes `song` as session `session` with `token`, to its end.
+fn publish_song(relay: &Relay, song: &Path, session: &str, token: &str) {
+    let published = bin()
+        .arg("publish")
+        .arg(song)
+        .args(["--to", &relay.tcp, "--session", session, "--token", token])
+        .args(["--speed", "0"])
+        .output()
+        .unwrap();
+    assert!(
+        published.status.success(),
+        "{}",
+        String::from_utf8_lossy(&published.stderr)
+    );
+}
+
+/// Waits until the relay's log in `dir` says a finished session was not stored.
+fn wait_not_stored(dir: &Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let log = std::fs::read_to_string(dir.join("relay.log")).unwrap_or_default();
+        if log.contains("not stored") || Instant::now() > deadline {
+            return log;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn replay_count(ws: &str) -> usize {
+    let r = get(ws, "GET", "/replays", &[]);
+    assert_eq!(r.status, 200);
+    let j: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    j["replays"].as_array().unwrap().len()
+}
+
+/// A POST of `body` to `/replays` with `token`: the status.
+fn post_replay(addr: &str, token: &str, body: &[u8]) -> u16 {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let head = format!(
+        "POST /replays HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+         Authorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).unwrap();
+    String::from_utf8_lossy(&all)
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_session_token_publishing_another_players_header_is_archived_not_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let relay = serve_with(dir.path(), &["--store", store.to_str().unwrap()]);
+    let song = synth(dir.path(), "song.bsor", "6");
+    // `song:stok` opens session `song` only and grants no player: the header's player is
+    // not this publisher's.
+    publish_song(&relay, &song, "song", "stok");
+    let log = wait_not_stored(dir.path());
+    assert!(log.contains("not stored"), "{log}");
+    assert!(dir.path().join("archive/song.bsors").exists());
+    assert_eq!(
+        get(&relay.ws, "GET", "/replays/song.bsors", &[]).status,
+        200
+    );
+    assert_eq!(replay_count(&relay.ws), 0);
+    // The player's own upload of the play is theirs.
+    let bytes = std::fs::read(&song).unwrap();
+    assert_eq!(post_replay(&relay.ws, "ptok", &bytes), 201);
+    let listed = stored_replays(&relay.ws);
+    assert_eq!(listed[0]["player"], SYNTH_PLAYER);
+}
+
+#[test]
+fn a_player_token_publishing_its_own_header_is_stored_as_its_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let relay = serve_with(dir.path(), &["--store", store.to_str().unwrap()]);
+    let song = synth(dir.path(), "song.bsor", "6");
+    // A `player:` line publishes any session name.
+    publish_song(&relay, &song, "any-name", "ptok");
+    let listed = stored_replays(&relay.ws);
+    assert_eq!(listed[0]["player"], SYNTH_PLAYER);
+}
+
+#[test]
+fn a_player_token_publishing_another_players_header_is_not_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let relay = serve_with(dir.path(), &["--store", store.to_str().unwrap()]);
+    let song = synth(dir.path(), "song.bsor", "6");
+    publish_song(&relay, &song, "song", "otok");
+    let log = wait_not_stored(dir.path());
+    assert!(log.contains("not stored"), "{log}");
+    assert!(dir.path().join("archive/song.bsors").exists());
+    assert_eq!(replay_count(&relay.ws), 0);
+    // A session-wide token (no player) is archived and not stored either.
+    let song2 = synth(dir.path(), "song2.bsor", "5");
+    publish_song(&relay, &song2, "other", "tok");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(replay_count(&relay.ws), 0);
 }

@@ -9,8 +9,12 @@ use crate::bsor::{encode_height, encode_note, encode_pause, encode_wall, Replay}
 
 #[path = "fingerprint_eval.rs"]
 pub mod eval;
+#[path = "fingerprint_keys.rs"]
+mod keys;
 #[path = "fingerprint_motion.rs"]
 mod motion;
+
+pub use keys::{play_keys, CONTEXT_KEYS, KEYS, KEY_TIME_UNIT, WINDOW};
 
 pub use motion::{
     similarity, MotionSignature, Poses, Sample, Similarity, MIN_MATCHED, POSITION_UNIT,

@@ -89,6 +89,34 @@ impl MotionSignature {
         }
         out
     }
+
+    /// A signature from its byte form ([`MotionSignature::to_bytes`]); `None` unless the
+    /// bytes are exactly one.
+    pub fn from_bytes(bytes: &[u8]) -> Option<MotionSignature> {
+        let (n, mut rest) = bytes.split_first_chunk::<4>()?;
+        let n = u32::from_le_bytes(*n) as usize;
+        if rest.len() != n.checked_mul(50)? {
+            return None;
+        }
+        let mut samples = Vec::with_capacity(n);
+        while let Some((s, next)) = rest.split_first_chunk::<50>() {
+            let i32_at = |k: usize| i32::from_le_bytes([s[k], s[k + 1], s[k + 2], s[k + 3]]);
+            let mut poses = [[0i16; 7]; 3];
+            for (k, v) in poses.iter_mut().flatten().enumerate() {
+                *v = i16::from_le_bytes([s[8 + 2 * k], s[9 + 2 * k]]);
+            }
+            samples.push(Sample {
+                note_id: i32_at(0),
+                time: i32_at(4),
+                poses,
+            });
+            rest = next;
+        }
+        Some(MotionSignature {
+            version: SIGNATURE_VERSION,
+            samples,
+        })
+    }
 }
 
 /// How two signatures compare (§11.2.3).
@@ -293,6 +321,10 @@ mod tests {
         let a = MotionSignature::of(&replay(Settings::default()));
         let s = similarity(&a, &a);
         assert_eq!(s.score, 1.0);
+        assert_eq!(MotionSignature::from_bytes(&a.to_bytes()), Some(a.clone()));
+        let bytes = a.to_bytes();
+        assert_eq!(MotionSignature::from_bytes(&bytes[..bytes.len() - 1]), None);
+        assert_eq!(MotionSignature::from_bytes(&[0xff; 4]), None);
         assert!(s.same_play && s.matched == a.samples.len());
         let other = MotionSignature::of(&replay(Settings {
             seed: 2,

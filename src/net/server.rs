@@ -62,7 +62,17 @@ pub struct ServerConfig {
     /// With an archive: the file of each session whose song finished and whose archive is
     /// whole is sent here once it is closed (for a replay store to keep). Never waits: when
     /// the channel is full the session is logged and not sent.
-    pub finished: Option<tokio::sync::mpsc::Sender<PathBuf>>,
+    pub finished: Option<tokio::sync::mpsc::Sender<Finished>>,
+}
+
+/// A session that finished whole, for a replay store (`http.md` §8.12).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finished {
+    /// Its archive file.
+    pub path: PathBuf,
+    /// The player its publisher's token grants (a `player:` line's), if any: the session
+    /// may be stored as this player's replay only.
+    pub player: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -461,6 +471,17 @@ impl Shared {
             self.timer.notify_one();
         }
         let actions: Vec<RelayAction> = std::iter::from_fn(|| relay.poll_action()).collect();
+        // The players the finished sessions' publishers were granted, read while the
+        // relay still holds the sessions.
+        let granted: Vec<(String, Option<String>)> = actions
+            .iter()
+            .filter_map(|a| match a {
+                RelayAction::SessionEnded(s, EndReason::Finished) => {
+                    Some((s.clone(), relay.session_player(s).map(str::to_owned)))
+                }
+                _ => None,
+            })
+            .collect();
         let writes = actions.iter().any(|e| {
             matches!(
                 e,
@@ -493,7 +514,7 @@ impl Shared {
         // Most calls (a viewer's ack of nothing, a chunk with no viewer) ask for nothing:
         // skip the writers' lock then (with 1000 viewers it cost as much as the fan-out).
         if !actions.is_empty() {
-            self.dispatch(actions, archive);
+            self.dispatch(actions, archive, &granted);
         }
         out
     }
@@ -504,13 +525,14 @@ impl Shared {
         self: &Arc<Self>,
         actions: Vec<RelayAction>,
         archive: Option<std::sync::MutexGuard<'_, ArchiveWriter>>,
+        granted: &[(String, Option<String>)],
     ) {
         let failed = match archive {
             Some(mut a) => write_archive(&mut a, &actions),
             None => Vec::new(),
         };
         if let (Some(dir), Some(tx)) = (&self.config.archive, &self.config.finished) {
-            announce_finished(dir, tx, &actions, &failed);
+            announce_finished(dir, tx, &actions, &failed, granted);
         }
         let writers = lock(&self.writers);
         for action in actions {
@@ -618,16 +640,25 @@ fn write_archive(a: &mut ArchiveWriter, actions: &[RelayAction]) -> Vec<String> 
 /// Sends the archive files of the sessions among `actions` that finished whole to `tx`.
 fn announce_finished(
     dir: &std::path::Path,
-    tx: &tokio::sync::mpsc::Sender<PathBuf>,
+    tx: &tokio::sync::mpsc::Sender<Finished>,
     actions: &[RelayAction],
     failed: &[String],
+    granted: &[(String, Option<String>)],
 ) {
     for action in actions {
         if let RelayAction::SessionEnded(s, EndReason::Finished) = action {
             if failed.contains(s) {
                 continue;
             }
-            if let Err(e) = tx.try_send(archive::path(dir, s)) {
+            let player = granted
+                .iter()
+                .find(|(g, _)| g == s)
+                .and_then(|(_, p)| p.clone());
+            let finished = Finished {
+                path: archive::path(dir, s),
+                player,
+            };
+            if let Err(e) = tx.try_send(finished) {
                 tracing::warn!(session = %s, err = %e, "a finished session was not handed on");
             }
         }

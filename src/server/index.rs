@@ -77,6 +77,62 @@ async fn insert_replay(
         .await
 }
 
+/// Writes the play keys and motion signature of replay `id` in `tx`.
+async fn insert_play(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    id: &str,
+    play: &Play,
+) -> Result<(), sqlx::Error> {
+    if !play.keys.is_empty() {
+        let values: Vec<String> = (0..play.keys.len())
+            .map(|i| format!("(${}, $1)", i + 2))
+            .collect();
+        let q = format!(
+            "INSERT INTO play_keys (key, replay) VALUES {}",
+            values.join(", ")
+        );
+        let mut query = sqlx::query(&q).bind(id);
+        for k in &play.keys {
+            query = query.bind(*k);
+        }
+        query.execute(&mut **tx).await?;
+    }
+    sqlx::query("INSERT INTO play_signatures (replay, signature) VALUES ($1, $2)")
+        .bind(id)
+        .bind(&play.signature)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Removes the play keys and signature of replay `id` in `tx`.
+async fn remove_play(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    id: &str,
+) -> Result<(), IndexError> {
+    for q in [
+        "DELETE FROM play_keys WHERE replay = $1",
+        "DELETE FROM play_signatures WHERE replay = $1",
+    ] {
+        sqlx::query(q)
+            .bind(id)
+            .execute(&mut **tx)
+            .await
+            .map_err(err("removing a play's keys"))?;
+    }
+    Ok(())
+}
+
+/// A replay's play keys and motion signature as the index keeps them (`integrity.md`
+/// §11.4): the keys deduplicated, the signature's byte form in standard base64.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Play {
+    /// The play keys.
+    pub keys: Vec<i64>,
+    /// The motion signature, base64.
+    pub signature: String,
+}
+
 /// Writes the review row `r` in `tx`.
 async fn insert_review(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
@@ -295,6 +351,13 @@ impl MigrationSource<'static> for Embedded {
                     Cow::Borrowed(include_str!("migrations/0004_key_proofs.sql")),
                     false,
                 ),
+                Migration::new(
+                    5,
+                    Cow::Borrowed("play_keys"),
+                    MigrationType::Simple,
+                    Cow::Borrowed(include_str!("migrations/0005_play_keys.sql")),
+                    false,
+                ),
             ])
         })
     }
@@ -384,6 +447,43 @@ impl Index {
         row.map(|r| record(&r)).transpose()
     }
 
+    /// The accepted replays that share a play key with `keys` (`integrity.md` §11.4), at
+    /// most `limit`, those sharing the most keys first, each with its motion signature
+    /// (base64): one indexed lookup, no blob read.
+    pub async fn similar_candidates(
+        &self,
+        keys: &[i64],
+        limit: i64,
+    ) -> Result<Vec<(Record, String)>, IndexError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list: Vec<String> = (0..keys.len()).map(|i| format!("${}", i + 2)).collect();
+        let q = format!(
+            "SELECT {COLUMNS}, signature FROM replays \
+             JOIN play_signatures ON play_signatures.replay = replays.id \
+             WHERE replays.id IN (SELECT replay FROM play_keys WHERE key IN ({}) \
+             GROUP BY replay ORDER BY COUNT(*) DESC, replay LIMIT $1)",
+            list.join(", ")
+        );
+        let mut query = sqlx::query(&q).bind(limit);
+        for k in keys {
+            query = query.bind(*k);
+        }
+        let rows = query
+            .fetch_all(&self.pool)
+            .await
+            .map_err(err("reading play keys"))?;
+        rows.iter()
+            .map(|row| {
+                let sig: String = row
+                    .try_get("signature")
+                    .map_err(err("reading a signature"))?;
+                Ok((record(row)?, sig))
+            })
+            .collect()
+    }
+
     /// Writes a lease on `blob` until `expires` (Unix milliseconds), before the blob.
     pub async fn lease(&self, blob: &str, expires: i64) -> Result<(), IndexError> {
         sqlx::query("INSERT INTO leases (blob, expires) VALUES ($1, $2)")
@@ -398,9 +498,12 @@ impl Index {
     /// Commits `r` and ends its blob's lease, in one transaction. A row of the same ID or
     /// fingerprint committed first is a [`Committed::Conflict`] (nothing is written; the
     /// lease stays for the sweeper).
-    pub async fn commit(&self, r: &Record) -> Result<Committed, IndexError> {
+    pub async fn commit(&self, r: &Record, play: &Play) -> Result<Committed, IndexError> {
         let mut tx = self.pool.begin().await.map_err(err("starting a commit"))?;
-        let inserted = insert_replay(&mut tx, r).await;
+        let inserted = match insert_replay(&mut tx, r).await {
+            Ok(done) => insert_play(&mut tx, &r.id, play).await.map(|()| done),
+            Err(e) => Err(e),
+        };
         end_lease(
             tx,
             inserted,
@@ -420,6 +523,7 @@ impl Index {
     pub async fn transfer(
         &self,
         r: &Record,
+        play: &Play,
         former: &Record,
         review: &Review,
         now: i64,
@@ -439,6 +543,7 @@ impl Index {
         if gone.rows_affected() != 1 {
             return Ok(Committed::Conflict);
         }
+        remove_play(&mut tx, &former.id).await?;
         for id in [&r.id, &former.id] {
             let stale: Option<String> = sqlx::query("SELECT blob FROM reviews WHERE id = $1")
                 .bind(id)
@@ -470,7 +575,10 @@ impl Index {
             .execute(&mut *tx)
             .await
             .map_err(err("naming the new owner in reviews"))?;
-        let inserted = insert_replay(&mut tx, r).await;
+        let inserted = match insert_replay(&mut tx, r).await {
+            Ok(done) => insert_play(&mut tx, &r.id, play).await.map(|()| done),
+            Err(e) => Err(e),
+        };
         end_lease(
             tx,
             inserted,
@@ -546,6 +654,7 @@ impl Index {
             .execute(&mut *tx)
             .await
             .map_err(err("deleting a replay"))?;
+        remove_play(&mut tx, id).await?;
         tx.commit().await.map_err(err("committing a delete"))?;
         Ok(Some(blob))
     }

@@ -28,7 +28,7 @@ use serde::Serialize;
 
 pub use self::auth::{Grant, Uploaders};
 pub use self::index::{
-    Committed, Filter, Index, IndexError, Issued, KeyRow, Record, Registered, Review, Spent,
+    Committed, Filter, Index, IndexError, Issued, KeyRow, Play, Record, Registered, Review, Spent,
 };
 pub use self::keys::{KeyOwner, Ownership};
 pub use self::store::{Reads, Store, StoreError};
@@ -162,6 +162,8 @@ pub struct Prepared {
     /// The earliest receive time (Unix milliseconds) of a trusted witness statement that
     /// checked against the stream ([`Prepared::witness`]).
     pub witnessed: Option<i64>,
+    /// Its play keys and motion signature (`integrity.md` §11.4).
+    pub play: Play,
 }
 
 impl Prepared {
@@ -346,6 +348,7 @@ pub fn prepare(
         ));
     }
     let record = describe(&replay, &stream, bsor_bytes.len())?;
+    let play = play_of(&replay);
     let is_bsor = plan::sniff(body) == Some(Kind::Bsor);
     let signer = keys::upload_signer(body, is_bsor, record.signed);
     if is_bsor && signer.is_none() && keys::names_signature(body) {
@@ -365,6 +368,7 @@ pub fn prepare(
     Ok(Prepared {
         signer,
         witnessed: None,
+        play,
         stream: Bytes::from(stream),
         record: Record {
             id: plan::replay_id(&bsor_bytes),
@@ -372,6 +376,21 @@ pub fn prepare(
         },
     })
 }
+
+/// The play keys and motion signature of a replay, as the index keeps them.
+pub fn play_of(replay: &Replay) -> Play {
+    use crate::integrity::fingerprint::{play_keys, MotionSignature};
+    use base64::Engine as _;
+    Play {
+        keys: play_keys(replay),
+        signature: base64::engine::general_purpose::STANDARD
+            .encode(MotionSignature::of(replay).to_bytes()),
+    }
+}
+
+/// The most stored plays an upload is scored against (those sharing the most play keys
+/// with it, `integrity.md` §11.4).
+pub const MAX_CANDIDATES: i64 = 32;
 
 /// The index row of a replay stored as `stream` (ID, blob and time left empty).
 fn describe(replay: &Replay, stream: &[u8], bsor_bytes: usize) -> Result<Record, Refusal> {
@@ -570,10 +589,15 @@ impl ReplayServer {
     /// the player its header names, with the same validation, ID and answers as an upload;
     /// `witness` is its `.witness` file's bytes, if there is one (statements by trusted
     /// keys date it, [`Prepared::witness`]).
+    ///
+    /// `granted` is the player the session's publisher's token grants (`http.md` §8.12):
+    /// the session is stored only when its header names that player; otherwise it is
+    /// refused (`403 not-granted`) and stays in the relay's archive only.
     pub async fn store_session(
         &self,
         stream: &[u8],
         witness: Option<&[u8]>,
+        granted: Option<&str>,
     ) -> Result<Uploaded, Refusal> {
         if plan::sniff(stream) != Some(Kind::Stream) {
             return Err(Refusal::new(
@@ -601,6 +625,22 @@ impl ReplayServer {
             }
         };
         let player = header.info.player_id.to_string_lossy();
+        if granted != Some(player.as_str()) {
+            return Err(Refusal::new(
+                403,
+                "not-granted",
+                match granted {
+                    Some(g) => format!(
+                        "the session's header names player {player:?}; its publisher's token \
+                         grants player {g:?}"
+                    ),
+                    None => format!(
+                        "the session's header names player {player:?}; its publisher's token \
+                         grants no player"
+                    ),
+                },
+            ));
+        }
         let mut prepared = prepare(stream, false, &self.config, &player)?;
         if let Some(file) = witness {
             prepared.witness(file, &self.config.trusted_witnesses);
@@ -616,12 +656,13 @@ impl ReplayServer {
             stream,
             mut record,
             witnessed,
+            play,
             ..
         } = prepared;
         for _ in 0..2 {
             record.uploaded = now_ms();
             record.existed_by = witnessed.map_or(record.uploaded, |w| w.min(record.uploaded));
-            let former = match self.already(&record, &stream).await? {
+            let former = match self.already(&record, &play, &stream).await? {
                 Already::Answer(done) => return done,
                 Already::New => None,
                 Already::Earlier(owner) => Some(owner),
@@ -644,7 +685,7 @@ impl ReplayServer {
             self.fail_at(Fault::AfterBlob)?;
             self.fail_at(Fault::BeforeCommit)?;
             let committed = match &former {
-                None => self.index.commit(&record).await?,
+                None => self.index.commit(&record, &play).await?,
                 Some(former) => {
                     let now = now_ms();
                     let review = Review {
@@ -661,7 +702,9 @@ impl ReplayServer {
                             record.id, record.player, record.existed_by, former.existed_by
                         ),
                     };
-                    self.index.transfer(&record, former, &review, now).await?
+                    self.index
+                        .transfer(&record, &play, former, &review, now)
+                        .await?
                 }
             };
             match committed {
@@ -679,12 +722,12 @@ impl ReplayServer {
     }
 
     /// Whether the replay, or its play, is there already (`http.md` §8.2.2).
-    async fn already(&self, r: &Record, stream: &Bytes) -> Result<Already, Refusal> {
+    async fn already(&self, r: &Record, play: &Play, stream: &Bytes) -> Result<Already, Refusal> {
         if let Some(found) = self.index.get(&r.id).await? {
             return Ok(Already::Answer(Ok(Uploaded::Existing(found))));
         }
         let Some(owner) = self.index.by_fingerprint(&r.fingerprint).await? else {
-            return Ok(Already::New);
+            return self.similar(r, play, stream).await;
         };
         if owner.player == r.player {
             // The same play by the same player, in other bytes: the first one stays.
@@ -701,6 +744,57 @@ impl ReplayServer {
         );
         self.keep_for_review(r, stream, &owner, &reason).await?;
         Ok(Already::Answer(Err(Refusal::new(409, "same-play", reason))))
+    }
+
+    /// Whether another player's accepted replay is the same play as this upload by the
+    /// similarity score (`integrity.md` §11.4): the stored plays that share a play key with
+    /// it are scored by their signatures in the index. One that reaches the threshold and is
+    /// another player's keeps the upload for review (`409 similar-play`); it never moves the
+    /// play. The player's own similar replay does not stop it.
+    async fn similar(&self, r: &Record, play: &Play, stream: &Bytes) -> Result<Already, Refusal> {
+        use crate::integrity::fingerprint::{similarity, MotionSignature, THRESHOLD};
+        use base64::Engine as _;
+        let candidates = self
+            .index
+            .similar_candidates(&play.keys, MAX_CANDIDATES)
+            .await?;
+        if candidates.is_empty() {
+            return Ok(Already::New);
+        }
+        let decode = |b64: &str| {
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .ok()
+                .and_then(|b| MotionSignature::from_bytes(&b))
+        };
+        let Some(mine) = decode(&play.signature) else {
+            return Ok(Already::New);
+        };
+        let mut best: Option<(f64, Record)> = None;
+        for (owner, sig) in candidates {
+            if owner.player == r.player {
+                continue;
+            }
+            let Some(theirs) = decode(&sig) else { continue };
+            let score = similarity(&theirs, &mine).score;
+            if score >= THRESHOLD && best.as_ref().is_none_or(|(b, _)| score > *b) {
+                best = Some((score, owner));
+            }
+        }
+        let Some((score, owner)) = best else {
+            return Ok(Already::New);
+        };
+        let reason = format!(
+            "a similar play (motion and timing score {score:.3}, threshold {THRESHOLD}) is \
+             replay {} of player {:?}; this upload is kept for review",
+            owner.id, owner.player
+        );
+        self.keep_for_review(r, stream, &owner, &reason).await?;
+        Ok(Already::Answer(Err(Refusal::new(
+            409,
+            "similar-play",
+            reason,
+        ))))
     }
 
     /// Stores a refused upload for review, under a lease like any blob. The same refused

@@ -294,9 +294,10 @@ const FINISHED_QUEUE: usize = 256;
 /// the session's file; the file can be uploaded later with `POST /replays`.
 async fn store_finished(
     srv: std::sync::Arc<ReplayServer>,
-    mut rx: tokio::sync::mpsc::Receiver<std::path::PathBuf>,
+    mut rx: tokio::sync::mpsc::Receiver<bsor_stream::net::server::Finished>,
 ) {
-    while let Some(path) = rx.recv().await {
+    while let Some(finished) = rx.recv().await {
+        let path = finished.path;
         let file = path.display().to_string();
         let bytes = match tokio::fs::metadata(&path).await {
             Ok(m) if m.len() > srv.config.max_body => {
@@ -314,13 +315,21 @@ async fn store_finished(
             }
         };
         let witness = read_witness(&path).await;
-        match srv.store_session(&bytes, witness.as_deref()).await {
+        match srv
+            .store_session(&bytes, witness.as_deref(), finished.player.as_deref())
+            .await
+        {
             Ok(done) => {
                 let (r, created) = match &done {
                     server::Uploaded::Created(r) => (r, true),
                     server::Uploaded::Existing(r) => (r, false),
                 };
                 tracing::info!(%file, id = %r.id, player = %r.player, created, "finished session stored");
+            }
+            Err(e) if e.code == "not-granted" => {
+                // The header names a player the publisher's token does not grant: the
+                // session stays in the archive, and is no one's replay.
+                tracing::warn!(%file, reason = %e.reason, "a finished session was not stored: its publisher may not store it as its header's player's replay; archived only")
             }
             Err(e) => {
                 tracing::warn!(%file, status = e.status, code = e.code, reason = %e.reason, "a finished session was not stored")

@@ -28,6 +28,8 @@ pub(super) enum Stage {
         session: String,
         key: [u8; 16],
         since: u64,
+        /// The player its token grants, if any.
+        player: Option<String>,
     },
     /// Publishing this session.
     Publisher { session: String },

@@ -67,7 +67,7 @@ use bytes::Bytes;
 
 use self::connection::{Connection, Stage};
 use self::timers::Timers;
-pub use self::tokens::Tokens;
+pub use self::tokens::{Publisher, Tokens};
 use super::wire::{self, EndReason, ErrorCode, Message, Role, VERSION};
 
 /// The default frame limit before a connection is a publisher: the longest handshake
@@ -378,6 +378,13 @@ impl Relay {
     /// Sessions alive (with or without a publisher).
     pub fn sessions(&self) -> usize {
         self.sessions.len()
+    }
+
+    /// The player session `name`'s publisher's token grants (`http.md` §8.12): a
+    /// finished session is stored as this player's replay only. `None` for a token that
+    /// grants no player, a session restored from the archive, or no such session.
+    pub fn session_player(&self, name: &str) -> Option<&str> {
+        self.sessions.get(name).and_then(|s| s.player.as_deref())
     }
 
     /// Whether session `name` is held and has not ended.

@@ -46,6 +46,9 @@ pub(super) struct Session {
     /// The session's key chunk (a signed stream's chunk 0, `integrity.md` §3), kept for
     /// the whole session: every live viewer gets it after the header (`wire.md` §3).
     pub(super) key_chunk: Option<Bytes>,
+    /// The player the publisher's token grants (`http.md` §8.12): a `player:` line's, set
+    /// when the session starts; a resume with a token granting another (or none) clears it.
+    pub(super) player: Option<String>,
 }
 
 impl Session {
@@ -66,6 +69,7 @@ impl Session {
             bytes: 0,
             song_time: 0.0,
             key_chunk: None,
+            player: None,
         }
     }
 
@@ -113,14 +117,15 @@ impl Relay {
         resume: bool,
         key: [u8; 16],
     ) {
-        if !self.tokens.allows(&name, token) {
+        let Some(granted) = self.tokens.grant(&name, token) else {
             return self.refuse(
                 conn,
                 name,
                 ErrorCode::Unauthorized,
                 "not allowed to publish this session",
             );
-        }
+        };
+        let player = granted.player;
         if self.config.archive && !self.sessions.contains_key(&name) {
             let since = self.now;
             self.set_stage(
@@ -129,6 +134,7 @@ impl Relay {
                     session: name.clone(),
                     key,
                     since,
+                    player,
                 },
             );
             if self.lookups.insert(name.clone()) {
@@ -136,12 +142,19 @@ impl Relay {
             }
             return;
         }
-        self.claim(conn, name, resume, key);
+        self.claim(conn, name, resume, key, player);
     }
 
     /// A publisher takes session `name` as the relay holds it: a new session, or the same
     /// publisher resuming it.
-    fn claim(&mut self, conn: ConnId, name: String, resume: bool, key: [u8; 16]) {
+    fn claim(
+        &mut self,
+        conn: ConnId,
+        name: String,
+        resume: bool,
+        key: [u8; 16],
+        player: Option<String>,
+    ) {
         let archived = self.config.archive;
         let next = match self.sessions.get_mut(&name) {
             Some(s) if s.ended.is_some() && s.archived => {
@@ -168,6 +181,9 @@ impl Relay {
                 // The same publisher, resuming: its old connection, if it lingers, goes.
                 let old = s.publisher.replace(conn);
                 s.publisher_gone_since = None;
+                if s.player != player {
+                    s.player = None;
+                }
                 let next = s.next_seq;
                 if let Some(old) = old {
                     self.close(old);
@@ -175,7 +191,8 @@ impl Relay {
                 next
             }
             None => {
-                let s = Session::new(Some(conn), key, archived);
+                let mut s = Session::new(Some(conn), key, archived);
+                s.player = player;
                 self.sessions.insert(name.clone(), s);
                 0
             }
@@ -202,12 +219,17 @@ impl Relay {
     }
 
     /// Publishers waiting for the archive's answer about session `name`, oldest first.
-    fn claiming(&self, name: &str) -> Vec<(ConnId, [u8; 16])> {
-        let mut out: Vec<(ConnId, [u8; 16])> = self
+    fn claiming(&self, name: &str) -> Vec<(ConnId, [u8; 16], Option<String>)> {
+        let mut out: Vec<(ConnId, [u8; 16], Option<String>)> = self
             .conns
             .iter()
             .filter_map(|(&c, st)| match &st.stage {
-                Stage::Claiming { session, key, .. } if session == name => Some((c, *key)),
+                Stage::Claiming {
+                    session,
+                    key,
+                    player,
+                    ..
+                } if session == name => Some((c, *key, player.clone())),
                 _ => None,
             })
             .collect();
@@ -224,12 +246,12 @@ impl Relay {
         let Some(a) = found else {
             // Nothing on disk: the first publisher starts the session, the others find it
             // taken (or resume it, with its key).
-            for (conn, key) in claimers {
-                self.claim(conn, name.to_string(), true, key);
+            for (conn, key, player) in claimers {
+                self.claim(conn, name.to_string(), true, key, player);
             }
             return;
         };
-        for (conn, _) in claimers {
+        for (conn, ..) in claimers {
             self.refuse(
                 conn,
                 name.to_string(),

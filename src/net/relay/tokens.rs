@@ -1,25 +1,27 @@
 //! Who may publish: the relay's credentials, read from a token file.
 //!
-//! Tokens are compared in constant time (the `subtle` crate) against every candidate, with
-//! no early exit: each token is kept padded to [`MAX_TOKEN`] bytes with its length beside
-//! it, and a presented token is padded the same way, so the time a check takes depends on
-//! the number of lines in the token file only, not on how much of a token matched nor on
-//! its length. (A token over [`MAX_TOKEN`] bytes cannot come over the wire; one in the file
+//! The relay keeps each token as its SHA-256 digest only, and a presented token is hashed
+//! the same way: digests of one length are compared in constant time (the `subtle` crate)
+//! against every candidate, with no early exit, so the time a check takes depends on the
+//! number of lines in the token file only, not on how much of a token matched nor on its
+//! length. (A token over [`MAX_TOKEN`] bytes cannot come over the wire; one in the file
 //! never matches, and one presented through the API is refused at once: neither is a
 //! secret's length.)
+//!
+//! A `player:PLAYERID:TOKEN` line (the replay server's upload line, http.md §8.1) publishes
+//! any session too, and grants its sessions' player: a session it publishes is stored as
+//! PLAYERID's replay when it finishes, if its header names PLAYERID (http.md §8.12).
 
 use std::fmt;
 
-use subtle::{Choice, ConstantTimeEq};
+use sha2::{Digest, Sha256};
+use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
 
 use crate::net::wire::MAX_TOKEN;
 
-/// One token, padded with zeros to a fixed length.
+/// One token's SHA-256 digest.
 #[derive(Clone)]
-struct Secret {
-    bytes: [u8; MAX_TOKEN],
-    len: u16,
-}
+struct Secret([u8; 32]);
 
 impl Secret {
     fn new(token: &str) -> Option<Secret> {
@@ -27,26 +29,30 @@ impl Secret {
         if b.is_empty() || b.len() > MAX_TOKEN {
             return None;
         }
-        let mut bytes = [0; MAX_TOKEN];
-        bytes[..b.len()].copy_from_slice(b);
-        Some(Secret {
-            bytes,
-            len: b.len() as u16,
-        })
+        Some(Secret(Sha256::digest(b).into()))
     }
 
     /// Equal, in a time that depends on neither value.
     fn matches(&self, other: &Secret) -> Choice {
-        self.bytes.ct_eq(&other.bytes) & self.len.ct_eq(&other.len)
+        self.0.ct_eq(&other.0)
     }
 }
 
-/// Who may publish: the token file's lines, `TOKEN` for any session or `SESSION:TOKEN` for
-/// one (split at the first `:`). Its `Debug` shows how many tokens there are, never them.
+/// What a presented token grants a publisher.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Publisher {
+    /// The player whose replays its sessions may be stored as (a `player:` line), if any.
+    pub player: Option<String>,
+}
+
+/// Who may publish: the token file's lines, `TOKEN` for any session, `SESSION:TOKEN` for
+/// one (split at the first `:`), `player:PLAYERID:TOKEN` for any session as PLAYERID. Its
+/// `Debug` shows how many tokens there are, never them.
 #[derive(Clone, Default)]
 pub struct Tokens {
     any: Vec<Secret>,
     per_session: Vec<(String, Secret)>,
+    players: Vec<(String, Secret)>,
     /// Lines that can never match (a token over [`MAX_TOKEN`] bytes, or an empty one).
     unusable: usize,
 }
@@ -56,6 +62,7 @@ impl fmt::Debug for Tokens {
         f.debug_struct("Tokens")
             .field("any", &self.any.len())
             .field("per_session", &self.per_session.len())
+            .field("players", &self.players.len())
             .field("unusable", &self.unusable)
             .finish()
     }
@@ -66,12 +73,18 @@ impl Tokens {
     pub fn parse(text: &str) -> Tokens {
         let mut t = Tokens::default();
         for line in text.lines().map(str::trim) {
-            // The replay server's upload and admin lines (http.md §8.1) publish nothing.
-            if line.is_empty()
-                || line.starts_with('#')
-                || line.starts_with("player:")
-                || line.starts_with("admin:")
-            {
+            // The replay server's admin lines (http.md §8.1) publish nothing.
+            if line.is_empty() || line.starts_with('#') || line.starts_with("admin:") {
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix("player:") {
+                match rest.split_once(':') {
+                    Some((id, token)) if !id.is_empty() => match Secret::new(token) {
+                        Some(secret) => t.players.push((id.to_string(), secret)),
+                        None => t.unusable += 1,
+                    },
+                    _ => t.unusable += 1,
+                }
                 continue;
             }
             let (session, token) = match line.split_once(':') {
@@ -90,7 +103,7 @@ impl Tokens {
     /// Tokens that can open a session (lines over [`MAX_TOKEN`] bytes or with an empty
     /// token are not counted).
     pub fn len(&self) -> usize {
-        self.any.len() + self.per_session.len()
+        self.any.len() + self.per_session.len() + self.players.len()
     }
 
     /// No token opens any session: every publisher is refused.
@@ -103,12 +116,16 @@ impl Tokens {
         self.unusable
     }
 
-    /// True when `token` may publish `session`. Every candidate is compared, in constant
-    /// time, whichever matches.
+    /// True when `token` may publish `session`.
     pub fn allows(&self, session: &str, token: &str) -> bool {
-        let Some(presented) = Secret::new(token) else {
-            return false;
-        };
+        self.grant(session, token).is_some()
+    }
+
+    /// What `token` grants for publishing `session`: `None` when it may not. Every
+    /// candidate is compared, in constant time, whichever matches; a `player:` line that
+    /// matches names its player (the first such line, when several do).
+    pub fn grant(&self, session: &str, token: &str) -> Option<Publisher> {
+        let presented = Secret::new(token)?;
         let mut ok = Choice::from(0);
         for t in &self.any {
             ok |= t.matches(&presented);
@@ -117,7 +134,19 @@ impl Tokens {
             // The session name is not secret; the token comparison runs either way.
             ok |= t.matches(&presented) & Choice::from(u8::from(s == session));
         }
-        ok.into()
+        // The first matching player line, chosen without a branch on the comparison.
+        let mut found = Choice::from(0);
+        let mut which = 0u32;
+        for (i, (_, t)) in self.players.iter().enumerate() {
+            let hit = t.matches(&presented) & !found;
+            which = u32::conditional_select(&which, &(i as u32), hit);
+            found |= hit;
+        }
+        if bool::from(found) {
+            let player = self.players.get(which as usize).map(|(p, _)| p.clone());
+            return Some(Publisher { player });
+        }
+        bool::from(ok).then_some(Publisher { player: None })
     }
 }
 
@@ -135,8 +164,22 @@ mod tests {
         assert!(!t.allows("song-1", ""));
         assert_eq!(t.len(), 2);
         let t = Tokens::parse("player:765:up\nadmin:root\n");
-        assert!(t.is_empty());
+        assert_eq!(t.len(), 1);
         assert!(!t.allows("player", "765:up") && !t.allows("admin", "root"));
+    }
+
+    #[test]
+    fn a_player_line_publishes_any_session_as_its_player() {
+        let t = Tokens::parse("all\nsong:one\nplayer:765:up\nplayer:42:two\nplayer::x\n");
+        let grant = |s: &str, tok: &str| t.grant(s, tok).map(|p| p.player);
+        assert_eq!(grant("any", "up"), Some(Some("765".into())));
+        assert_eq!(grant("song", "two"), Some(Some("42".into())));
+        assert_eq!(grant("song", "one"), Some(None));
+        assert_eq!(grant("x", "all"), Some(None));
+        assert_eq!(grant("x", "one"), None);
+        assert_eq!(grant("x", "x"), None);
+        assert_eq!((t.len(), t.unusable()), (4, 1));
+        assert!(!format!("{t:?}").contains("up"));
     }
 
     #[test]
