@@ -455,17 +455,20 @@ fn a_finished_session_is_dated_by_the_relays_own_witness() {
         .unwrap();
     assert!(published.status.success());
     let listed = stored_replays(&relay.ws);
-    // Its existed-by time is the earliest statement of the archive's .witness sibling,
-    // before it was stored: the relay's own key is trusted.
+    // Its existed-by time is the statement on the final checkpoint in the archive's
+    // .witness sibling, before it was stored: the relay's own key is trusted, and only the
+    // final checkpoint dates the whole play.
     let file = std::fs::read(dir.path().join("archive/song.witness")).unwrap();
-    let earliest = parse_file(&file)
+    let finals: Vec<u64> = parse_file(&file)
         .records
         .iter()
-        .map(|r| Statement::parse(r).unwrap().time_ms)
-        .min()
-        .unwrap();
-    assert_eq!(listed[0]["existedBy"], earliest);
-    assert!(listed[0]["uploaded"].as_u64().unwrap() >= earliest);
+        .map(|r| Statement::parse(r).unwrap())
+        .filter(|s| s.subject == bsor_stream::integrity::witness::Subject::Final)
+        .map(|s| s.time_ms)
+        .collect();
+    assert_eq!(finals.len(), 1);
+    assert_eq!(listed[0]["existedBy"], finals[0]);
+    assert!(listed[0]["uploaded"].as_u64().unwrap() >= finals[0]);
     assert_eq!(listed[0]["signed"], true);
 }
 

@@ -119,6 +119,7 @@ pub fn verify_key_registration(
 mod tests {
     use super::*;
     use curve25519_dalek::constants::{ED25519_BASEPOINT_POINT, EIGHT_TORSION};
+    use curve25519_dalek::edwards::CompressedEdwardsY;
 
     #[test]
     fn the_message_is_its_length_prefixed_fields() {
