@@ -618,3 +618,65 @@ fn a_player_token_publishing_another_players_header_is_not_stored() {
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(replay_count(&relay.ws), 0);
 }
+
+/// `keys register` against a real `serve`: the key registered to the token's player with a
+/// proof (listed proven); a name the server does not go by is refused by the client before
+/// anything is signed for it; the key cannot then be registered to another player.
+#[test]
+fn keys_register_proves_the_key_to_a_real_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("p.key");
+    let made = bin().arg("keygen").arg("-o").arg(&key).output().unwrap();
+    assert!(made.status.success());
+    let public = String::from_utf8(made.stdout).unwrap().trim().to_string();
+    let store = dir.path().join("store");
+    let relay = serve_with(
+        dir.path(),
+        &[
+            "--store",
+            store.to_str().unwrap(),
+            "--server-name",
+            "127.0.0.1",
+        ],
+    );
+    let url = format!("http://{}", relay.ws);
+    let token = |name: &str, t: &str| {
+        let f = dir.path().join(name);
+        std::fs::write(&f, format!("{t}\n")).unwrap();
+        f
+    };
+    let (p1, p42) = (token("p1.tok", "ptok"), token("p42.tok", "otok"));
+    let register = |tok: &Path, extra: &[&str]| {
+        bin()
+            .args(["keys", "register", "--key"])
+            .arg(&key)
+            .args(["--server", &url, "--token-file"])
+            .arg(tok)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    // A server name other than the one the server goes by: refused, nothing registered.
+    let out = register(&p1, &["--server-name", "elsewhere.example"]);
+    assert!(!out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).is_empty());
+    let out = register(&p1, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = get(&relay.ws, "GET", "/keys?player=76561190000000000", &[]);
+    assert_eq!(listed.status, 200);
+    let v: serde_json::Value = serde_json::from_slice(&listed.body).unwrap();
+    assert_eq!(v["keys"][0]["key"], public.as_str(), "{v}");
+    assert_eq!(v["keys"][0]["proven"], true, "{v}");
+    // Another player holding the key file still cannot take a proven key.
+    let out = register(&p42, &[]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("key-taken"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
