@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The browser player's tests (issue 14) in headless Chromium: Debian's `chromium` (installed
+# The browser player's tests in headless Chromium: Debian's `chromium` (installed
 # here when missing) driven by playwright-core (pinned in scripts/browser/package-lock.json;
 # no browser download). Starts `bsor-stream serve` on 127.0.0.1, publishes a synthetic
 # replay live and checks the page: the live session ends with every frame and the final

@@ -76,7 +76,7 @@ fn corpus_round_trips_and_ratios() {
                 Profile::Custom(c) => (c.bounds().0, 72.0 / f64::from(c.rotation_steps())),
             };
             assert!(max_pos <= pos_bound && max_rot <= rot_bound);
-            // Issue 3's size targets, summed over the corpus.
+            // The format's size targets, summed over the corpus.
             let target = match (label, profile) {
                 ("live", Profile::Lossless) => 0.65,
                 ("live", Profile::Fine) => 0.25,

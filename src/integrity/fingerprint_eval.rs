@@ -1,5 +1,5 @@
-//! The two kinds of play the similarity score must tell apart (issue 15,
-//! proto-spec/integrity-notes.md §11.2), made from a replay and a seed for the evaluation
+//! The two kinds of play the similarity score must tell apart
+//! (proto-spec/integrity-notes.md §11.2), made from a replay and a seed for the evaluation
 //! (`examples/fingerprint_eval.rs`) and the tests.
 //!
 //! - A **repeat**: the same notes played again. Every frame's position coordinates get

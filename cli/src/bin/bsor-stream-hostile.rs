@@ -1,4 +1,4 @@
-//! `bsor-stream-hostile`: attacks a relay as issue 13's hostile clients did, one scenario per
+//! `bsor-stream-hostile`: attacks a relay as the hostile clients of the relay's threat review did, one scenario per
 //! hole and finding, while one honest session runs through each, and judges the relay.
 //!
 //! A benchmark tool of the project, built beside the `bsor-stream` binary and kept out of it.
@@ -32,7 +32,7 @@ use hostile::{HttpReply, Noise, Outcome};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-/// Hostile clients against a relay: one scenario per hole and finding of issue 13, each
+/// Hostile clients against a relay: one scenario per hole and finding of that review, each
 /// judged, with one honest session running through all of them.
 #[derive(clap::Parser, Debug)]
 #[command(name = "bsor-stream-hostile", version)]
@@ -71,12 +71,12 @@ struct Args {
 
 /// At most this many hostile connections in a scenario, whatever the flags say.
 const MAX_CONNECTIONS: usize = 10_000;
-/// The relay's peak resident memory allowed in every scenario (issue 13).
+/// The relay's peak resident memory allowed in every scenario.
 const RSS_TARGET_KB: u64 = 200 * 1024;
-/// The honest viewers' frame latency p99 allowed (issue 13).
+/// The honest viewers' frame latency p99 allowed.
 const LATENCY_TARGET_MS: f64 = 150.0;
 /// Song seconds of the finished session the never-reading viewers watch: about 2.4 MB, as
-/// in issue 13's finding.
+/// in the review's finding.
 const BIG_SONG_SECONDS: f32 = 600.0;
 /// A token the started relay accepts until a SIGHUP reloads a file without it.
 const OLD_TOKEN: &str = "old-token";

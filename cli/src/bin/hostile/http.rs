@@ -1,4 +1,4 @@
-//! The hostile scenarios of the relay's HTTP (`proto-spec/http.md`, issue 14): slow request
+//! The hostile scenarios of the relay's HTTP (`proto-spec/http.md`): slow request
 //! heads, floods of range requests on one archive and of `/sessions` requests, huge or
 //! forged header fields and `Range` values, and paths that try to leave the archive. Each
 //! runs on the WebSocket address while the honest session plays, like every scenario.

@@ -1,4 +1,4 @@
-//! The hostile scenarios of the replay server (`proto-spec/http.md` §8, issue 16's "bad
+//! The hostile scenarios of the replay server (`proto-spec/http.md` §8, the review's "bad
 //! input"): IDs and query values that try to leave the store or reach the SQL, absurd and
 //! inverted ranges and spans, bad and missing tokens, abuse of the key registry, bodies whose
 //! `Content-Length` lies, a gzip bomb, a body that trickles in, garbage and truncated bodies.
