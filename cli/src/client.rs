@@ -16,6 +16,18 @@ use hyper_util::rt::TokioIo;
 
 type Sender = http1::SendRequest<Full<Bytes>>;
 
+/// An HTTP/1.1 client connection over `io`, its driver spawned.
+async fn handshake<T>(io: T) -> Result<Sender, String>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = http1::handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| format!("HTTP handshake: {e}"))?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
 /// Makes a TLS connection to an address, with the HTTP handshake done.
 type Connector = Arc<
     dyn Fn(String) -> Pin<Box<dyn Future<Output = Result<Sender, String>> + Send>> + Send + Sync,
@@ -60,11 +72,7 @@ impl Conn {
                 let stream = bsor_stream::net::tcp::tls_stream(&addr, tls)
                     .await
                     .map_err(|e| format!("connecting to {addr}: {e}"))?;
-                let (sender, conn) = http1::handshake(TokioIo::new(stream))
-                    .await
-                    .map_err(|e| format!("HTTP handshake: {e}"))?;
-                tokio::spawn(conn);
-                Ok(sender)
+                handshake(stream).await
             })
         }));
         Ok(self)
@@ -96,11 +104,7 @@ impl Conn {
             .await
             .map_err(|e| format!("connecting to {}: {e}", self.addr))?;
         let _ = stream.set_nodelay(true);
-        let (sender, conn) = http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| format!("HTTP handshake: {e}"))?;
-        tokio::spawn(conn);
-        Ok(sender)
+        handshake(stream).await
     }
 
     async fn request_inner(

@@ -778,12 +778,9 @@ impl Verifier {
     }
 
     /// The replay the verified records make: the records the checkpoints covered, in index
-    /// order, with the trailer's final info, offsets, user data and trailing bytes. Only
-    /// for a verdict of `valid`: then it is exactly what the signer signed.
+    /// order, with the trailer's final info, offsets, user data and trailing bytes: for a
+    /// verdict of `valid` (the caller's to check), exactly what the signer signed.
     fn replay(self) -> Option<Replay> {
-        if self.report().verdict != Verdict::Valid {
-            return None;
-        }
         let (out, t) = (self.released?, self.trailer?);
         Some(Replay {
             info: t.info,
