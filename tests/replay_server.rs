@@ -110,9 +110,38 @@ async fn an_upload_comes_back_byte_for_byte_in_every_form() {
 
     let json = request(addr, "GET", &path, &[("Accept", "application/json")], b"").await;
     assert_eq!(json.status, 200);
+    // Written as it is made: no length before, no ranges, and exactly the replay's JSON.
+    assert_eq!(json.header("transfer-encoding"), Some("chunked"));
+    assert_eq!(json.header("accept-ranges"), Some("none"));
+    assert!(
+        json.body == serde_json::to_vec(&replay).unwrap(),
+        "the JSON differs"
+    );
     let j = json.json();
     assert_eq!(j["frames"].as_array().unwrap().len(), replay.frames.len());
     assert_eq!(j["notes"].as_array().unwrap().len(), replay.notes.len());
+    // A range of an export is not served: the whole export, 200.
+    let ranged = request(
+        addr,
+        "GET",
+        &format!("{path}?format=json"),
+        &[("Range", "bytes=0-0")],
+        b"",
+    )
+    .await;
+    assert_eq!(ranged.status, 200);
+    assert!(ranged.body == json.body);
+    // A HEAD of an export reads nothing of the stored stream.
+    let reads = srv.store.reads();
+    let head = request(addr, "HEAD", &format!("{path}?format=json"), &[], b"").await;
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("accept-ranges"), Some("none"));
+    assert!(head.body.is_empty());
+    assert_eq!(
+        srv.store.reads().requests,
+        reads.requests,
+        "a HEAD read the store"
+    );
 
     let bad = request(addr, "GET", &format!("{path}?format=exe"), &[], b"").await;
     assert_refusal(&bad, 400, "bad-query");
@@ -411,6 +440,135 @@ async fn a_bsor_download_reads_the_stream_group_by_group() {
     assert!(read >= stream.len() as u64 / 2, "read {read}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bsor_range_rebuilds_only_the_groups_that_cover_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        download_span: 8 << 10,
+        ..Config::default()
+    };
+    let srv = open(dir.path(), config, TOKENS).await;
+    let addr = listen(srv.clone()).await;
+    let bytes = bsor::to_vec(&play(11, 120.0, "p1")).unwrap();
+    let record = created(&srv, &bytes, "p1").await;
+    let stream_len = srv.stream(&record).await.unwrap().len() as u64;
+    let path = format!("/replays/{}", record.id);
+    let n = bytes.len() as u64;
+    let head_len = {
+        let mut h = Vec::new();
+        let r = bsor::parse(&bytes).unwrap();
+        bsor::write_head(&r.info, r.frames.len(), &mut h).unwrap();
+        h.len() as u64
+    };
+    let frames_end = n - {
+        let r = bsor::parse(&bytes).unwrap();
+        let mut t = Vec::new();
+        bsor::write_tail(&r, &mut t).unwrap();
+        t.len() as u64
+    };
+    // (range, the most of the stored stream its reads may take, in eighths)
+    let mid = head_len + (frames_end - head_len) / 2;
+    let cases = [
+        (format!("bytes=0-{}", head_len - 1), 1),
+        (format!("bytes={mid}-{}", mid + 500), 1),
+        (format!("bytes={}-{}", head_len - 10, head_len + 92 * 3), 1),
+        (format!("bytes={}-", n - 200), 4),
+        ("bytes=-1".to_string(), 4),
+        (format!("bytes={}-{}", frames_end - 92, frames_end + 10), 5),
+        ("bytes=0-".to_string(), 9),
+    ];
+    for (range, eighths) in cases {
+        let before = srv.store.ranges().len();
+        let got = request(addr, "GET", &path, &[("Range", &range)], b"").await;
+        assert_eq!(got.status, 206, "{range}");
+        let (first, last) = {
+            let spec = got.header("content-range").unwrap();
+            let spec = spec.strip_prefix("bytes ").unwrap();
+            let (span, total) = spec.split_once('/').unwrap();
+            assert_eq!(total.parse::<u64>().unwrap(), n);
+            let (a, b) = span.split_once('-').unwrap();
+            (a.parse::<usize>().unwrap(), b.parse::<usize>().unwrap())
+        };
+        assert!(got.body == bytes[first..=last], "{range}: the bytes differ");
+        let read: u64 = srv.store.ranges()[before..]
+            .iter()
+            .map(|(_, r)| r.end - r.start)
+            .sum();
+        assert!(
+            read * 8 <= stream_len * eighths,
+            "{range}: read {read} bytes of a {stream_len}-byte stream"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_bsor_range_is_the_same_bytes_as_the_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        download_span: 4 << 10,
+        ..Config::default()
+    };
+    let srv = open(dir.path(), config, TOKENS).await;
+    let mut plays = vec![bsor::to_vec(&play(12, 40.0, "p1")).unwrap()];
+    let corpus = std::env::var("BSOR_CORPUS").unwrap_or_else(|_| "../shared/corpus".into());
+    match std::fs::read(std::path::Path::new(&corpus).join("mgp-preview.bsor")) {
+        Ok(b) => plays.push(b),
+        Err(_) => println!("NOTICE: corpus not found at {corpus}: synthetic ranges only"),
+    }
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for bytes in plays {
+        let player = bsor::parse(&bytes)
+            .unwrap()
+            .info
+            .player_id
+            .to_string_lossy();
+        let srv = if player == "p1" {
+            srv.clone()
+        } else {
+            let d = dir.path().join(&player);
+            std::fs::create_dir_all(&d).unwrap();
+            open(
+                &d,
+                Config {
+                    download_span: 4 << 10,
+                    ..Config::default()
+                },
+                &format!("player:{player}:t"),
+            )
+            .await
+        };
+        let record = created(&srv, &bytes, &player).await;
+        let n = bytes.len() as u64;
+        for _ in 0..60 {
+            let first = next(n);
+            // Short ranges mostly, some to the end.
+            let last = match next(4) {
+                0 => n - 1,
+                1 => (first + next(200_000)).min(n - 1),
+                _ => (first + next(400)).min(n - 1),
+            };
+            let mut dl = srv
+                .bsor_download(&record, Some((first, last)))
+                .await
+                .unwrap();
+            let mut got = Vec::new();
+            while let Some(piece) = dl.next_piece().await {
+                got.extend_from_slice(&piece.unwrap());
+            }
+            assert!(
+                got == bytes[first as usize..=last as usize],
+                "{player}: bytes {first}-{last} of {n} differ"
+            );
+        }
+    }
+}
+
 /// A 90 s play uploaded, a byte near the end of the stored chunk `pick` chooses flipped, and
 /// its BSOR downloaded: the upload, the reply, the server's address and the download's path
 /// (the folder kept while they are used).
@@ -472,9 +630,16 @@ async fn a_stream_found_damaged_mid_download_cuts_the_body_short() {
         bytes.len()
     );
     assert!(!got.body.is_empty());
-    // A range is rebuilt whole first: the damage is a 500 before any byte.
+    // A range rebuilds only the groups that cover it: the head is served whole, a range
+    // over the damaged group is cut short like the whole download.
     let part = request(addr, "GET", &path, &[("Range", "bytes=0-99")], b"").await;
-    assert_refusal(&part, 500, "damaged");
+    assert_eq!(part.status, 206);
+    assert!(part.body == bytes[..100]);
+    let over = format!("bytes=100-{}", bytes.len() - 1);
+    let part = request(addr, "GET", &path, &[("Range", &over)], b"").await;
+    assert_eq!(part.status, 206);
+    assert!(part.body.len() < bytes.len() - 100, "the whole range came");
+    assert!(part.body == bytes[100..100 + part.body.len()]);
     // The server goes on answering.
     let head = request(addr, "HEAD", &path, &[], b"").await;
     assert_eq!(head.status, 200);

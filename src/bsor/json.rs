@@ -51,3 +51,200 @@ pub(crate) fn opt_bytes<S: Serializer>(b: &Option<Vec<u8>>, s: S) -> Result<S::O
         None => s.serialize_none(),
     }
 }
+
+#[cfg(feature = "json")]
+/// Writes a replay's JSON export from its [`Event`](super::Event)s as they come, without
+/// holding the replay: the same bytes `serde_json::to_vec(&replay)` gives for the replay the
+/// events make, produced record by record (a download rebuilt piece by piece turns into JSON
+/// piece by piece, in memory bounded by one piece).
+///
+/// The sections come in the format's order (info, frames, notes, walls, heights, pauses,
+/// then the optional ones), as a parser yields them; the fields after the pauses are
+/// written at [`Event::End`](super::Event::End).
+#[derive(Debug, Default)]
+pub struct JsonWriter {
+    /// The array open now and how many records it holds.
+    open: Option<(&'static str, u64)>,
+    controller_offsets: Option<super::ControllerOffsets>,
+    user_data: Option<Vec<u8>>,
+    trailing: Vec<u8>,
+    started: bool,
+    ended: bool,
+}
+
+#[cfg(feature = "json")]
+impl JsonWriter {
+    /// A writer before the info block.
+    pub fn new() -> JsonWriter {
+        JsonWriter::default()
+    }
+
+    /// Appends what `event` adds to the JSON to `out`. Events after the end, or records
+    /// before the info block, are an `Err` naming them (a parser never yields them so).
+    pub fn event(&mut self, event: super::Event, out: &mut Vec<u8>) -> Result<(), String> {
+        use super::{Event, Section};
+        if self.ended {
+            return Err("an event after the end".into());
+        }
+        if !self.started && !matches!(event, Event::Info(_)) {
+            return Err("a record before the info block".into());
+        }
+        let written = match event {
+            Event::Info(info) => {
+                self.started = true;
+                out.extend_from_slice(b"{\"info\":");
+                serde_json::to_writer(&mut *out, &info)
+            }
+            Event::SectionStart { section, .. } => {
+                let name = match section {
+                    Section::Frames => "frames",
+                    Section::Notes => "notes",
+                    Section::Walls => "walls",
+                    Section::Heights => "heights",
+                    Section::Pauses => "pauses",
+                    _ => return Ok(()),
+                };
+                self.close(out);
+                out.extend_from_slice(b",\"");
+                out.extend_from_slice(name.as_bytes());
+                out.extend_from_slice(b"\":[");
+                self.open = Some((name, 0));
+                Ok(())
+            }
+            Event::Frame(f) => self.record("frames", &f, out)?,
+            Event::Note(n) => self.record("notes", &n, out)?,
+            Event::Wall(w) => self.record("walls", &w, out)?,
+            Event::Height(h) => self.record("heights", &h, out)?,
+            Event::Pause(p) => self.record("pauses", &p, out)?,
+            Event::ControllerOffsets(o) => {
+                self.controller_offsets = Some(o);
+                Ok(())
+            }
+            Event::UserData(d) => {
+                self.user_data = Some(d);
+                Ok(())
+            }
+            Event::Trailing(t) => {
+                self.trailing = t;
+                Ok(())
+            }
+            Event::End => {
+                self.ended = true;
+                self.close(out);
+                out.extend_from_slice(b",\"controllerOffsets\":");
+                serde_json::to_writer(&mut *out, &self.controller_offsets)
+                    .map_err(|e| e.to_string())?;
+                out.extend_from_slice(b",\"userData\":");
+                match &self.user_data {
+                    Some(d) => serde_json::to_writer(&mut *out, &hex(d)),
+                    None => serde_json::to_writer(&mut *out, &()),
+                }
+                .map_err(|e| e.to_string())?;
+                out.extend_from_slice(b",\"trailing\":");
+                serde_json::to_writer(&mut *out, &hex(&self.trailing))
+                    .map_err(|e| e.to_string())?;
+                out.push(b'}');
+                Ok(())
+            }
+        };
+        written.map_err(|e| e.to_string())
+    }
+
+    /// True once the end was written.
+    pub fn is_done(&self) -> bool {
+        self.ended
+    }
+
+    fn record<T: serde::Serialize>(
+        &mut self,
+        section: &'static str,
+        value: &T,
+        out: &mut Vec<u8>,
+    ) -> Result<Result<(), serde_json::Error>, String> {
+        match &mut self.open {
+            Some((name, n)) if *name == section => {
+                if *n > 0 {
+                    out.push(b',');
+                }
+                *n += 1;
+                Ok(serde_json::to_writer(&mut *out, value))
+            }
+            _ => Err(format!("a record of {section} outside its section")),
+        }
+    }
+
+    fn close(&mut self, out: &mut Vec<u8>) {
+        if self.open.take().is_some() {
+            out.push(b']');
+        }
+    }
+}
+
+#[cfg(all(test, feature = "json"))]
+mod tests {
+    use super::JsonWriter;
+    use crate::bsor::{self, PushParser};
+
+    fn written(bytes: &[u8], piece: usize) -> Vec<u8> {
+        let mut p = PushParser::new();
+        let mut w = JsonWriter::new();
+        let mut out = Vec::new();
+        for c in bytes.chunks(piece) {
+            p.push(c);
+            while let Some(e) = p.next_event().unwrap() {
+                w.event(e, &mut out).unwrap();
+            }
+        }
+        p.finish();
+        while let Some(e) = p.next_event().unwrap() {
+            w.event(e, &mut out).unwrap();
+        }
+        assert!(w.is_done());
+        out
+    }
+
+    #[test]
+    fn the_events_write_the_replays_own_json() {
+        let mut replay = crate::synth::replay(crate::synth::Settings {
+            seed: 9,
+            seconds: 10.0,
+            fps: 60,
+        });
+        for (offsets, user, trailing) in [
+            (false, None, vec![]),
+            (true, Some(vec![1u8, 2, 0xff]), vec![]),
+            (false, Some(vec![]), vec![]),
+        ] {
+            if !offsets {
+                replay.controller_offsets = None;
+            } else if replay.controller_offsets.is_none() {
+                replay.controller_offsets = Some(bsor::ControllerOffsets::default());
+            }
+            replay.user_data = user;
+            replay.trailing = trailing;
+            let bytes = bsor::to_vec(&replay).unwrap();
+            let whole = serde_json::to_vec(&replay).unwrap();
+            for piece in [7, 4096, bytes.len()] {
+                assert!(written(&bytes, piece) == whole, "piece {piece}");
+            }
+        }
+        // No frames, no events at all.
+        let mut empty = replay.clone();
+        empty.frames.clear();
+        empty.notes.clear();
+        empty.walls.clear();
+        empty.heights.clear();
+        empty.pauses.clear();
+        let bytes = bsor::to_vec(&empty).unwrap();
+        assert!(written(&bytes, 5) == serde_json::to_vec(&empty).unwrap());
+    }
+
+    #[test]
+    fn events_out_of_place_are_errors() {
+        let mut w = JsonWriter::new();
+        let mut out = Vec::new();
+        let frame = bsor::Frame::default();
+        assert!(w.event(bsor::Event::Frame(frame), &mut out).is_err());
+        assert!(w.event(bsor::Event::End, &mut out).is_err());
+    }
+}

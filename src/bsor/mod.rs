@@ -35,6 +35,8 @@ pub use error::{ErrorKind, ParseError, Section};
 pub use ids::{
     replay_score, CutDirection, CutScore, NoteColor, NoteId, NoteOutcomeKind, ScoringType, WallId,
 };
+#[cfg(feature = "json")]
+pub use json::JsonWriter;
 pub use model::{
     BsorString, ControllerOffsets, CutInfo, Frame, Height, Info, NoteEvent, NoteOutcome, Pause,
     Pose, Quat, RawBool, Replay, UnknownEventType, Vec3, Wall,

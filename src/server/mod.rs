@@ -1054,7 +1054,16 @@ impl ReplayServer {
     /// (`http.md` §8.6): the header, the index and the trailer are read now (an error here
     /// comes before any byte of the reply), the chunks between header and trailer (frames
     /// and events) in order as the pieces are taken.
-    pub async fn bsor_download(&self, r: &Record) -> Result<BsorDownload, Refusal> {
+    ///
+    /// `range` (first and last byte, within the BSOR's length) rebuilds only what covers
+    /// it: the head when it starts there, the keyframe groups whose frame records (92 bytes
+    /// each after the head) it touches, and the tail (from the event chunks, read by the
+    /// index) when it reaches past the frames.
+    pub async fn bsor_download(
+        &self,
+        r: &Record,
+        range: Option<(u64, u64)>,
+    ) -> Result<BsorDownload, Refusal> {
         let damaged = |what: String| Refusal::new(500, "damaged", what);
         let (header, index, index_at) = self.header_and_index(r).await?;
         let trailer_at = index
@@ -1078,46 +1087,105 @@ impl ReplayServer {
             trailer.ok_or_else(|| damaged("the stored stream's trailer cannot be read".into()))?;
         let head =
             rebuild::head(&trailer).map_err(|e| damaged(format!("the stored stream: {e}")))?;
-        let before_tail = (head.len() as u64).saturating_add(
-            trailer
-                .counts
-                .frames
-                .saturating_mul(bsor::FRAME_SIZE as u64),
-        );
+        let frame_size = bsor::FRAME_SIZE as u64;
+        let head_len = head.len() as u64;
+        let frames_end = head_len.saturating_add(trailer.counts.frames.saturating_mul(frame_size));
         let len = r.bsor_bytes as u64;
-        if before_tail > len {
+        if frames_end > len {
             return Err(damaged(format!(
-                "the rebuilt BSOR would be over {before_tail} bytes, the record says {len}"
+                "the rebuilt BSOR would be over {frames_end} bytes, the record says {len}"
             )));
         }
-        // The frames lie between the header and the trailer: cut at each keyframe chunk.
+        let (first, last) = range.unwrap_or((0, len.saturating_sub(1)));
+        if len == 0 || first > last || last >= len {
+            return Err(Refusal::new(
+                416,
+                "range-not-satisfiable",
+                format!("bytes {first}-{last} of {len}"),
+            ));
+        }
+        // The frames lie between the header and the trailer: a group starts at each
+        // keyframe chunk, with the frame its header names.
         let start = r.header_bytes as u64;
-        let mut cuts: Vec<u64> = index
+        let mut keys: Vec<(u64, u64)> = index
             .iter()
             .filter(|e| e.kind == ChunkType::Keyframes && e.offset > start && e.offset < trailer_at)
-            .map(|e| e.offset)
+            .map(|e| (e.offset, u64::from(e.first)))
             .collect();
-        cuts.sort_unstable();
-        cuts.insert(0, start);
-        cuts.push(trailer_at);
-        cuts.dedup();
+        keys.sort_unstable();
+        keys.insert(0, (start, 0));
+        keys.dedup_by_key(|k| k.0);
+        let groups: Vec<(std::ops::Range<u64>, u64)> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, &(at, frame))| {
+                let end = keys.get(i + 1).map_or(trailer_at, |k| k.0);
+                (at..end, frame)
+            })
+            .collect();
+        // The groups whose frames the window touches: from the one holding its first frame
+        // to the one holding its last.
+        let wants_frames = first < frames_end && last >= head_len && frames_end > head_len;
+        let selected: &[(std::ops::Range<u64>, u64)] = if wants_frames {
+            let f0 = (first.max(head_len) - head_len) / frame_size;
+            let f1 = (last.min(frames_end - 1) - head_len) / frame_size;
+            let mut from = groups.iter().rposition(|g| g.1 <= f0).unwrap_or(0);
+            // Chunks before the first keyframe chunk (events only) start at the same frame.
+            while from > 0 && groups[from - 1].1 == groups[from].1 {
+                from -= 1;
+            }
+            let to = groups
+                .iter()
+                .position(|g| g.1 > f1)
+                .unwrap_or(groups.len())
+                .max(from + 1);
+            &groups[from..to]
+        } else {
+            &[]
+        };
+        let wants_tail = last >= frames_end;
+        let first_frame = selected.first().map_or(0, |g| g.1);
+        // The tail needs every event: gathered among the frames when the groups are read
+        // from the start, else read through the index (event chunks only).
+        let events = if wants_tail && (selected.is_empty() || first_frame != 0) {
+            let (events, gaps) = self.gather_events(r, header.clone(), &index).await?;
+            if gaps {
+                return Err(damaged("the event chunks leave a gap".into()));
+            }
+            Some(events)
+        } else {
+            None
+        };
         // Whole groups, read together up to the span.
-        let mut groups: Vec<std::ops::Range<u64>> = Vec::new();
-        for w in cuts.windows(2) {
-            match groups.last_mut() {
-                Some(last) if w[1] - last.start <= self.config.download_span => last.end = w[1],
-                _ => groups.push(w[0]..w[1]),
+        let mut spans: Vec<std::ops::Range<u64>> = Vec::new();
+        for (g, _) in selected {
+            match spans.last_mut() {
+                Some(last) if g.end - last.start <= self.config.download_span => last.end = g.end,
+                _ => spans.push(g.clone()),
             }
         }
         Ok(BsorDownload {
             store: self.store.clone(),
             blob: r.blob.clone(),
             len,
-            tail_len: len - before_tail,
-            head: Some(head),
-            groups: groups.into_iter(),
-            frames: Some(rebuild::Frames::new(header, trailer.counts.frames)),
-            trailer: Some(trailer),
+            first,
+            last,
+            pos: if first < head_len {
+                0
+            } else if selected.is_empty() {
+                frames_end
+            } else {
+                head_len + first_frame * frame_size
+            },
+            sent: 0,
+            tail_len: len - frames_end,
+            frames_end,
+            head: (first < head_len).then_some(head),
+            groups: spans.into_iter(),
+            frames: (!selected.is_empty())
+                .then(|| rebuild::Frames::starting_at(header, first_frame, trailer.counts.frames)),
+            events,
+            trailer: wants_tail.then_some(trailer),
         })
     }
 
@@ -1146,62 +1214,130 @@ impl ReplayServer {
 
 /// A BSOR download rebuilt as it goes out ([`ReplayServer::bsor_download`]): its pieces
 /// in order, the head, each keyframe group's frames, then the tail (from the events met
-/// among the frames); `len` bytes in all. After an error (the stored stream found damaged)
-/// there are no more pieces.
+/// among the frames, or read through the index), cut to the bytes asked for. After an
+/// error (the stored stream found damaged) there are no more pieces.
 #[derive(Debug)]
 pub struct BsorDownload {
     store: Store,
     blob: String,
     /// The BSOR's length.
     pub len: u64,
+    /// The first byte asked for.
+    pub first: u64,
+    /// The last byte asked for.
+    pub last: u64,
+    /// Where the next piece made starts in the BSOR.
+    pos: u64,
+    /// Bytes given so far.
+    sent: u64,
     /// The tail's length the record implies.
     tail_len: u64,
+    /// Where the frames end in the BSOR.
+    frames_end: u64,
     head: Option<Vec<u8>>,
     groups: std::vec::IntoIter<std::ops::Range<u64>>,
     frames: Option<rebuild::Frames>,
+    /// The events, when read through the index rather than among the frames.
+    events: Option<EventBatch>,
     trailer: Option<Box<Trailer>>,
 }
 
 impl BsorDownload {
-    /// The next piece of the BSOR; `None` at its end or after an error.
-    pub async fn next_piece(&mut self) -> Option<Result<Bytes, Refusal>> {
-        if let Some(head) = self.head.take() {
-            return Some(Ok(Bytes::from(head)));
-        }
-        let result = self.frames_piece().await;
-        if result.is_err() {
-            self.frames = None;
-            self.trailer = None;
-        }
-        result.transpose()
+    /// How many bytes the download gives.
+    pub fn count(&self) -> u64 {
+        self.last - self.first + 1
     }
 
-    /// The frames of the next group (skipping groups without frames), then the tail, or
-    /// `None` when every byte went out.
-    async fn frames_piece(&mut self) -> Result<Option<Bytes>, Refusal> {
-        let damaged = |what: String| Refusal::new(500, "damaged", what);
-        let Some(frames) = self.frames.as_mut() else {
-            return Ok(None);
-        };
-        for range in self.groups.by_ref() {
-            let bytes = self.store.get_range(&self.blob, range.clone()).await?;
-            let out = frames.push(&bytes).map_err(|e| {
-                damaged(format!("{e} (stored bytes {}..{})", range.start, range.end))
-            })?;
-            if !out.is_empty() {
-                return Ok(Some(Bytes::from(out)));
+    /// The next piece of the bytes asked for; `None` at their end or after an error (and
+    /// an error when the pieces end short of them).
+    pub async fn next_piece(&mut self) -> Option<Result<Bytes, Refusal>> {
+        loop {
+            if self.sent == self.count() {
+                return None;
+            }
+            let made = match self.head.take() {
+                Some(head) => Ok(Some(head)),
+                None => self.frames_piece().await,
+            };
+            let made = match made {
+                Ok(Some(m)) => m,
+                Ok(None) => {
+                    self.stop();
+                    self.sent = self.count();
+                    return Some(Err(Refusal::new(
+                        500,
+                        "damaged",
+                        "the rebuilt BSOR ended before the bytes asked for",
+                    )));
+                }
+                Err(e) => {
+                    self.stop();
+                    self.sent = self.count();
+                    return Some(Err(e));
+                }
+            };
+            let at = self.pos;
+            self.pos += made.len() as u64;
+            // The part of the piece inside the window.
+            let from = self.first.max(at);
+            let to = (self.last + 1).min(self.pos);
+            if from < to {
+                let piece = Bytes::from(made).slice((from - at) as usize..(to - at) as usize);
+                self.sent += piece.len() as u64;
+                return Some(Ok(piece));
             }
         }
-        let out = frames.finish().map_err(damaged)?;
-        if !out.is_empty() {
-            return Ok(Some(Bytes::from(out)));
+    }
+
+    fn stop(&mut self) {
+        self.frames = None;
+        self.trailer = None;
+        self.groups = Vec::new().into_iter();
+    }
+
+    /// The frames of the next group (skipping groups without frames), then the tail when
+    /// asked for, or `None` when nothing more is made.
+    async fn frames_piece(&mut self) -> Result<Option<Vec<u8>>, Refusal> {
+        let damaged = |what: String| Refusal::new(500, "damaged", what);
+        if let Some(frames) = self.frames.as_mut() {
+            for range in self.groups.by_ref() {
+                let bytes = self.store.get_range(&self.blob, range.clone()).await?;
+                let out = frames.push(&bytes).map_err(|e| {
+                    damaged(format!("{e} (stored bytes {}..{})", range.start, range.end))
+                })?;
+                if !out.is_empty() {
+                    return Ok(Some(out));
+                }
+            }
+            // Every group asked for was read: the frames still held, checked whole when the
+            // tail follows them.
+            let out = if self.trailer.is_some() {
+                frames.finish().map_err(damaged)?
+            } else {
+                frames.end().map_err(damaged)?
+            };
+            if !out.is_empty() {
+                return Ok(Some(out));
+            }
+            let frames = self.frames.take();
+            if self.events.is_none() && self.trailer.is_some() {
+                self.events = frames
+                    .map(|f| f.events())
+                    .transpose()
+                    .map_err(|e| damaged(format!("the stored stream: {e}")))?;
+            }
         }
-        let (Some(frames), Some(trailer)) = (self.frames.take(), self.trailer.take()) else {
+        let Some(trailer) = self.trailer.take() else {
             return Ok(None);
         };
-        let tail = frames
-            .events()
-            .and_then(|events| rebuild::tail(&trailer, events))
+        if self.pos != self.frames_end {
+            return Err(damaged(format!(
+                "the rebuilt frames end at byte {}, the trailer's count at {}",
+                self.pos, self.frames_end
+            )));
+        }
+        let events = self.events.take().unwrap_or_default();
+        let tail = rebuild::tail(&trailer, events)
             .map_err(|e| damaged(format!("the stored stream: {e}")))?;
         if tail.len() as u64 != self.tail_len {
             return Err(damaged(format!(
@@ -1210,7 +1346,7 @@ impl BsorDownload {
                 self.tail_len
             )));
         }
-        Ok(Some(Bytes::from(tail)))
+        Ok(Some(tail))
     }
 }
 

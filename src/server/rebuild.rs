@@ -68,9 +68,15 @@ pub struct Frames {
 impl Frames {
     /// Frames of a stream with `header`, `expected` of them.
     pub fn new(header: StreamHeader, expected: u64) -> Frames {
+        Frames::starting_at(header, 0, expected)
+    }
+
+    /// Frames of a stream with `header` from frame `first` (the first frame of the keyframe
+    /// group pushed first), `expected` in the whole stream.
+    pub fn starting_at(header: StreamHeader, first: u64, expected: u64) -> Frames {
         Frames {
             decoder: StreamDecoder::with_header(header).bsor_records(),
-            written: 0,
+            written: first,
             expected,
             events: EventBatch::default(),
             gaps: false,
@@ -96,6 +102,13 @@ impl Frames {
             ));
         }
         Ok(out)
+    }
+
+    /// The frames still held, once every chunk asked for was pushed, when the stream's
+    /// later chunks are not (no check that every frame came).
+    pub fn end(&mut self) -> Result<Vec<u8>, String> {
+        self.decoder.finish();
+        self.drain()
     }
 
     /// Frames written so far.

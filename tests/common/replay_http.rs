@@ -109,14 +109,46 @@ pub async fn request(
         .unwrap()
         .parse()
         .unwrap();
-    let headers = lines
+    let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
         .collect();
+    let chunked = headers_say_chunked(&headers);
     Reply {
         status,
+        body: if chunked {
+            dechunk(&buf[end..])
+        } else {
+            buf[end..].to_vec()
+        },
         headers,
-        body: buf[end..].to_vec(),
+    }
+}
+
+fn headers_say_chunked(headers: &[(String, String)]) -> bool {
+    headers
+        .iter()
+        .any(|(n, v)| n == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"))
+}
+
+/// A chunked body's data, as far as its chunks are whole (a body cut short gives what came).
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(eol) = b.windows(2).position(|w| w == b"\r\n") else {
+            return out;
+        };
+        let size = std::str::from_utf8(&b[..eol])
+            .ok()
+            .and_then(|l| usize::from_str_radix(l.split(';').next().unwrap_or("").trim(), 16).ok());
+        let Some(size) = size else { return out };
+        b = &b[eol + 2..];
+        if size == 0 || b.len() < size {
+            out.extend_from_slice(&b[..size.min(b.len())]);
+            return out;
+        }
+        out.extend_from_slice(&b[..size]);
+        b = b.get(size + 2..).unwrap_or(&[]);
     }
 }
 

@@ -583,22 +583,9 @@ async fn download(
         if_range: value(headers, header::IF_RANGE),
         if_none_match: value(headers, header::IF_NONE_MATCH),
     };
-    let mut bytes: Option<Bytes> = None;
-    let len = if fmt == Format::Json {
-        let stream = srv.stream(&r).await?;
-        let text = tokio::task::spawn_blocking(move || {
-            let (replay, _) = crate::transcode::decode_replay(&stream)
-                .map_err(|e| Refusal::new(500, "damaged", e.to_string()))?;
-            serde_json::to_vec(&replay).map_err(|e| Refusal::new(500, "internal", e.to_string()))
-        })
-        .await
-        .map_err(|e| Refusal::new(500, "internal", e.to_string()))??;
-        let n = text.len() as u64;
-        bytes = Some(Bytes::from(text));
-        n
-    } else {
-        len
-    };
+    if fmt == Format::Json {
+        return export(srv, &r, &etag, conditions.if_none_match, head).await;
+    }
     let plan = rules::plan(&conditions, len, &etag);
     let (status, first, count) = match plan {
         Plan::Whole => (StatusCode::OK, 0, len),
@@ -622,27 +609,21 @@ async fn download(
         }
     };
     let body = if head || count == 0 {
-        Bytes::new()
+        empty()
+    } else if fmt == Format::Bsors {
+        full(srv.stream_range(&r, first, first + count - 1).await?)
     } else {
-        match (fmt, bytes) {
-            (_, Some(b)) => b.slice(first as usize..(first + count) as usize),
-            (Format::Bsors, None) => srv.stream_range(&r, first, first + count - 1).await?,
-            (_, None) if status == StatusCode::OK => {
-                // The whole BSOR: rebuilt as it goes out (http.md §8.6).
-                let dl = srv.bsor_download(&r).await?;
-                return Ok(bsor_reply(dl, &etag));
-            }
-            (_, None) => {
-                // A range: the BSOR is rebuilt whole, then cut.
-                let b = Bytes::from(srv.bsor(&r).await?);
-                if b.len() as u64 != len {
-                    return Err(Refusal::new(500, "damaged", "the rebuilt BSOR's length"));
-                }
-                b.slice(first as usize..(first + count) as usize)
-            }
-        }
+        // The BSOR, or the part asked for, rebuilt as it goes out from the keyframe groups
+        // that cover it (http.md §8.6).
+        let dl = srv
+            .bsor_download(
+                &r,
+                (status == StatusCode::PARTIAL_CONTENT).then_some((first, first + count - 1)),
+            )
+            .await?;
+        pieces(dl)
     };
-    let mut resp = Response::new(if head { empty() } else { full(body) });
+    let mut resp = Response::new(body);
     *resp.status_mut() = status;
     set(&mut resp, header::CONTENT_TYPE, ctype);
     set(&mut resp, header::CONTENT_LENGTH, &count.to_string());
@@ -663,15 +644,105 @@ async fn download(
     Ok(resp)
 }
 
-/// The `200` of a whole BSOR whose body is `dl`'s pieces as they are rebuilt. The status
-/// line is out before the frames are read: a stored stream found damaged then ends the
-/// body with an error, which closes the connection short of `Content-Length`.
-fn bsor_reply(dl: server::BsorDownload, etag: &str) -> Response<Body> {
-    let len = dl.len;
-    // The pieces are made by a task of their own and handed over one at a time (the reply's
-    // body must be Sync, a store read's future is not); the task stops when the peer goes.
+/// The JSON export of `r` (http.md §8.6): written as the BSOR is rebuilt, a keyframe
+/// group at a time, so that memory stays one group's whatever the replay's length; its
+/// length is not known before, so it has no ranges (`Accept-Ranges: none`, a `Range` is
+/// answered with the whole `200`) and a `HEAD` builds nothing.
+async fn export(
+    srv: &Arc<ReplayServer>,
+    r: &Record,
+    etag: &str,
+    if_none_match: Option<&str>,
+    head: bool,
+) -> Result<Response<Body>, Refusal> {
+    let unchanged = if_none_match.is_some_and(|v| {
+        v.split(',').any(|t| {
+            let t = t.trim();
+            t == "*" || t.trim_start_matches("W/") == etag
+        })
+    });
+    let mut resp = if unchanged {
+        let mut resp = Response::new(empty());
+        *resp.status_mut() = StatusCode::NOT_MODIFIED;
+        resp
+    } else if head {
+        Response::new(empty())
+    } else {
+        let dl = srv.bsor_download(r, None).await?;
+        Response::new(json_pieces(dl))
+    };
+    set(&mut resp, header::CONTENT_TYPE, "application/json");
+    set(&mut resp, header::ACCEPT_RANGES, "none");
+    set(&mut resp, header::ETAG, etag);
+    set(
+        &mut resp,
+        header::CACHE_CONTROL,
+        "public, max-age=31536000, immutable",
+    );
+    Ok(resp)
+}
+
+/// A body of `dl`'s pieces turned into JSON as they come (`bsor::JsonWriter` over the
+/// rebuilt BSOR's events): a task of its own makes them, one at a time ahead of the peer,
+/// and stops when the peer goes. A stored stream found damaged ends the body with an
+/// error, which closes the connection before the JSON is whole.
+fn json_pieces(mut dl: server::BsorDownload) -> Body {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(1);
-    let mut dl = dl;
+    tokio::spawn(async move {
+        let mut parser = crate::bsor::PushParser::new();
+        let mut writer = crate::bsor::JsonWriter::new();
+        loop {
+            let piece = dl.next_piece().await;
+            let mut out = Vec::new();
+            let made = match piece {
+                Some(Ok(bytes)) => {
+                    parser.push(&bytes);
+                    Ok(false)
+                }
+                Some(Err(f)) => Err(f.reason),
+                None => {
+                    parser.finish();
+                    Ok(true)
+                }
+            }
+            .and_then(|last| {
+                while let Some(e) = parser.next_event().map_err(|e| e.to_string())? {
+                    writer.event(e, &mut out)?;
+                }
+                if last && !writer.is_done() {
+                    return Err("the rebuilt BSOR ended early".into());
+                }
+                Ok(last)
+            });
+            let (frame, stop) = match made {
+                Ok(last) => (Ok(Frame::data(Bytes::from(out))), last),
+                Err(why) => {
+                    tracing::warn!(reason = %why, "a JSON export stopped short");
+                    (Err(std::io::Error::other(why)), true)
+                }
+            };
+            if tx.send(frame).await.is_err() || stop {
+                break;
+            }
+        }
+    });
+    receiver_body(rx)
+}
+
+fn receiver_body(rx: tokio::sync::mpsc::Receiver<Result<Frame<Bytes>, std::io::Error>>) -> Body {
+    let pieces = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|piece| (piece, rx))
+    });
+    BodyExt::boxed(StreamBody::new(pieces))
+}
+
+/// A body of `dl`'s pieces as they are rebuilt. The status line is out before the frames
+/// are read: a stored stream found damaged then ends the body with an error, which closes
+/// the connection short of `Content-Length`. The pieces are made by a task of their own
+/// and handed over one at a time (the reply's body must be Sync, a store read's future is
+/// not); the task stops when the peer goes.
+fn pieces(mut dl: server::BsorDownload) -> Body {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(1);
     tokio::spawn(async move {
         while let Some(piece) = dl.next_piece().await {
             let piece = piece.map(Frame::data).map_err(|f| {
@@ -684,20 +755,7 @@ fn bsor_reply(dl: server::BsorDownload, etag: &str) -> Response<Body> {
             }
         }
     });
-    let pieces = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|piece| (piece, rx))
-    });
-    let mut resp = Response::new(BodyExt::boxed(StreamBody::new(pieces)));
-    set(&mut resp, header::CONTENT_TYPE, "application/octet-stream");
-    set(&mut resp, header::CONTENT_LENGTH, &len.to_string());
-    set(&mut resp, header::ACCEPT_RANGES, "bytes");
-    set(&mut resp, header::ETAG, etag);
-    set(
-        &mut resp,
-        header::CACHE_CONTROL,
-        "public, max-age=31536000, immutable",
-    );
-    resp
+    receiver_body(rx)
 }
 
 async fn events(srv: &Arc<ReplayServer>, id: &str) -> Result<Response<Body>, Refusal> {
