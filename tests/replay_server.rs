@@ -297,6 +297,50 @@ async fn refusals_say_why_in_json() {
     assert_eq!(upload(addr, "tok1", &good).await.status, 201);
 }
 
+/// Refused copies are kept for review only up to the player's quota: past it the upload is
+/// still refused, its reason says it was not kept, and nothing more is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_copies_count_against_the_players_quota() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        review_quota: 2,
+        ..Config::default()
+    };
+    let srv = open(dir.path(), config, TOKENS).await;
+    let addr = listen(srv.clone()).await;
+    let first = play(6, 10.0, "p1");
+    assert_eq!(
+        upload(addr, "tok1", &bsor::to_vec(&first).unwrap())
+            .await
+            .status,
+        201
+    );
+    for n in 0..4 {
+        let mut stolen = first.clone();
+        stolen.info.player_id = BsorString::new("p2");
+        // Other bytes each time (another name), the same play.
+        stolen.info.player_name = BsorString::new(&format!("thief {n}"));
+        let r = upload(addr, "tok2", &bsor::to_vec(&stolen).unwrap()).await;
+        assert_refusal(&r, 409, "same-play");
+        let reason = r.json()["reason"].as_str().unwrap().to_string();
+        if n < 2 {
+            assert!(reason.ends_with("kept for review"), "{reason}");
+        } else {
+            assert!(reason.contains("not kept for review"), "{reason}");
+        }
+    }
+    assert_eq!(srv.index.reviews(100).await.unwrap().len(), 2);
+    assert_eq!(srv.index.blobs(100).await.unwrap().len(), 3);
+    // The quota is the player's: another player's copies are still kept.
+    let mut other = first.clone();
+    other.info.player_id = BsorString::new("p3");
+    let srv3 = srv.clone();
+    srv3.set_uploaders(Uploaders::parse(&format!("{TOKENS}player:p3:tok3\n")));
+    let r = upload(addr, "tok3", &bsor::to_vec(&other).unwrap()).await;
+    assert_refusal(&r, 409, "same-play");
+    assert_eq!(srv.index.reviews(100).await.unwrap().len(), 3);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_play_under_another_player_is_kept_for_review() {
     let dir = tempfile::tempdir().unwrap();

@@ -97,3 +97,147 @@ async fn a_chunked_body_over_the_limit_gets_its_413() {
         assert!(status.contains(" 400 "), "{status}");
     }
 }
+
+/// Opens a raw connection and sends `head` (and `body`), without reading: a client that
+/// asked and went quiet.
+async fn quiet(addr: std::net::SocketAddr, head: &str, body: &[u8]) -> TcpStream {
+    let mut sock = TcpStream::connect(addr).await.unwrap();
+    sock.write_all(head.as_bytes()).await.unwrap();
+    sock.write_all(body).await.unwrap();
+    sock
+}
+
+/// Reads a reply's status line from `sock`.
+async fn status_of(sock: &mut TcpStream) -> u16 {
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !reply.windows(2).any(|w| w == b"\r\n") {
+        match tokio::time::timeout(Duration::from_secs(30), sock.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => reply.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&reply)
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Expensive replies are admitted, not queued: with one rebuild and one export per address,
+/// a client that holds a download unread gets the next one refused `503` `busy` with
+/// `Retry-After`, and the share comes back when that client leaves (the work stops with it,
+/// even while its pace holds the next piece).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expensive_replies_are_admitted_per_address_and_given_back() {
+    let dir = tempfile::tempdir().unwrap();
+    // A slow pace (64 KiB a second) keeps a held reply in progress, whatever the socket
+    // buffers could take.
+    let mut config = Config {
+        download_span: 16 << 10,
+        address_rate: 64 << 10,
+        ..Config::default()
+    };
+    config.caps.rebuilds_per_address = 1;
+    config.caps.exports_per_address = 1;
+    let srv = open(dir.path(), config).await;
+    let addr = listen(srv.clone()).await;
+    let bytes = bsor_stream::bsor::to_vec(&play(21, 240.0, "p1")).unwrap();
+    let id = created(&srv, &bytes, "p1").await.id;
+    for (what, path) in [
+        ("BSOR", format!("/replays/{id}")),
+        ("JSON", format!("/replays/{id}?format=json")),
+        ("stream", format!("/replays/{id}?format=bsors")),
+    ] {
+        // Held: the reply's head is read, its body is not.
+        let head = format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");
+        let mut held = quiet(addr, &head, b"").await;
+        assert_eq!(status_of(&mut held).await, 200, "{what}");
+        let second = request(addr, "GET", &path, &[], b"").await;
+        assert_refusal(&second, 503, "busy");
+        assert_eq!(second.header("retry-after"), Some("1"), "{what}");
+        // Other work from the same address is not held up: a HEAD and the events.
+        let h = request(addr, "HEAD", &path, &[], b"").await;
+        assert_eq!(h.status, 200, "{what}");
+        drop(held);
+        // The share comes back once the server notices the peer left.
+        assert!(
+            all_given_back(&srv).await,
+            "{what}: the share was not given back after the client left"
+        );
+        let mut again = quiet(addr, &head, b"").await;
+        assert_eq!(status_of(&mut again).await, 200, "{what}");
+        drop(again);
+        assert!(all_given_back(&srv).await, "{what}: a share was kept");
+    }
+}
+
+/// Waits (at most 5 s) until no rebuild or export share is held.
+async fn all_given_back(srv: &ReplayServer) -> bool {
+    for _ in 0..100 {
+        if srv.admission.rebuilds.held(None).0 == 0 && srv.admission.exports.held(None).0 == 0 {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// Upload bodies go to disk and cannot lock each other out: a client that sent part of a
+/// large body and went silent holds only its own spool share, so a small upload (and a key
+/// challenge) from another connection is answered at once; a second large body from the same
+/// address over its share is refused `503` at once, not queued; the silent one is cut `408`
+/// once the minimum rate lapses after the grace period, and its share comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_bodies_cannot_lock_each_other_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config {
+        max_body: 8 << 20,
+        body_grace: Duration::from_secs(2),
+        min_body_rate: 1 << 20,
+        spool_dir: Some(dir.path().join("spool")),
+        ..Config::default()
+    };
+    std::fs::create_dir_all(dir.path().join("spool")).unwrap();
+    config.caps.spool_bytes_per_address = 10 << 20;
+    let srv = open(dir.path(), config).await;
+    let addr = listen(srv.clone()).await;
+    // 8 MiB declared, 1 MiB sent, then silence.
+    let head = format!(
+        "POST /replays HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok1\r\n\
+         Content-Length: {}\r\n\r\n",
+        8 << 20
+    );
+    let started = std::time::Instant::now();
+    let mut silent = quiet(addr, &head, &vec![b'x'; 1 << 20]).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(srv.admission.spool.held(None).0, 8 << 20);
+    // A small upload is answered meanwhile.
+    let bytes = bsor_stream::bsor::to_vec(&play(22, 20.0, "p1")).unwrap();
+    let t = std::time::Instant::now();
+    let r = upload(addr, "tok1", &bytes).await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    // Another 8 MiB from this address is over its 10 MiB: refused at once.
+    let big = format!(
+        "POST /replays HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok1\r\n\
+         Content-Length: {}\r\n\r\n",
+        8 << 20
+    );
+    let mut second = quiet(addr, &big, b"").await;
+    assert_eq!(status_of(&mut second).await, 503);
+    // The silent body is cut with 408 after the grace period, and its share comes back.
+    assert_eq!(status_of(&mut silent).await, 408);
+    assert!(started.elapsed() >= Duration::from_secs(2));
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(srv.admission.spool.held(None).0, 0);
+    // Nothing is left in the spool folder.
+    let left: Vec<_> = std::fs::read_dir(dir.path().join("spool"))
+        .unwrap()
+        .collect();
+    assert!(left.is_empty(), "{} spooled files left", left.len());
+}

@@ -358,6 +358,13 @@ impl MigrationSource<'static> for Embedded {
                     Cow::Borrowed(include_str!("migrations/0005_play_keys.sql")),
                     false,
                 ),
+                Migration::new(
+                    6,
+                    Cow::Borrowed("review_quota"),
+                    MigrationType::Simple,
+                    Cow::Borrowed(include_str!("migrations/0006_review_quota.sql")),
+                    false,
+                ),
             ])
         })
     }
@@ -600,6 +607,18 @@ impl Index {
             ("writing a review", "committing a review"),
         )
         .await
+    }
+
+    /// How many review copies of `player`'s uploads are pending.
+    pub async fn pending_reviews(&self, player: &str) -> Result<i64, IndexError> {
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n FROM reviews WHERE player = $1 AND state = 'pending'",
+        )
+        .bind(player)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(err("counting reviews"))?;
+        row.try_get::<i64, _>("n").map_err(err("counting reviews"))
     }
 
     /// The uploads kept for review, oldest first (at most `limit`).

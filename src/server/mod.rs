@@ -13,6 +13,7 @@
 //! expired leases (it reads the lease table, never lists the store), so several servers may
 //! share one store and index.
 
+pub mod admission;
 pub mod auth;
 pub mod index;
 pub mod keys;
@@ -130,6 +131,21 @@ pub struct Config {
     pub server_name: String,
     /// How long a key registration challenge stays valid.
     pub challenge_ttl: Duration,
+    /// What one address, and all together, may hold at once (`http.md` §8.15).
+    pub caps: admission::Caps,
+    /// Where upload bodies are spooled while they arrive (the system's temporary folder
+    /// when `None`).
+    pub spool_dir: Option<std::path::PathBuf>,
+    /// The slowest an upload body may arrive, in bytes a second, once [`Config::body_grace`]
+    /// passed: a body behind that is cut with `408`.
+    pub min_body_rate: u64,
+    /// How long a body may send nothing before its rate counts.
+    pub body_grace: Duration,
+    /// Bytes a second of replies one address may take (a burst of two seconds' worth; 0:
+    /// no pace).
+    pub address_rate: u64,
+    /// Review copies pending for one player at most: a refused upload past it is not kept.
+    pub review_quota: i64,
 }
 
 impl Default for Config {
@@ -146,6 +162,12 @@ impl Default for Config {
             trusted_witnesses: Vec::new(),
             server_name: "localhost".into(),
             challenge_ttl: Duration::from_secs(300),
+            caps: admission::Caps::default(),
+            spool_dir: None,
+            min_body_rate: 32 << 10,
+            body_grace: Duration::from_secs(10),
+            address_rate: 32 << 20,
+            review_quota: 16,
         }
     }
 }
@@ -510,12 +532,8 @@ pub struct ReplayServer {
     /// The settings.
     pub config: Config,
     uploaders: std::sync::RwLock<Uploaders>,
-    /// Request bodies buffered at once, in KiB (`config.max_body` in all): a body takes its
-    /// share as it arrives (`http.md` §8.2).
-    pub bodies: tokio::sync::Semaphore,
-    /// Held while a gzip-encoded upload is inflated and parsed: one at a time, since each
-    /// may take the inflated limit.
-    pub inflating: tokio::sync::Semaphore,
+    /// What requests hold at once (`http.md` §8.15).
+    pub admission: admission::Admission,
 }
 
 /// Unix milliseconds now.
@@ -531,12 +549,7 @@ impl ReplayServer {
         Arc::new(ReplayServer {
             store,
             index,
-            bodies: tokio::sync::Semaphore::new(
-                usize::try_from(config.max_body.div_ceil(1024))
-                    .unwrap_or(usize::MAX)
-                    .min(tokio::sync::Semaphore::MAX_PERMITS),
-            ),
-            inflating: tokio::sync::Semaphore::new(1),
+            admission: admission::Admission::new(config.caps),
             config,
             uploaders: std::sync::RwLock::new(uploaders),
         })
@@ -739,10 +752,10 @@ impl ReplayServer {
         }
         let reason = format!(
             "the same play (fingerprint {}) is replay {} of player {:?}, which existed by {} \
-             (Unix ms), not later than this upload's {}; this upload is kept for review",
+             (Unix ms), not later than this upload's {}",
             r.fingerprint, owner.id, owner.player, owner.existed_by, r.existed_by
         );
-        self.keep_for_review(r, stream, &owner, &reason).await?;
+        let reason = self.keep_for_review(r, stream, &owner, reason).await?;
         Ok(Already::Answer(Err(Refusal::new(409, "same-play", reason))))
     }
 
@@ -786,10 +799,10 @@ impl ReplayServer {
         };
         let reason = format!(
             "a similar play (motion and timing score {score:.3}, threshold {THRESHOLD}) is \
-             replay {} of player {:?}; this upload is kept for review",
+             replay {} of player {:?}",
             owner.id, owner.player
         );
-        self.keep_for_review(r, stream, &owner, &reason).await?;
+        let reason = self.keep_for_review(r, stream, &owner, reason).await?;
         Ok(Already::Answer(Err(Refusal::new(
             409,
             "similar-play",
@@ -797,15 +810,25 @@ impl ReplayServer {
         ))))
     }
 
-    /// Stores a refused upload for review, under a lease like any blob. The same refused
-    /// upload again keeps the first copy.
+    /// Stores a refused upload for review, under a lease like any blob, unless its player
+    /// has [`Config::review_quota`] copies pending already; returns `reason` with which of
+    /// the two happened. The same refused upload again keeps the first copy.
     async fn keep_for_review(
         &self,
         r: &Record,
         stream: &Bytes,
         owner: &Record,
-        reason: &str,
-    ) -> Result<(), Refusal> {
+        reason: String,
+    ) -> Result<String, Refusal> {
+        let pending = self.index.pending_reviews(&r.player).await?;
+        if pending >= self.config.review_quota {
+            return Ok(format!(
+                "{reason}; this upload is not kept for review: player {:?} has {pending} \
+                 review copies pending (at most {})",
+                r.player, self.config.review_quota
+            ));
+        }
+        let reason = format!("{reason}; this upload is kept for review");
         let nonce = crate::integrity::random_nonce()
             .map_err(|e| Refusal::unavailable(format!("randomness: {e}")))?;
         let blob = format!("reviews/{}.{}.bsors", r.id, hex(&nonce[..8]));
@@ -822,12 +845,12 @@ impl ReplayServer {
             fingerprint: r.fingerprint.clone(),
             uploaded: now,
             state: "pending".into(),
-            reason: reason.to_string(),
+            reason: reason.clone(),
         };
         if let Committed::Conflict = self.index.commit_review(&review).await? {
             self.remove_blob(&blob).await;
         }
-        Ok(())
+        Ok(reason)
     }
 
     fn fail_at(&self, step: Fault) -> Result<(), Refusal> {
@@ -884,11 +907,6 @@ impl ReplayServer {
     /// The stored stream of `r`, whole.
     pub async fn stream(&self, r: &Record) -> Result<Bytes, Refusal> {
         Ok(self.store.get(&r.blob).await?)
-    }
-
-    /// Bytes `first..=last` of the stored stream of `r`.
-    pub async fn stream_range(&self, r: &Record, first: u64, last: u64) -> Result<Bytes, Refusal> {
-        Ok(self.store.get_range(&r.blob, first..last + 1).await?)
     }
 
     /// The BSOR of `r`, rebuilt whole from its stream (for a range of it; a whole download
@@ -1190,20 +1208,37 @@ impl ReplayServer {
     }
 
     /// A `.bsors` of the keyframe groups of `r` that cover song time `from..=to`: the
-    /// stream header, then those chunks as stored (with the events among them), read by
-    /// two ranges besides the index.
-    pub async fn frames(&self, r: &Record, from: f32, to: f32) -> Result<Vec<u8>, Refusal> {
+    /// ranges of the stored stream that make it (the stream header, then those chunks as
+    /// stored, with the events among them), found through the index.
+    pub async fn frames(
+        &self,
+        r: &Record,
+        from: f32,
+        to: f32,
+    ) -> Result<Vec<std::ops::Range<u64>>, Refusal> {
         let (_, index, index_at) = self.header_and_index(r).await?;
         let len = r.stored_bytes as u64;
-        let mut out = self
-            .store
-            .get_range(&r.blob, 0..r.header_bytes as u64)
-            .await?
-            .to_vec();
+        let mut out = Vec::with_capacity(2);
+        out.push(0..r.header_bytes as u64);
         if let Some((begin, end)) = plan::span_range(&index, from, to, index_at.min(len)) {
-            out.extend_from_slice(&self.store.get_range(&r.blob, begin..end).await?);
+            out.push(begin..end);
         }
         Ok(out)
+    }
+
+    /// Bytes `ranges` of the stored stream of `r`, read as they are taken, at most
+    /// [`Config::download_span`] at a time.
+    pub fn stored_read(
+        &self,
+        r: &Record,
+        ranges: impl IntoIterator<Item = std::ops::Range<u64>>,
+    ) -> StoredRead {
+        StoredRead {
+            store: self.store.clone(),
+            blob: r.blob.clone(),
+            ranges: ranges.into_iter().filter(|r| r.start < r.end).collect(),
+            span: self.config.download_span.max(1),
+        }
     }
 
     /// The uploads kept for review.
@@ -1347,6 +1382,45 @@ impl BsorDownload {
             )));
         }
         Ok(Some(tail))
+    }
+}
+
+/// Stored bytes read piece by piece ([`ReplayServer::stored_read`]).
+#[derive(Debug)]
+pub struct StoredRead {
+    store: Store,
+    blob: String,
+    ranges: std::collections::VecDeque<std::ops::Range<u64>>,
+    span: u64,
+}
+
+impl StoredRead {
+    /// How many bytes the read gives.
+    pub fn len(&self) -> u64 {
+        self.ranges.iter().map(|r| r.end - r.start).sum()
+    }
+
+    /// True when it gives none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The next piece; `None` at the end (or after an error).
+    pub async fn next_piece(&mut self) -> Option<Result<Bytes, Refusal>> {
+        let range = self.ranges.front_mut()?;
+        let end = range.end.min(range.start.saturating_add(self.span));
+        let piece = range.start..end;
+        range.start = end;
+        if range.start >= range.end {
+            self.ranges.pop_front();
+        }
+        match self.store.get_range(&self.blob, piece).await {
+            Ok(b) => Some(Ok(b)),
+            Err(e) => {
+                self.ranges.clear();
+                Some(Err(e.into()))
+            }
+        }
     }
 }
 

@@ -154,8 +154,9 @@ fn start_server(args: &Args, dir: &TempDir) -> Result<(Server, SocketAddr), Fail
         .args(["--store", &store])
         // Every client here is 127.0.0.1 standing for many players: the per-address cap
         // (64 by default) would refuse the mixed load's connections once a slow store
-        // holds more than 64 open, which is not what this measures.
-        .args(["--max-per-address", "0"])
+        // holds more than 64 open, which is not what this measures; likewise the replay
+        // server's caps and byte pace per address (its caps in all stay).
+        .args(["--max-per-address", "0", "--no-address-caps"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());

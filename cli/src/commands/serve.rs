@@ -55,6 +55,11 @@ pub struct ReplayArgs {
     /// BSOR served back is then no longer the uploaded bytes).
     #[arg(long, requires = "store")]
     pub store_compact: bool,
+    /// Turn off the replay server's caps per address and its byte pace per address
+    /// (proto-spec/http.md §8.15), keeping the caps in all: for a load tool that stands
+    /// for many clients from one address, never for a server facing the Internet.
+    #[arg(long, requires = "store")]
+    pub no_address_caps: bool,
     /// How long an upload's lease lasts, in seconds (default 600): the blob of an upload
     /// not committed by then is removed by the sweeper.
     #[arg(long, value_name = "SECONDS", requires = "store",
@@ -390,6 +395,16 @@ async fn open_replays(
         lease: std::time::Duration::from_secs(args.lease_seconds.unwrap_or(600)),
         trusted_witnesses,
         server_name,
+        caps: if args.no_address_caps {
+            server::admission::Caps::default().without_address_caps()
+        } else {
+            server::admission::Caps::default()
+        },
+        address_rate: if args.no_address_caps {
+            0
+        } else {
+            server::Config::default().address_rate
+        },
         ..server::Config::default()
     };
     let every = std::time::Duration::from_secs(args.sweep_seconds.unwrap_or(30));

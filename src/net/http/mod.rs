@@ -154,6 +154,9 @@ pub(crate) struct Site {
     paces: Mutex<Paces>,
     /// The last `/sessions` body and when it was built.
     answer: tokio::sync::Mutex<Option<(Instant, Bytes)>>,
+    /// What the replay server's replies have cost each address (`http.md` §8.15).
+    #[cfg(feature = "server")]
+    replay_paces: Mutex<HashMap<IpAddr, Pace>>,
 }
 
 struct Paces {
@@ -173,7 +176,32 @@ impl Site {
                 by_address: HashMap::new(),
             }),
             answer: tokio::sync::Mutex::new(None),
+            #[cfg(feature = "server")]
+            replay_paces: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Charges `n` bytes of a replay server reply to `ip` at `rate` bytes a second (a burst
+    /// of two seconds' worth; 0: no pace) and waits as long as that says.
+    #[cfg(feature = "server")]
+    pub(crate) async fn pace_replay(&self, ip: Option<IpAddr>, rate: u64, n: u64) {
+        let Some(ip) = ip.filter(|_| rate > 0) else {
+            return;
+        };
+        let wait = {
+            let now = Instant::now();
+            let mut paces = self.replay_paces.lock().unwrap_or_else(|p| p.into_inner());
+            if paces.len() >= PACED_ADDRESSES && !paces.contains_key(&ip) {
+                paces.retain(|_, p| !p.idle(now));
+            }
+            paces
+                .entry(ip)
+                .or_insert_with(|| Pace::new(rate, rate.saturating_mul(2)))
+                .charge(now, n)
+        };
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
     }
 
     /// Charges `cost` bytes to `ip` and to the listener and returns how long that waits;
@@ -383,7 +411,11 @@ impl Ctx {
                     set(&mut r, header::RETRY_AFTER, "5");
                     return r;
                 }
-                let mut r = replays::answer(srv, route, req, &self.gate).await;
+                let client = replays::Client {
+                    ip: self.ip,
+                    site: self.site.clone(),
+                };
+                let mut r = replays::answer(srv, route, req, &self.gate, &client).await;
                 set_common(&mut r);
                 return r;
             }

@@ -14,12 +14,29 @@ use hyper::header::{self, HeaderMap};
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::rules::{self, Conditions, Plan};
-use super::{empty, full, set, value, Body};
+use super::{empty, full, set, value, Body, Site};
 use crate::net::gate::ReadGate;
+use crate::server::admission::{Full, Share};
 use crate::server::{self, plan, Filter, Grant, Record, Refusal, ReplayServer, Uploaded};
 
-/// How long a request body may take to arrive.
-pub const BODY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a small body (a key registration's) may take to arrive.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bytes of a spooled body taken from the disk budget at a time, when its length is not
+/// given.
+const SPOOL_STEP: u64 = 1 << 20;
+
+/// Who asks: the address (for its caps and pace) and the site that paces it.
+pub(crate) struct Client {
+    /// The peer's address.
+    pub(crate) ip: Option<std::net::IpAddr>,
+    /// The listener's shared state.
+    pub(crate) site: Arc<Site>,
+}
+
+/// The refusal of a request whose share is full: `503` `busy`, with `Retry-After`.
+fn busy(f: Full) -> Refusal {
+    Refusal::new(503, "busy", f.to_string())
+}
 /// Replays a search returns at most per page (and by default).
 pub const MAX_LIMIT: i64 = 100;
 const DEFAULT_LIMIT: i64 = 20;
@@ -124,9 +141,12 @@ pub fn refusal(f: &Refusal) -> Response<Body> {
     if f.status == 401 {
         set(&mut r, header::WWW_AUTHENTICATE, "Bearer");
     }
-    if f.status == 413 {
-        // The body was not read: the connection cannot carry another request.
+    if matches!(f.status, 408 | 413) || f.code == "busy" {
+        // The body was not read (whole): the connection cannot carry another request.
         set(&mut r, header::CONNECTION, "close");
+    }
+    if f.code == "busy" {
+        set(&mut r, header::RETRY_AFTER, "1");
     }
     r
 }
@@ -141,6 +161,7 @@ pub(crate) async fn answer(
     route: Route<'_>,
     req: Request<Incoming>,
     gate: &ReadGate,
+    client: &Client,
 ) -> Response<Body> {
     let method = req.method().clone();
     let allowed = match route {
@@ -173,13 +194,13 @@ pub(crate) async fn answer(
     let head = method == Method::HEAD;
     let query = req.uri().query().unwrap_or("").to_string();
     let result = match (route, method) {
-        (Route::List, Method::POST) => upload(srv, req, gate).await,
+        (Route::List, Method::POST) => upload(srv, req, gate, client).await,
         (Route::List, _) => search(srv, &query).await,
         (Route::Replay(id), Method::DELETE) => delete(srv, id, req.headers()).await,
-        (Route::Replay(id), _) => download(srv, id, &query, req.headers(), head).await,
-        (Route::Events(id), _) => events(srv, id).await,
-        (Route::Frames(id), _) => frames(srv, id, &query).await,
-        (Route::Verify(id), _) => verify(srv, id).await,
+        (Route::Replay(id), _) => download(srv, id, &query, req.headers(), head, client).await,
+        (Route::Events(id), _) => events(srv, id, client).await,
+        (Route::Frames(id), _) => frames(srv, id, &query, client).await,
+        (Route::Verify(id), _) => verify(srv, id, client).await,
         (Route::Reviews, _) => reviews(srv, req.headers()).await,
         (Route::Keys, Method::POST) => register_key(srv, req, gate).await,
         (Route::Keys, _) => list_keys(srv, &query).await,
@@ -229,6 +250,7 @@ async fn upload(
     srv: &Arc<ReplayServer>,
     req: Request<Incoming>,
     gate: &ReadGate,
+    client: &Client,
 ) -> Result<Response<Body>, Refusal> {
     let player = player_of(srv, req.headers(), "does not upload")?;
     let gzip = match value(req.headers(), header::CONTENT_ENCODING).map(str::trim) {
@@ -257,22 +279,24 @@ async fn upload(
             ))
         }
     };
-    // The budget is held until the upload is answered; the bytes go to the parser.
-    let mut held = read_body(srv, req, srv.config.max_body, gate).await?;
-    let bytes = std::mem::take(&mut held.bytes);
-    // A gzip body may inflate to the inflated limit: one is inflated and parsed at a time.
-    let _inflating = if gzip || plan::looks_gzipped(&bytes) {
-        Some(
-            srv.inflating
-                .acquire()
-                .await
-                .map_err(|e| Refusal::new(500, "internal", e.to_string()))?,
-        )
-    } else {
-        None
-    };
+    // The body goes to disk as it arrives (its bytes held against the spool's caps), then
+    // waits for one of the server's check slots to be read, parsed and checked: memory
+    // holds at most that many bodies, and no upload waits on another's share to arrive.
+    let spooled = spool_body(srv, req, srv.config.max_body, gate, client.ip).await?;
+    let _check = srv
+        .admission
+        .checks
+        .acquire()
+        .await
+        .map_err(|e| Refusal::new(500, "internal", e.to_string()))?;
     let s = srv.clone();
     let prepared = tokio::task::spawn_blocking(move || {
+        let bytes = std::fs::read(spooled.file.path())
+            .map_err(|e| Refusal::new(500, "internal", format!("reading the spooled body: {e}")))?;
+        if bytes.len() as u64 != spooled.len {
+            return Err(Refusal::new(500, "internal", "the spooled body changed"));
+        }
+        drop(spooled);
         let mut p = server::prepare(&bytes, gzip, &s.config, &player)?;
         if let Some(file) = &witness {
             p.witness(file, &s.config.trusted_witnesses);
@@ -304,69 +328,148 @@ async fn upload(
     Ok(r)
 }
 
-/// A request body, and its share of the server's body budget (given back on drop).
-struct Held<'a> {
-    bytes: Vec<u8>,
-    budget: &'a tokio::sync::Semaphore,
-    kib: u32,
+/// A request body on disk: removed when dropped, its bytes held against the spool's caps
+/// until then.
+struct Spooled {
+    file: tempfile::NamedTempFile,
+    len: u64,
+    _disk: Share,
 }
 
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        self.budget.add_permits(self.kib as usize);
-    }
-}
-
-/// Reads a request body of at most `limit` bytes: refused `413` by its `Content-Length`
-/// before a byte is read, or as soon as more arrives; `408` when it takes longer than
-/// [`BODY_TIMEOUT`]. Each KiB read takes a KiB of the server's body budget first, so that
-/// bodies buffered at once stay within `max_body` however many connections send them (a
-/// sender waits, unread, while the budget is spent).
-async fn read_body<'a>(
-    srv: &'a ReplayServer,
+/// Spools a request body of at most `limit` bytes to a file (`http.md` §8.15): refused
+/// `413` by its `Content-Length` before a byte is read, or as soon as more arrives; `503`
+/// `busy` when the spool's caps (for `ip`, or in all) cannot take it (by its length when
+/// given, else a MiB at a time, never waiting); `408` when, after the grace period, it
+/// arrives slower than the server's minimum rate.
+async fn spool_body(
+    srv: &ReplayServer,
     req: Request<Incoming>,
     limit: u64,
     gate: &ReadGate,
-) -> Result<Held<'a>, Refusal> {
+    ip: Option<std::net::IpAddr>,
+) -> Result<Spooled, Refusal> {
     let too_large = || Refusal::new(413, "too-large", format!("the body is over {limit} bytes"));
-    if let Some(len) = value(req.headers(), header::CONTENT_LENGTH) {
-        match len.trim().parse::<u64>() {
-            Ok(n) if n > limit => return Err(too_large()),
-            Ok(_) => {}
-            Err(_) => return Err(Refusal::new(400, "bad-request", "Content-Length")),
-        }
-    }
+    let declared = declared_length(req.headers(), limit)?;
+    let mut disk = srv
+        .admission
+        .spool
+        .take(ip, declared.unwrap_or(SPOOL_STEP.min(limit)))
+        .map_err(busy)?;
+    let dir = srv
+        .config
+        .spool_dir
+        .clone()
+        .unwrap_or_else(std::env::temp_dir);
+    let internal = |e: std::io::Error| Refusal::new(500, "internal", format!("spooling: {e}"));
+    let tmp = tokio::task::spawn_blocking(move || {
+        tempfile::Builder::new()
+            .prefix("bsrs-upload-")
+            .tempfile_in(dir)
+    })
+    .await
+    .map_err(|e| Refusal::new(500, "internal", e.to_string()))?
+    .map_err(internal)?;
+    let mut file = tokio::fs::File::from_std(tmp.reopen().map_err(internal)?);
     // The body may now come through the connection's read gate.
     gate.taken(u32::try_from(limit).unwrap_or(u32::MAX));
     let mut body = req.into_body();
-    let mut held = Held {
-        bytes: Vec::new(),
-        budget: &srv.bodies,
-        kib: 0,
-    };
+    let rate = srv.config.min_body_rate;
+    let start = tokio::time::Instant::now();
+    let mut total = 0u64;
+    loop {
+        // By now at least the minimum rate's worth of bytes must have come since the grace
+        // period ended.
+        let behind = if rate == 0 {
+            Duration::from_secs(86_400)
+        } else {
+            Duration::from_secs_f64(total as f64 / rate as f64)
+        };
+        let due = start + srv.config.body_grace + behind;
+        let frame = match tokio::time::timeout_at(due, body.frame()).await {
+            Err(_) => {
+                return Err(Refusal::new(
+                    408,
+                    "timeout",
+                    format!(
+                    "the body arrives slower than {rate} bytes a second ({total} bytes in {:.1} s)",
+                    start.elapsed().as_secs_f64()
+                ),
+                ))
+            }
+            Ok(None) => break,
+            Ok(Some(frame)) => {
+                frame.map_err(|e| Refusal::new(400, "bad-request", format!("the body: {e}")))?
+            }
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        total += data.len() as u64;
+        if total > limit {
+            return Err(too_large());
+        }
+        if total > disk.amount() {
+            let more = (total - disk.amount())
+                .max(SPOOL_STEP)
+                .min(limit - disk.amount());
+            disk.grow(more).map_err(busy)?;
+        }
+        use tokio::io::AsyncWriteExt as _;
+        file.write_all(&data).await.map_err(internal)?;
+        // The gate counts a chunked body's framing, the limit does not: the rest of the
+        // body (and one byte past it, to be refused) may still come, so that a body over
+        // the limit gets its 413 rather than a stall.
+        gate.allow(limit - total + 1);
+    }
+    {
+        use tokio::io::AsyncWriteExt as _;
+        file.flush().await.map_err(internal)?;
+    }
+    Ok(Spooled {
+        file: tmp,
+        len: total,
+        _disk: disk,
+    })
+}
+
+/// The body's `Content-Length`, if given: `413` over `limit`, `400` when not a number.
+fn declared_length(headers: &HeaderMap, limit: u64) -> Result<Option<u64>, Refusal> {
+    match value(headers, header::CONTENT_LENGTH) {
+        None => Ok(None),
+        Some(len) => match len.trim().parse::<u64>() {
+            Ok(n) if n > limit => Err(Refusal::new(
+                413,
+                "too-large",
+                format!("the body is over {limit} bytes"),
+            )),
+            Ok(n) => Ok(Some(n)),
+            Err(_) => Err(Refusal::new(400, "bad-request", "Content-Length")),
+        },
+    }
+}
+
+/// Reads a small request body (at most `limit` bytes, a key registration's) into memory:
+/// `413` as for a spooled body, `408` when it takes longer than [`BODY_TIMEOUT`].
+async fn small_body(
+    req: Request<Incoming>,
+    limit: u64,
+    gate: &ReadGate,
+) -> Result<Vec<u8>, Refusal> {
+    let too_large = || Refusal::new(413, "too-large", format!("the body is over {limit} bytes"));
+    declared_length(req.headers(), limit)?;
+    gate.taken(u32::try_from(limit).unwrap_or(u32::MAX));
+    let mut body = req.into_body();
+    let mut bytes = Vec::new();
     let read = async {
         while let Some(frame) = body.frame().await {
             let frame =
                 frame.map_err(|e| Refusal::new(400, "bad-request", format!("the body: {e}")))?;
             if let Ok(data) = frame.into_data() {
-                let total = held.bytes.len() as u64 + data.len() as u64;
-                if total > limit {
+                if bytes.len() as u64 + data.len() as u64 > limit {
                     return Err(too_large());
                 }
-                let need = u32::try_from(total.div_ceil(1024)).unwrap_or(u32::MAX);
-                if need > held.kib {
-                    srv.bodies
-                        .acquire_many(need - held.kib)
-                        .await
-                        .map_err(|e| Refusal::new(500, "internal", e.to_string()))?
-                        .forget();
-                    held.kib = need;
-                }
-                held.bytes.extend_from_slice(&data);
-                // The gate counts a chunked body's framing, the limit does not: the rest
-                // of the body (and one byte past it, to be refused) may still come, so that
-                // a body over the limit gets its 413 rather than a stall.
-                gate.allow(limit - total + 1);
+                bytes.extend_from_slice(&data);
+                gate.allow(limit - bytes.len() as u64 + 1);
             }
         }
         Ok(())
@@ -374,11 +477,17 @@ async fn read_body<'a>(
     tokio::time::timeout(BODY_TIMEOUT, read)
         .await
         .map_err(|_| Refusal::new(408, "timeout", "the body took too long"))??;
-    Ok(held)
+    Ok(bytes)
 }
 
-async fn verify(srv: &Arc<ReplayServer>, id: &str) -> Result<Response<Body>, Refusal> {
+async fn verify(
+    srv: &Arc<ReplayServer>,
+    id: &str,
+    client: &Client,
+) -> Result<Response<Body>, Refusal> {
     let r = record(srv, id).await?;
+    // The stream is read whole and its signatures checked: a rebuild's share.
+    let _share = srv.admission.rebuilds.take(client.ip, 1).map_err(busy)?;
     let (report, owner) = srv.verify(&r).await?;
     Ok(json(
         StatusCode::OK,
@@ -394,7 +503,7 @@ async fn key_challenge(
     gate: &ReadGate,
 ) -> Result<Response<Body>, Refusal> {
     let player = player_of(srv, req.headers(), "asks for no challenge")?;
-    read_body(srv, req, MAX_KEY_BODY, gate).await?;
+    small_body(req, MAX_KEY_BODY, gate).await?;
     let c = srv.issue_challenge(&player).await?;
     Ok(json(
         StatusCode::CREATED,
@@ -410,7 +519,7 @@ async fn register_key(
     gate: &ReadGate,
 ) -> Result<Response<Body>, Refusal> {
     let player = player_of(srv, req.headers(), "registers no key")?;
-    let body = read_body(srv, req, MAX_KEY_BODY, gate).await?;
+    let body = small_body(req, MAX_KEY_BODY, gate).await?;
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Asked {
@@ -418,7 +527,7 @@ async fn register_key(
         challenge: String,
         signature: String,
     }
-    let asked: Asked = serde_json::from_slice(&body.bytes).map_err(|e| {
+    let asked: Asked = serde_json::from_slice(&body).map_err(|e| {
         Refusal::new(
             400,
             "bad-json",
@@ -568,6 +677,7 @@ async fn download(
     query: &str,
     headers: &HeaderMap,
     head: bool,
+    client: &Client,
 ) -> Result<Response<Body>, Refusal> {
     let fmt = format(query, headers)?;
     let r = record(srv, id).await?;
@@ -584,7 +694,7 @@ async fn download(
         if_none_match: value(headers, header::IF_NONE_MATCH),
     };
     if fmt == Format::Json {
-        return export(srv, &r, &etag, conditions.if_none_match, head).await;
+        return export(srv, &r, &etag, conditions.if_none_match, head, client).await;
     }
     let plan = rules::plan(&conditions, len, &etag);
     let (status, first, count) = match plan {
@@ -610,18 +720,23 @@ async fn download(
     };
     let body = if head || count == 0 {
         empty()
-    } else if fmt == Format::Bsors {
-        full(srv.stream_range(&r, first, first + count - 1).await?)
     } else {
-        // The BSOR, or the part asked for, rebuilt as it goes out from the keyframe groups
-        // that cover it (http.md §8.6).
-        let dl = srv
-            .bsor_download(
-                &r,
-                (status == StatusCode::PARTIAL_CONTENT).then_some((first, first + count - 1)),
+        // Read or rebuilt as it goes out, under one of the server's rebuild shares.
+        let share = srv.admission.rebuilds.take(client.ip, 1).map_err(busy)?;
+        let out = Outgoing::new(share, client, srv);
+        if fmt == Format::Bsors {
+            let read = srv.stored_read(&r, std::iter::once(first..first + count));
+            pieces(Source::Stored(read), out)
+        } else {
+            // The BSOR, or the part asked for, from the keyframe groups that cover it
+            // (http.md §8.6).
+            let part =
+                (status == StatusCode::PARTIAL_CONTENT).then_some((first, first + count - 1));
+            pieces(
+                Source::Bsor(Box::new(srv.bsor_download(&r, part).await?)),
+                out,
             )
-            .await?;
-        pieces(dl)
+        }
     };
     let mut resp = Response::new(body);
     *resp.status_mut() = status;
@@ -654,6 +769,7 @@ async fn export(
     etag: &str,
     if_none_match: Option<&str>,
     head: bool,
+    client: &Client,
 ) -> Result<Response<Body>, Refusal> {
     let unchanged = if_none_match.is_some_and(|v| {
         v.split(',').any(|t| {
@@ -668,8 +784,10 @@ async fn export(
     } else if head {
         Response::new(empty())
     } else {
-        let dl = srv.bsor_download(r, None).await?;
-        Response::new(json_pieces(dl))
+        let share = srv.admission.exports.take(client.ip, 1).map_err(busy)?;
+        let out = Outgoing::new(share, client, srv);
+        let export = JsonExport::new(srv.bsor_download(r, None).await?);
+        Response::new(pieces(Source::Json(Box::new(export)), out))
     };
     set(&mut resp, header::CONTENT_TYPE, "application/json");
     set(&mut resp, header::ACCEPT_RANGES, "none");
@@ -682,84 +800,171 @@ async fn export(
     Ok(resp)
 }
 
-/// A body of `dl`'s pieces turned into JSON as they come (`bsor::JsonWriter` over the
-/// rebuilt BSOR's events): a task of its own makes them, one at a time ahead of the peer,
-/// and stops when the peer goes. A stored stream found damaged ends the body with an
-/// error, which closes the connection before the JSON is whole.
-fn json_pieces(mut dl: server::BsorDownload) -> Body {
+/// Where a reply's pieces come from.
+enum Source {
+    /// Stored bytes as they are.
+    Stored(server::StoredRead),
+    /// The BSOR rebuilt.
+    Bsor(Box<server::BsorDownload>),
+    /// The JSON export written from the BSOR rebuilt.
+    Json(Box<JsonExport>),
+}
+
+impl Source {
+    async fn next_piece(&mut self) -> Option<Result<Bytes, String>> {
+        match self {
+            Source::Stored(s) => s.next_piece().await.map(|p| p.map_err(|f| f.reason)),
+            Source::Bsor(d) => d.next_piece().await.map(|p| p.map_err(|f| f.reason)),
+            Source::Json(j) => j.next_piece().await,
+        }
+    }
+}
+
+/// What a reply's pieces are sent under: the share that admitted it (held until the last
+/// piece went or the peer left) and the pace of its address.
+struct Outgoing {
+    share: Share,
+    site: Arc<Site>,
+    ip: Option<std::net::IpAddr>,
+    rate: u64,
+}
+
+impl Outgoing {
+    fn new(share: Share, client: &Client, srv: &ReplayServer) -> Outgoing {
+        Outgoing {
+            share,
+            site: client.site.clone(),
+            ip: client.ip,
+            rate: srv.config.address_rate,
+        }
+    }
+}
+
+/// A body of `source`'s pieces as they are made. The status line is out before they are:
+/// a stored stream found damaged then ends the body with an error, which closes the
+/// connection short of `Content-Length` (or of a chunked body's end). The pieces are made
+/// by a task of their own, one ahead of the peer (the reply's body must be Sync, a store
+/// read's future is not), each charged to the address's pace before it goes; the task
+/// stops, and gives back its share, when the peer goes.
+fn pieces(mut source: Source, out: Outgoing) -> Body {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(1);
     tokio::spawn(async move {
-        let mut parser = crate::bsor::PushParser::new();
-        let mut writer = crate::bsor::JsonWriter::new();
-        loop {
-            let piece = dl.next_piece().await;
-            let mut out = Vec::new();
-            let made = match piece {
-                Some(Ok(bytes)) => {
-                    parser.push(&bytes);
-                    Ok(false)
+        let Outgoing {
+            share,
+            site,
+            ip,
+            rate,
+        } = out;
+        while let Some(piece) = source.next_piece().await {
+            let piece = match piece {
+                Ok(b) => {
+                    // A peer that leaves while its pace holds the piece ends the work now.
+                    tokio::select! {
+                        () = site.pace_replay(ip, rate, b.len() as u64) => {}
+                        () = tx.closed() => break,
+                    }
+                    Ok(Frame::data(b))
                 }
-                Some(Err(f)) => Err(f.reason),
-                None => {
-                    parser.finish();
-                    Ok(true)
-                }
-            }
-            .and_then(|last| {
-                while let Some(e) = parser.next_event().map_err(|e| e.to_string())? {
-                    writer.event(e, &mut out)?;
-                }
-                if last && !writer.is_done() {
-                    return Err("the rebuilt BSOR ended early".into());
-                }
-                Ok(last)
-            });
-            let (frame, stop) = match made {
-                Ok(last) => (Ok(Frame::data(Bytes::from(out))), last),
                 Err(why) => {
-                    tracing::warn!(reason = %why, "a JSON export stopped short");
-                    (Err(std::io::Error::other(why)), true)
+                    tracing::warn!(reason = %why, "a reply stopped short");
+                    Err(std::io::Error::other(why))
                 }
             };
-            if tx.send(frame).await.is_err() || stop {
+            let stop = piece.is_err();
+            if tx.send(piece).await.is_err() || stop {
                 break;
             }
         }
+        drop(share);
     });
-    receiver_body(rx)
-}
-
-fn receiver_body(rx: tokio::sync::mpsc::Receiver<Result<Frame<Bytes>, std::io::Error>>) -> Body {
     let pieces = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|piece| (piece, rx))
     });
     BodyExt::boxed(StreamBody::new(pieces))
 }
 
-/// A body of `dl`'s pieces as they are rebuilt. The status line is out before the frames
-/// are read: a stored stream found damaged then ends the body with an error, which closes
-/// the connection short of `Content-Length`. The pieces are made by a task of their own
-/// and handed over one at a time (the reply's body must be Sync, a store read's future is
-/// not); the task stops when the peer goes.
-fn pieces(mut dl: server::BsorDownload) -> Body {
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(1);
-    tokio::spawn(async move {
-        while let Some(piece) = dl.next_piece().await {
-            let piece = piece.map(Frame::data).map_err(|f| {
-                tracing::warn!(reason = %f.reason, "a BSOR download stopped short");
-                std::io::Error::other(f.reason)
-            });
-            let stop = piece.is_err();
-            if tx.send(piece).await.is_err() || stop {
-                break;
-            }
-        }
-    });
-    receiver_body(rx)
+/// Bytes of the rebuilt BSOR parsed at a time for the JSON export: a JSON piece stays a
+/// few times this, whatever a keyframe group's size.
+const JSON_STEP: usize = 64 << 10;
+
+/// The JSON export written as the BSOR is rebuilt (`bsor::JsonWriter` over the push
+/// parser's events).
+struct JsonExport {
+    download: server::BsorDownload,
+    parser: crate::bsor::PushParser,
+    writer: crate::bsor::JsonWriter,
+    /// Rebuilt bytes not parsed yet.
+    pending: Bytes,
+    /// The rebuilt BSOR ended (or failed).
+    ended: bool,
+    /// Nothing more is written.
+    done: bool,
 }
 
-async fn events(srv: &Arc<ReplayServer>, id: &str) -> Result<Response<Body>, Refusal> {
+impl JsonExport {
+    fn new(download: server::BsorDownload) -> JsonExport {
+        JsonExport {
+            download,
+            parser: crate::bsor::PushParser::new(),
+            writer: crate::bsor::JsonWriter::new(),
+            pending: Bytes::new(),
+            ended: false,
+            done: false,
+        }
+    }
+
+    async fn next_piece(&mut self) -> Option<Result<Bytes, String>> {
+        if self.done {
+            return None;
+        }
+        let mut out = Vec::new();
+        loop {
+            if self.pending.is_empty() && !self.ended {
+                match self.download.next_piece().await {
+                    Some(Ok(b)) => self.pending = b,
+                    Some(Err(f)) => {
+                        self.done = true;
+                        return Some(Err(f.reason));
+                    }
+                    None => {
+                        self.ended = true;
+                        self.parser.finish();
+                    }
+                }
+            }
+            let step = self.pending.split_to(self.pending.len().min(JSON_STEP));
+            self.parser.push(&step);
+            let written = (|| {
+                while let Some(e) = self.parser.next_event().map_err(|e| e.to_string())? {
+                    self.writer.event(e, &mut out)?;
+                }
+                Ok::<_, String>(())
+            })();
+            if let Err(why) = written {
+                self.done = true;
+                return Some(Err(why));
+            }
+            if self.ended && self.pending.is_empty() {
+                self.done = true;
+                if !self.writer.is_done() {
+                    return Some(Err("the rebuilt BSOR ended early".into()));
+                }
+                return Some(Ok(Bytes::from(out)));
+            }
+            if !out.is_empty() {
+                return Some(Ok(Bytes::from(out)));
+            }
+        }
+    }
+}
+
+async fn events(
+    srv: &Arc<ReplayServer>,
+    id: &str,
+    client: &Client,
+) -> Result<Response<Body>, Refusal> {
     let r = record(srv, id).await?;
+    let _share = srv.admission.rebuilds.take(client.ip, 1).map_err(busy)?;
     let batch = srv.events(&r).await?;
     let v = serde_json::json!({
         "notes": batch.notes.records,
@@ -772,7 +977,12 @@ async fn events(srv: &Arc<ReplayServer>, id: &str) -> Result<Response<Body>, Ref
     Ok(resp)
 }
 
-async fn frames(srv: &Arc<ReplayServer>, id: &str, query: &str) -> Result<Response<Body>, Refusal> {
+async fn frames(
+    srv: &Arc<ReplayServer>,
+    id: &str,
+    query: &str,
+    client: &Client,
+) -> Result<Response<Body>, Refusal> {
     let mut from = 0.0f32;
     let mut to = f32::MAX;
     for (k, v) in pairs(query)? {
@@ -803,9 +1013,13 @@ async fn frames(srv: &Arc<ReplayServer>, id: &str, query: &str) -> Result<Respon
         return Err(Refusal::new(400, "bad-query", "from is after to"));
     }
     let r = record(srv, id).await?;
-    let bytes = srv.frames(&r, from, to).await?;
-    let len = bytes.len();
-    let mut resp = Response::new(full(Bytes::from(bytes)));
+    let share = srv.admission.rebuilds.take(client.ip, 1).map_err(busy)?;
+    let read = srv.stored_read(&r, srv.frames(&r, from, to).await?);
+    let len = read.len();
+    let mut resp = Response::new(pieces(
+        Source::Stored(read),
+        Outgoing::new(share, client, srv),
+    ));
     set(&mut resp, header::CONTENT_TYPE, "application/x-bsors");
     set(&mut resp, header::CONTENT_LENGTH, &len.to_string());
     set(
