@@ -159,6 +159,22 @@ async fn uploads_live_in_s3_and_postgres_and_come_back_whole() {
     let theft = upload(addr, "tok2", &bsor::to_vec(&stolen).unwrap()).await;
     assert_refusal(&theft, 409, "same-play");
     assert_eq!(srv.reviews(10).await.unwrap().len(), 1);
+    // One note time moved by one float step: another fingerprint, found by the play keys
+    // in PostgreSQL and scored as the same play.
+    let mut edited = stolen.clone();
+    edited.notes[3].event_time = f32::from_bits(edited.notes[3].event_time.to_bits() + 1);
+    let theft = upload(addr, "tok2", &bsor::to_vec(&edited).unwrap()).await;
+    assert_refusal(&theft, 409, "similar-play");
+    assert!(theft.json()["reason"].as_str().unwrap().contains(&id));
+    assert_eq!(srv.reviews(10).await.unwrap().len(), 2);
+    // Its keys name the owner's replay (the query the upload made).
+    let play = server::play_of(&edited);
+    let found = srv
+        .index
+        .similar_candidates(&play.keys, server::MAX_CANDIDATES)
+        .await
+        .unwrap();
+    assert_eq!(found.first().map(|(r, _)| r.id.as_str()), Some(id.as_str()));
 
     // Deleted: the row at once, the object after.
     let gone = request(
