@@ -45,6 +45,8 @@ struct Case {
     trickle: bool,
     /// Refused by the HTTP parser before any route (bad framing): no JSON body owed.
     framing: bool,
+    /// Unanswered at the end is right (a body that went silent, a reply never read).
+    held: bool,
 }
 
 fn get(name: &'static str, path: &str, host: &str, extra: &str, accepted: &'static [u16]) -> Case {
@@ -55,6 +57,7 @@ fn get(name: &'static str, path: &str, host: &str, extra: &str, accepted: &'stat
         accepted,
         trickle: false,
         framing: false,
+        held: false,
     }
 }
 
@@ -78,6 +81,7 @@ fn send(
         accepted,
         trickle: false,
         framing: false,
+        held: false,
     }
 }
 
@@ -781,6 +785,16 @@ struct Tally {
     wrong: AtomicU64,
     busy: AtomicU64,
     failed: AtomicU64,
+    /// Seconds each honest request took, answered or not.
+    latencies: Mutex<Vec<f64>>,
+}
+
+impl Tally {
+    fn took(&self, since: Instant) {
+        if let Ok(mut l) = self.latencies.lock() {
+            l.push(since.elapsed().as_secs_f64());
+        }
+    }
 }
 
 /// Uploads distinct replays as the honest player and reads each back (BSOR, events,
@@ -799,7 +813,9 @@ async fn honest(ws: SocketAddr, until: Instant, tally: Arc<Tally>) {
             bytes.len(),
             "application/octet-stream",
         );
+        let t = Instant::now();
         let up = honest_request(ws, &head, &bytes, deadline).await;
+        tally.took(t);
         let id = match &up {
             Some((201 | 200, body)) => serde_json::from_slice::<serde_json::Value>(body)
                 .ok()
@@ -822,7 +838,10 @@ async fn honest(ws: SocketAddr, until: Instant, tally: Arc<Tally>) {
             (format!("/replays/{id}/verify"), None),
         ] {
             let head = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
-            match honest_request(ws, &head, b"", deadline).await {
+            let t = Instant::now();
+            let got = honest_request(ws, &head, b"", deadline).await;
+            tally.took(t);
+            match got {
                 Some((200, body)) if want.is_none_or(|w| *w == body) => {}
                 Some((200, _)) => {
                     tally.wrong.fetch_add(1, Ordering::Relaxed);
@@ -932,6 +951,217 @@ pub async fn attack(ctx: &Ctx, bodies: bool) -> Attack {
     ));
     a.checks.extend(judge_honest(&tally));
     a
+}
+
+/// `server-exhaust`: a 1-hour replay stored, then every connection one case of the
+/// amplifying and locking attacks, while the honest client uploads and reads back from
+/// 127.0.0.1 (its latencies judged).
+pub async fn exhaust(ctx: &Ctx) -> Attack {
+    let Some(ws) = ctx.relay.ws else {
+        let mut a = Attack::default();
+        a.checks
+            .push(check(false, "no WebSocket address (give --relay-ws)"));
+        return a;
+    };
+    let until = grace(ctx);
+    let host = ws.to_string();
+    // The 1-hour replay, another player's (about 20 MB of BSOR).
+    let big = {
+        let mut r = bsor_stream::synth::replay(bsor_stream::synth::Settings {
+            seed: 77,
+            seconds: 3600.0,
+            fps: 60,
+        });
+        r.info.player_id = BsorString::new("other");
+        bsor::to_vec(&r).unwrap_or_default()
+    };
+    let head = post(
+        "/replays",
+        &host,
+        OTHER_TOKEN,
+        big.len(),
+        "application/octet-stream",
+    );
+    let setup = Instant::now() + Duration::from_secs(120);
+    let big_id = match honest_request(ws, &head, &big, setup).await {
+        Some((201 | 200, body)) => serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["id"].as_str().map(str::to_string)),
+        _ => None,
+    };
+    let Some(big_id) = big_id else {
+        let mut a = Attack::default();
+        a.checks.push(check(
+            false,
+            "the 1-hour replay's upload failed (is the server on --store?)",
+        ));
+        return a;
+    };
+    drop(big);
+    let path = format!("/replays/{big_id}");
+    let mut cases = vec![
+        get(
+            "JSON export, never read",
+            &format!("{path}?format=json"),
+            &host,
+            "",
+            &[200, 503],
+        ),
+        {
+            let mut c = get(
+                "HEAD of the JSON export",
+                &format!("{path}?format=json"),
+                &host,
+                "",
+                &[200, 503],
+            );
+            c.head = c.head.replacen("GET", "HEAD", 1);
+            c
+        },
+        get(
+            "one byte of the BSOR",
+            &path,
+            &host,
+            "Range: bytes=0-0\r\n",
+            &[206, 503],
+        ),
+        get("whole BSOR, never read", &path, &host, "", &[200, 503]),
+        {
+            let mut c = Case {
+                name: "32 MiB declared, 1 MiB sent, silence",
+                head: post(
+                    "/replays",
+                    &host,
+                    HONEST_TOKEN,
+                    32 << 20,
+                    "application/octet-stream",
+                ),
+                body: vec![b'x'; 1 << 20],
+                accepted: &[408, 503],
+                trickle: false,
+                framing: false,
+                held: true,
+            };
+            c.head = c.head.replace("Connection: close\r\n", "");
+            c
+        },
+    ];
+    // The large bodies, on the first connections only (each is 32 MiB or more on the wire).
+    let large = vec![
+        Case {
+            name: "32 MiB sent whole as a chunked body, then silence",
+            head: format!(
+                "POST /replays HTTP/1.1\r\nHost: {host}\r\n{}Transfer-Encoding: chunked\r\n\r\n",
+                bearer(HONEST_TOKEN)
+            ),
+            body: chunked_body(32 << 20, false),
+            accepted: &[408, 413, 503],
+            trickle: false,
+            framing: false,
+            held: true,
+        },
+        Case {
+            name: "40 MiB chunked",
+            head: format!(
+                "POST /replays HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n{}\
+                 Transfer-Encoding: chunked\r\n\r\n",
+                bearer(HONEST_TOKEN)
+            ),
+            body: chunked_body(40 << 20, true),
+            accepted: &[413, 503],
+            trickle: false,
+            framing: false,
+            held: false,
+        },
+    ];
+    let small = cases.len();
+    cases.extend(large);
+    let cases = Arc::new(cases);
+    let tally = Arc::new(Tally::default());
+    let honest_task = tokio::spawn(honest(ws, ctx.until, tally.clone()));
+    let per_case: Arc<Vec<Mutex<BTreeMap<u16, u64>>>> =
+        Arc::new((0..cases.len()).map(|_| Mutex::default()).collect());
+    let (c2, p2) = (cases.clone(), per_case.clone());
+    let attack_until = ctx.until;
+    let mut a = each(ctx, ctx.n, ws, move |i, mut s| {
+        let (cases, per_case) = (c2.clone(), p2.clone());
+        async move {
+            let k = if i < 2 * (cases.len() - small) {
+                small + i % (cases.len() - small)
+            } else {
+                i % small
+            };
+            let case = &cases[k];
+            let deadline = if case.held { attack_until } else { until };
+            match run_case(&mut s, case, deadline).await {
+                Some((status, _)) => {
+                    if let Ok(mut m) = per_case[k].lock() {
+                        *m.entry(status).or_default() += 1;
+                    }
+                    Outcome::Answered("a status or a close")
+                }
+                None if case.held => {
+                    if let Ok(mut m) = per_case[k].lock() {
+                        // Held open to the end, as it should be (counted as its first
+                        // accepted status).
+                        *m.entry(case.accepted[0]).or_default() += 1;
+                    }
+                    Outcome::Answered("held open to the end")
+                }
+                None => Outcome::Open,
+            }
+        }
+    })
+    .await;
+    let _ = honest_task.await;
+    for (k, case) in cases.iter().enumerate() {
+        a.checks.push(super::statuses(
+            case.name,
+            case.accepted,
+            &per_case[k],
+            k < ctx.n,
+        ));
+    }
+    a.checks.extend(judge_honest(&tally));
+    let mut l = tally
+        .latencies
+        .lock()
+        .map(|l| l.clone())
+        .unwrap_or_default();
+    l.sort_by(f64::total_cmp);
+    let p99 = l
+        .get(((l.len() as f64 * 0.99).ceil() as usize).saturating_sub(1))
+        .copied()
+        .unwrap_or(f64::INFINITY);
+    let busy = tally.busy.load(Ordering::Relaxed);
+    a.checks.push(check(
+        p99 < 1.0 && busy == 0,
+        format!(
+            "honest requests: p99 {:.0} ms over {} (< 1,000 ms), {busy} told busy",
+            p99 * 1e3,
+            l.len()
+        ),
+    ));
+    a
+}
+
+/// A chunked body of `size` data bytes in 1 MiB chunks; with its last chunk when `ends`.
+fn chunked_body(size: usize, ends: bool) -> Vec<u8> {
+    let chunk = 1 << 20;
+    let mut out = Vec::with_capacity(size + size / chunk * 16 + 8);
+    let data = vec![b'x'; chunk];
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(chunk);
+        out.extend_from_slice(format!("{n:x}\r\n").as_bytes());
+        out.extend_from_slice(&data[..n]);
+        out.extend_from_slice(b"\r\n");
+        left -= n;
+    }
+    if ends {
+        out.extend_from_slice(b"0\r\n\r\n");
+    }
+    out
 }
 
 fn judge_honest(t: &Tally) -> Vec<Check> {
