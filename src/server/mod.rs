@@ -133,8 +133,9 @@ pub struct Config {
     pub challenge_ttl: Duration,
     /// What one address, and all together, may hold at once (`http.md` §8.15).
     pub caps: admission::Caps,
-    /// Where upload bodies are spooled while they arrive (the system's temporary folder
-    /// when `None`).
+    /// Where upload bodies are spooled while they arrive (when `None`: `LOCATION/spool` for
+    /// a directory store opened by [`ReplayServer::open`], else the system's temporary
+    /// folder).
     pub spool_dir: Option<std::path::PathBuf>,
     /// The slowest an upload body may arrive, in bytes a second, once [`Config::body_grace`]
     /// passed: a body behind that is cut with `408`.
@@ -581,6 +582,14 @@ impl ReplayServer {
             };
             (Store::directory(dir)?, url)
         };
+        let mut config = config;
+        if config.spool_dir.is_none() && !location.starts_with("s3://") {
+            // Bodies spool beside the blobs, in `LOCATION/spool`: what a killed server left
+            // there is removed now (one server owns a directory store).
+            let spool = std::path::Path::new(location).join("spool");
+            clear_spool(&spool).map_err(|e| format!("{}: {e}", spool.display()))?;
+            config.spool_dir = Some(spool);
+        }
         let index = Index::open(&url).await.map_err(|e| e.to_string())?;
         Ok(ReplayServer::new(store, index, config, uploaders))
     }
@@ -1384,6 +1393,21 @@ impl BsorDownload {
         Ok(Some(tail))
     }
 }
+
+/// Creates the spool folder `dir`, or empties it of the bodies a killed server left.
+fn clear_spool(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        if e.file_name().to_string_lossy().starts_with(SPOOL_PREFIX) {
+            std::fs::remove_file(e.path())?;
+        }
+    }
+    Ok(())
+}
+
+/// The name every spooled body's file starts with.
+pub const SPOOL_PREFIX: &str = "bsrs-upload-";
 
 /// Stored bytes read piece by piece ([`ReplayServer::stored_read`]).
 #[derive(Debug)]

@@ -363,7 +363,7 @@ async fn spool_body(
     let internal = |e: std::io::Error| Refusal::new(500, "internal", format!("spooling: {e}"));
     let tmp = tokio::task::spawn_blocking(move || {
         tempfile::Builder::new()
-            .prefix("bsrs-upload-")
+            .prefix(server::SPOOL_PREFIX)
             .tempfile_in(dir)
     })
     .await

@@ -1204,6 +1204,8 @@ pub fn store_checks(dir: &Path, store: &Path) -> Vec<Check> {
                     || rel.starts_with("index.sqlite")
                     || rel == "replays"
                     || rel == "reviews"
+                    // The spool's folder, empty once every request ended.
+                    || rel == "spool"
                     || ((rel.starts_with("replays/") || rel.starts_with("reviews/"))
                         && (rel.ends_with(".bsors") || rel.ends_with(".statement.json")));
                 if !fine {
