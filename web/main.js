@@ -17,7 +17,7 @@ const params = new URLSearchParams(location.search);
 const status = {
   ready: false, mode: "list", framesDecoded: 0, songTime: 0, score: 0, combo: 0, misses: 0,
   bytesFetched: 0, ended: false, lastError: null, firstFrameTime: null, framesRendered: 0,
-  drawRate: "full", rateChanges: 0,
+  drawRate: "full", rateChanges: 0, reads: 0, eventsTo: null, afterSeek: null,
 };
 window.bsorStatus = status;
 
@@ -33,6 +33,10 @@ let heights = [];
 let pauses = [];
 let info = null;
 let streamEnded = false;
+// A stored stream read by ranges: the song time before which every event is in (the page
+// shows no frame at or after it: the HUD must be right from the first frame shown).
+let eventsTo = Infinity;
+let cutShort = false; // a stored stream without its index, read whole
 const score = new Score();
 
 function resetData() {
@@ -45,6 +49,8 @@ function resetData() {
   pauses = [];
   info = null;
   streamEnded = false;
+  eventsTo = Infinity;
+  cutShort = false;
   score.reset();
   status.framesDecoded = 0;
   status.ended = false;
@@ -155,8 +161,10 @@ function firstTime() {
 }
 
 function liveEdge() {
-  if (groups) return groups[groups.length - 1].t1;
   const seg = segs[segs.length - 1];
+  // (The index gives each group's keyframe chunk's last frame; the group's own last frame
+  // is known once the group is in.)
+  if (groups) return Math.max(groups[groups.length - 1].t1, seg && seg.n ? segEnd(seg) : -Infinity);
   return seg && seg.n ? segEnd(seg) : 0;
 }
 
@@ -173,8 +181,11 @@ function onMessages(messages) {
         showInfo();
         break;
       case "damage":
-        // Stepped over: playing goes on, and the page says what was lost.
-        if (!(status.mode === "live" && /sequence/i.test(m.message))) {
+        // Stepped over: playing goes on, and the page says what was lost. A stream known
+        // to be cut short (no index) ends inside a chunk: that is its end, not damage.
+        if (cutShort && /truncated stream/.test(m.message)) {
+          note("the stream was cut short (a session that did not finish): it plays as far as it goes");
+        } else if (!(status.mode === "live" && /sequence/i.test(m.message))) {
           fail(`damaged stream (stepped over): ${m.message}`);
         }
         break;
@@ -238,6 +249,11 @@ worker.onmessage = (ev) => {
 
 function handle(m) {
   status.bytesFetched = m.bytes ?? status.bytesFetched;
+  status.reads = m.reads ?? status.reads;
+  if (m.eventsTo !== undefined) {
+    eventsTo = m.eventsTo;
+    status.eventsTo = Number.isFinite(eventsTo) ? eventsTo : "all";
+  }
   if (m.type === "data") {
     if (m.frames.length) addFrames(m.frames, m.group ?? -1);
     if (m.group !== undefined && groups) groups[m.group].state = "loaded";
@@ -251,11 +267,17 @@ function handle(m) {
     streamEnded = true; // a stored stream with its index is whole
   } else if (m.type === "net") {
     netState = m.state;
+    if (m.state === "partial") cutShort = true;
     if (m.state === "error") fail(m.detail);
     else if (m.state === "ended") { streamEnded = true; put("mode", `live · ended: ${m.detail}`); }
-    else if (m.state === "reconnecting" || m.state === "skipped") note(m.detail);
+    else if (m.state === "reconnecting" || m.state === "skipped" || m.state === "partial") note(m.detail);
     else if (m.state === "subscribed" && totalFrames === 0) put("mode", `live · waiting for ${m.detail}`);
-    else if (m.state === "done") streamEnded = true;
+    else if (m.state === "done") {
+      streamEnded = true;
+      if (totalFrames === 0 && status.lastError === null) {
+        fail("this replay has no frames (a stream that holds only its header, or an empty file): nothing to play");
+      }
+    }
   }
 }
 worker.onerror = (e) => fail(`the decoder worker failed: ${e.message}`);
@@ -270,6 +292,7 @@ let camera = "behind";
 
 function start(mode, msg) {
   resetData();
+  afterSeek = true;
   status.mode = mode;
   status.ready = true;
   followLive = mode === "live";
@@ -283,7 +306,9 @@ function startAt() {
   return Number.isFinite(t0) && t0 > 0 ? t0 : null;
 }
 
+let afterSeek = true;
 function seek(t) {
+  afterSeek = true;
   if (playhead !== null && t < playhead) {
     for (const n of notes) n.shown = false;
   }
@@ -303,11 +328,17 @@ function step(dt) {
     // already moved it to the newest keyframe group when its queue overflowed).
     if (last - playhead > 3) playhead = last - LIVE_DELAY;
     else if (playing) playhead = Math.min(playhead + dt, last);
-  } else if (playing && !(groups && !frameAt(playhead))) {
-    // (A stored stream's part not loaded yet: wait for it.)
+  } else if (playing && !(groups && !loaded(playhead))) {
+    // (A stored stream's part, or the events before it, not loaded yet: wait for them.)
     playhead = Math.min(playhead + dt * speed, last);
   }
   if (playhead < first) playhead = first;
+}
+
+// A stored stream read by ranges: whether song time t can be shown (its keyframe group and
+// every event before it are in).
+function loaded(t) {
+  return t < eventsTo && frameAt(t) !== null;
 }
 
 // A stored stream read by ranges: the keyframe group at t, and while playing the next one
@@ -500,8 +531,8 @@ function tick(now) {
   const dt = Math.min(0.25, (now - lastNow) / 1000);
   lastNow = now;
   step(dt);
-  const at = playhead === null ? null : frameAt(playhead);
   if (groups && playhead !== null) wantGroups(playhead);
+  const at = playhead === null || (groups && playhead >= eventsTo) ? null : frameAt(playhead);
   if (sceneView && at) {
     const seg = at.seg;
     const i = at.i;
@@ -509,7 +540,10 @@ function tick(now) {
     let j = i;
     while (j > 0 && i - j < 12 && segTime(seg, j - 1) > segTime(seg, i) - 0.08) j--;
     const t = playhead;
-    score.advanceTo(t);
+    // At the end of a finished stream the HUD is the replay's result: events after its last
+    // frame (a note cut as the recording stopped) count too.
+    const atEnd = streamEnded && t >= liveEdge() && eventsTo === Infinity;
+    score.advanceTo(atEnd ? Infinity : t);
     buildView(t);
     view.data = seg.data;
     view.at = i * FRAME_FLOATS;
@@ -532,6 +566,12 @@ function tick(now) {
     }
     status.songTime = t;
     updateHud(t);
+    if (afterSeek) {
+      // The first frame shown after a start or a seek, with its HUD (for the tests).
+      afterSeek = false;
+      status.afterSeek = { songTime: t, score: status.score, combo: status.combo, misses: status.misses,
+        shownScore: $("score").textContent, frame: status.framesRendered };
+    }
     const endT = liveEdge();
     status.ended = streamEnded && t >= endT;
     let paused = null;
