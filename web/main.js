@@ -17,7 +17,7 @@ const params = new URLSearchParams(location.search);
 const status = {
   ready: false, mode: "list", framesDecoded: 0, songTime: 0, score: 0, combo: 0, misses: 0,
   bytesFetched: 0, ended: false, lastError: null, firstFrameTime: null, framesRendered: 0,
-  drawRate: "full", rateChanges: 0, reads: 0, eventsTo: null, afterSeek: null,
+  drawRate: "full", rateChanges: 0, reads: 0, eventsTo: null, afterSeek: null, backlog: null,
 };
 window.bsorStatus = status;
 
@@ -37,6 +37,13 @@ let streamEnded = false;
 // shows no frame at or after it: the HUD must be right from the first frame shown).
 let eventsTo = Infinity;
 let cutShort = false; // a stored stream without its index, read whole
+// Live, joined late: the events before the join point, from the relay's HTTP: null (joined
+// at the start), "loading", "done" or "failed". No frame is shown while they load (for at
+// most BACKLOG_WAIT ms), so the HUD is right from the first frame.
+let backlog = null;
+let backlogSince = 0;
+const BACKLOG_WAIT = 3000;
+let endedDetail = "";
 const score = new Score();
 
 function resetData() {
@@ -51,9 +58,12 @@ function resetData() {
   streamEnded = false;
   eventsTo = Infinity;
   cutShort = false;
+  backlog = null;
+  endedDetail = "";
   score.reset();
   status.framesDecoded = 0;
   status.ended = false;
+  status.backlog = null;
 }
 
 function segment(data, n) {
@@ -260,6 +270,11 @@ function handle(m) {
     if (m.events.length) addEvents(m.events);
     onMessages(m.messages);
     lastArrival = performance.now();
+  } else if (m.type === "backlog") {
+    backlog = m.state;
+    status.backlog = m.state;
+    if (m.state === "loading") backlogSince = performance.now();
+    if (m.state === "failed") note(`the score before the join point is not available (${m.detail})`);
   } else if (m.type === "groups") {
     groups = m.groups.map((g) => ({ ...g, state: null }));
     // The worker reads the group at the start time by itself, first.
@@ -269,7 +284,7 @@ function handle(m) {
     netState = m.state;
     if (m.state === "partial") cutShort = true;
     if (m.state === "error") fail(m.detail);
-    else if (m.state === "ended") { streamEnded = true; put("mode", `live · ended: ${m.detail}`); }
+    else if (m.state === "ended") { streamEnded = true; endedDetail = m.detail; }
     else if (m.state === "reconnecting" || m.state === "skipped" || m.state === "partial") note(m.detail);
     else if (m.state === "subscribed" && totalFrames === 0) put("mode", `live · waiting for ${m.detail}`);
     else if (m.state === "done") {
@@ -532,7 +547,9 @@ function tick(now) {
   lastNow = now;
   step(dt);
   if (groups && playhead !== null) wantGroups(playhead);
-  const at = playhead === null || (groups && playhead >= eventsTo) ? null : frameAt(playhead);
+  const waiting = (groups && playhead >= eventsTo) ||
+    (backlog === "loading" && performance.now() - backlogSince < BACKLOG_WAIT);
+  const at = playhead === null || waiting ? null : frameAt(playhead);
   if (sceneView && at) {
     const seg = at.seg;
     const i = at.i;
@@ -646,8 +663,12 @@ function updateHud(t) {
     put("latency", streamEnded ? "stream ended"
       : `${(behind * 1000).toFixed(0)} ms behind the newest frame; last data ${since.toFixed(1)} s ago` +
         (netState === "reconnecting" ? " · reconnecting" : ""));
-    const joined = firstTime() > 1 ? ` · joined at ${clock(firstTime())}: the score counts from there` : "";
-    if (!streamEnded) put("mode", (followLive ? "live" : "live (paused or rewound)") + joined);
+    // Joined late without the events before (no archive, or they did not come in time):
+    // said for as long as the score is shown, the end included.
+    const joined = backlog !== null && backlog !== "done"
+      ? ` · joined at ${clock(firstTime())}: the score counts from there` : "";
+    put("mode", (streamEnded ? `live · ended: ${endedDetail}`
+      : followLive ? "live" : "live (paused or rewound)") + joined);
   } else {
     put("mode", status.mode === "file" ? "local file" : "stored replay");
     put("latency", streamEnded ? "" : "loading…");

@@ -443,7 +443,75 @@ class Live {
     this.lastSeq = -1;
     this.ended = false;
     this.retries = 0;
+    this.backlog = null; // the first chunk's seq when joined late, 0 when from the start
     this.connect();
+  }
+  // The session's event chunks before chunk `seq` (http.md 4.1: the stream header, then
+  // each event chunk after a byte saying whether a keyframe chunk came before it), decoded
+  // and posted to the page; then {type: "backlog", state}.
+  async fetchBacklog(seq) {
+    postMessage({ type: "backlog", state: "loading", bytes: bytesIn });
+    const url = new URL(`sessions/${encodeURIComponent(this.session)}/events`, this.httpBase()).href;
+    let body = null;
+    let why = "";
+    for (let k = 0; k < TRIES && body === null; k++) {
+      if (k) await sleep(100 * 2 ** k);
+      try {
+        reads++;
+        const res = await fetch(url, { cache: "no-store" });
+        if (res.ok) body = new Uint8Array(await res.arrayBuffer());
+        else {
+          why = `HTTP ${res.status}`;
+          if (res.status === 404) break;
+        }
+      } catch (e) {
+        why = e.message;
+      }
+    }
+    if (this.gen !== generation) return;
+    if (body === null) {
+      postMessage({ type: "backlog", state: "failed", detail: why, bytes: bytesIn });
+      return;
+    }
+    bytesIn += body.length;
+    input(body);
+    const hlen = wasm.seek_header();
+    const parts = [];
+    const messages = [];
+    let floats = 0;
+    let at = hlen;
+    while (hlen > 0 && at < body.length) {
+      const newGroup = body[at++];
+      input(body.subarray(at, at + MAX_CHUNK_HEADER));
+      const len = wasm.chunk_length();
+      if (!(len > 0) || at + len > body.length) break;
+      const chunk = body.subarray(at, at + len);
+      at += len;
+      const s = chunkSeq(chunk);
+      if (s < 0 || s >= seq) break; // the viewer has these from the relay itself
+      input(chunk);
+      wasm.seek_events(newGroup);
+      const part = new Float32Array(wasm.memory.buffer, wasm.events_ptr(), wasm.events_len()).slice();
+      parts.push(part);
+      floats += part.length;
+      messages.push(...outputMessages().filter((m) => m.type !== "header"));
+    }
+    const all = new Float32Array(floats);
+    let o = 0;
+    for (const p of parts) {
+      all.set(p, o);
+      o += p.length;
+    }
+    postMessage({ type: "data", frames: new Float32Array(0), events: all, messages, bytes: bytesIn, reads },
+      [all.buffer]);
+    postMessage({ type: "backlog", state: hlen > 0 ? "done" : "failed", detail: hlen > 0 ? "" : "no stream header",
+      bytes: bytesIn });
+  }
+  // The relay's HTTP address: the page's own (the WebSocket's, given as ?ws=, for another).
+  httpBase() {
+    const u = new URL(this.url);
+    u.protocol = u.protocol === "wss:" ? "https:" : "http:";
+    return u.href;
   }
   connect() {
     if (this.gen !== generation) return;
@@ -493,6 +561,7 @@ class Live {
           this.header.every((v, i) => v === body[i])) break; // the same stream, resumed
         this.header = body.slice();
         this.lastSeq = -1;
+        this.backlog = null;
         bytesIn += body.length;
         wasm.stream_begin();
         input(body);
@@ -502,6 +571,14 @@ class Live {
       case 0x05: { // Chunk
         const seq = chunkSeq(body);
         if (seq >= 0 && seq <= this.lastSeq) break; // had it before the reconnection
+        if (this.lastSeq < 0 && seq > 0 && this.backlog === null) {
+          // Joined late (the relay starts a viewer at the newest keyframe group): the
+          // events before it come from the relay's HTTP.
+          this.backlog = seq;
+          this.fetchBacklog(seq);
+        } else if (this.lastSeq < 0 && this.backlog === null) {
+          this.backlog = 0;
+        }
         this.lastSeq = seq;
         bytesIn += body.length;
         input(body);

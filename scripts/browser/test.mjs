@@ -6,7 +6,7 @@
 import { spawn, execFileSync } from "node:child_process";
 import { createServer } from "node:http";
 import { createServer as createTcpServer, connect as tcpConnect } from "node:net";
-import { mkdtempSync, readFileSync, writeFileSync, rmSync, mkdirSync, existsSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync, rmSync, mkdirSync, existsSync, readdirSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname, extname, basename } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -137,10 +137,10 @@ function serveStatic() {
   return new Promise((ok) => server.listen(0, "127.0.0.1", () => ok(server)));
 }
 
-function startRelay(origin) {
+function startRelay(origin, archive = true) {
   writeFileSync(join(tmp, "token"), "secret\n");
   const child = spawn(bin, ["serve", "--tcp", "127.0.0.1:0", "--ws", "127.0.0.1:0",
-    "--token-file", join(tmp, "token"), "--archive", join(tmp, "archive"),
+    "--token-file", join(tmp, "token"), ...(archive ? ["--archive", join(tmp, "archive")] : []),
     ...(origin ? ["--allow-origin", origin] : [])],
   { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RUST_LOG: "warn,bsor_stream=debug" } });
   children.push(child);
@@ -428,10 +428,17 @@ await test("late_joiner_starts_at_the_newest_keyframe_group_and_lists_show_text"
   }
   assert.ok(joinedAt >= 6, "the session got going");
   await page.goto(`${base}?session=late`);
-  await until(page, "the first frame", (st) => st.framesRendered > 0, 20);
+  const shown = await until(page, "the first frame", (st) => st.framesRendered > 0 && st.afterSeek, 20);
   const first = Number(await page.getAttribute("#timeline", "min"));
   assert.equal(await page.textContent("#player"), HOSTILE);
-  await until(page, "the end", (st) => st.ended, 40);
+  // The events before the join point came from the relay (http.md 4.1): the HUD of the
+  // first frame is the replay's own at that time, not a count from the join point.
+  assert.equal(shown.backlog, "done");
+  assert.ok(shown.afterSeek.songTime > 5, `joined late: ${shown.afterSeek.songTime}`);
+  assertHud(shown.afterSeek, synth, "a late joiner's first frame");
+  assert.doesNotMatch(await page.textContent("#mode"), /counts from there/);
+  const end = await until(page, "the end", (st) => st.ended, 40);
+  assert.equal(end.score, expectedScore, "a late joiner's final score");
   assert.equal(await published, 0);
   const l = layout(join(tmp, "archive", "late.bsors"));
   const starts = l.groups.map((g) => g.t0);
@@ -508,6 +515,25 @@ await test("frame_pacing_halves_the_rate_when_frames_miss_the_display", async (p
   assert.ok(gaps[2] >= 20000 && gaps[2] < 20050, `then after 20 s: ${gaps[2]}`);
   assert.deepEqual(r.full, { changes: [], half: false });
   assert.deepEqual(r.half, { changes: [], half: true });
+});
+
+await test("late_joiner_without_the_past_says_so_to_the_end", async (page) => {
+  // A relay with no archive cannot give the events before the join point.
+  const bare = await startRelay(null, false);
+  const published = publish(bare.tcp, "bare", synth, 2);
+  let joinedAt = 0;
+  for (let i = 0; i < 100 && joinedAt < 6; i++) {
+    await page.waitForTimeout(100);
+    const list = await (await fetch(`http://${bare.ws}/sessions`)).json();
+    joinedAt = list.sessions.find((x) => x.name === "bare")?.duration ?? 0;
+  }
+  await page.goto(`http://${bare.ws}/?session=bare`);
+  await until(page, "the first frame", (st) => st.framesRendered > 0, 20);
+  await until(page, "the end", (st) => st.ended, 40);
+  assert.equal(await published, 0);
+  await page.waitForTimeout(300);
+  assert.equal((await status(page)).backlog, "failed");
+  assert.match(await page.textContent("#mode"), /ended.*joined at .*the score counts from there/);
 });
 
 // ---- long, dense stored replays, by URL ----
@@ -642,6 +668,68 @@ await test("a_header_alone_or_a_data_url_says_why_nothing_plays", async (page) =
     assert.ok(await page.isVisible("#error"), url);
   }
 });
+
+// ---- real replays (BSOR_CORPUS), published to the relay and opened from its archive ----
+const corpusDir = process.env.BSOR_CORPUS;
+const corpus = corpusDir && existsSync(corpusDir)
+  ? readdirSync(corpusDir).filter((f) => f.endsWith(".bsor")).sort().map((f) => join(corpusDir, f)) : [];
+if (!corpus.length) {
+  console.log("browser: BSOR_CORPUS not set or empty: the tests on real replays are skipped");
+}
+const published = new Map(); // corpus file -> session name
+for (const file of corpus) {
+  const name = `corpus-${basename(file, ".bsor").replace(/[^A-Za-z0-9._-]/g, "_")}`;
+  // As a recorder publishes it (a keyframe a second, a flush every 0.1 s), as fast as it goes.
+  assert.equal(await publish(relay.tcp, name, file, 0), 0, `publish ${name}`);
+  published.set(file, name);
+}
+if (corpus.length) {
+  // The archive is written once the session ends.
+  for (let i = 0; i < 50 && ![...published.values()].every((n) => existsSync(join(tmp, "archive", `${n}.bsors`))); i++) {
+    await new Promise((ok) => { setTimeout(ok, 100); });
+  }
+}
+
+for (const file of corpus) {
+  const name = published.get(file);
+  const finalScore = Number(/^score\s+(\d+)/m.exec(run("info", file))[1]);
+  await test(`real_replay_${name}_by_url_has_the_right_hud_at_every_seek`, async (page) => {
+    const failed = failures(page);
+    for (const t of [null, 45]) {
+      await page.goto(`${base}?replay=${name}${t === null ? "" : `&t=${t}`}`);
+      const s = await until(page, `${name} at ${t}: the first frame`, (st) => st.afterSeek || st.lastError, 30);
+      assert.equal(s.lastError, null);
+      if (t !== null) assert.ok(s.afterSeek.songTime >= t && s.afterSeek.songTime < t + 0.5, `starts at ${t}`);
+      assertHud(s.afterSeek, file, `${name}, first frame${t === null ? "" : ` at &t=${t}`}`);
+    }
+    const opened = await until(page, "every event is in", (st) => st.eventsTo === "all", 30);
+    assert.ok(opened.reads <= 16, `at most 16 requests to open it (and play a little): ${opened.reads}`);
+    await page.keyboard.press("Space");
+    const max = Number(await page.getAttribute("#timeline", "max"));
+    for (const f of [0.9, 0.25, 0.6]) assertHud(await seekTo(page, max * f), file, `${name}, a seek to ${f} of it`);
+    const end = await seekToEnd(page);
+    assert.equal(end.score, finalScore, `${name}: the replay's final score`);
+    const s = await status(page);
+    assert.equal(s.lastError, null);
+    assert.deepEqual(failed, []);
+  });
+}
+
+if (corpus.length) {
+  // The densest real replay, loaded again and again at one point: never a false damage.
+  const file = corpus.map((f) => [f, statSync(f).size]).sort((a, b) => b[1] - a[1])[0][0];
+  const name = published.get(file);
+  await test("real_replay_loaded_again_and_again_is_never_damaged", async (page) => {
+    const failed = failures(page);
+    for (let i = 0; i < 4; i++) {
+      await page.goto(`${base}?replay=${name}&t=60`);
+      const s = await until(page, `load ${i + 1}`, (st) => (st.afterSeek && st.eventsTo === "all") || st.lastError, 30);
+      assert.equal(s.lastError, null, `load ${i + 1}`);
+      assertHud(s.afterSeek, file, `load ${i + 1}`);
+    }
+    assert.deepEqual(failed, []);
+  });
+}
 
 await browser.close();
 for (const c of children) if (c.exitCode === null) c.kill("SIGTERM");
