@@ -4,10 +4,10 @@
 import { Scene, View } from "./scene.js";
 import { Score } from "./score.js";
 import { Pacer } from "./pace.js";
+import { NjsFit, laneX, rowY, jumpOffset, heightAt } from "./place.js";
 
 const FRAME_FLOATS = 22;
-const EVENT_FLOATS = 12;
-const NOTE_SPEED = 16; // m/s: BSOR does not record the note jump speed
+const EVENT_FLOATS = 18;
 const LIVE_DELAY = 0.25; // s behind the newest frame a live view plays
 const MAX_FRAMES = 2_000_000; // about 6 hours at 90 fps: the page keeps no more
 
@@ -45,6 +45,7 @@ let backlogSince = 0;
 const BACKLOG_WAIT = 3000;
 let endedDetail = "";
 const score = new Score();
+const fit = new NjsFit(); // the note jump speed, from the cuts
 
 function resetData() {
   segs = [];
@@ -61,6 +62,7 @@ function resetData() {
   backlog = null;
   endedDetail = "";
   score.reset();
+  fit.reset();
   status.framesDecoded = 0;
   status.ended = false;
   status.backlog = null;
@@ -115,7 +117,9 @@ function addEvents(e) {
     switch (r[0]) {
       case 0:
         notes.push({ t, spawn: r[2], line: r[3], layer: r[4], color: r[5], dir: r[6], scoring: r[7],
-          outcome: r[8], points: r[9], most: r[10], saber: r[11], shown: false });
+          outcome: r[8], points: r[9], most: r[10], saber: r[11], shown: false,
+          cut: r[8] === 1 || r[8] === 2 ? [r[12], r[13], r[14], r[15], r[16], r[17]] : null });
+        if (r[8] === 1 || r[8] === 2) fit.add(r[2], t, r[14]);
         break;
       case 1:
         walls.push({ t, spawn: r[2], line: r[3], type: r[4], width: r[5], energy: r[6] });
@@ -422,26 +426,21 @@ function movePopups(t) {
   }
 }
 
-function gridShift(t) {
-  let h = info && info.height > 0.5 && info.height < 3 ? info.height : 1.8;
-  for (const e of heights) {
-    if (e.t > t) break;
-    if (e.height > 0.5 && e.height < 3) h = e.height;
-  }
-  return (h - 1.8) * 0.5;
-}
+const gridShift = (t) => jumpOffset(heightAt(info, heights, t));
 
-// A note's place in the scene at song time t (the game's z mirrored, as scene.js does).
-const noteX = (n) => (n.line - 1.5) * 0.6;
-const noteY = (n, shift) => 0.85 + n.layer * 0.6 + shift;
-const noteZ = (n, t) => -(0.7 + ((n.outcome === 3 ? n.spawn : n.t) - t) * NOTE_SPEED);
+// A note's place in the scene at song time t (the game's z mirrored, as scene.js does): the
+// lane and row grid with the jump offset, and z = (spawn time − t) · NJS + reach (place.js).
+const noteX = (n) => laneX(n.line);
+const noteY = (n, shift) => rowY(n.layer) + shift;
+const noteZ = (n, t) => -((n.spawn - t) * fit.njs + fit.reach);
 
 const view = new View();
 
 // Fills `view` with what is seen at song time t.
 function buildView(t) {
   const jd = info && info.jumpDistance > 1 && info.jumpDistance < 100 ? info.jumpDistance : 18;
-  const ahead = jd / 2 / NOTE_SPEED;
+  const njs = fit.njs;
+  const ahead = jd / 2 / njs;
   const shift = gridShift(t);
   view.clear();
   // Notes sorted by event time: look at those near t.
@@ -455,8 +454,7 @@ function buildView(t) {
   for (let i = lo; i < notes.length; i++) {
     const n = notes[i];
     if (n.t > t + ahead + 0.3) break;
-    const arrive = n.outcome === 3 ? n.spawn : n.t;
-    if (t < arrive - ahead) continue;
+    if (t < n.spawn - (jd / 2 - fit.reach) / njs) continue;
     const x = noteX(n);
     const y = noteY(n, shift);
     if (t < n.t) {
@@ -480,7 +478,7 @@ function buildView(t) {
   }
   for (const w of walls) {
     if (w.t > t + ahead + 0.5) break;
-    const z0 = 0.3 + (w.t - t) * NOTE_SPEED;
+    const z0 = (w.t - t) * njs;
     if (z0 < -2.5 || z0 > jd / 2) continue;
     const width = Math.max(1, Math.min(4, w.width)) * 0.6;
     const left = (w.line - 2) * 0.6;
@@ -791,5 +789,16 @@ if (params.has("session")) {
   showList();
 }
 
-$("speedNote").textContent = `notes fly in at an assumed ${NOTE_SPEED} m/s (BSOR does not record the jump speed)`;
+// The placement's figures, on screen: the jump speed (fitted, or assumed before enough cuts)
+// and the jump distance (the info's).
+function showPlacement() {
+  const jd = info && info.jumpDistance > 1 && info.jumpDistance < 100 ? `${info.jumpDistance.toFixed(1)} m (from the replay)`
+    : "18 m (assumed)";
+  const njs = fit.fitted ? `${fit.njs.toFixed(1)} m/s (fitted from ${fit.n} cuts; notes reach ${fit.reach.toFixed(2)} m at their time)`
+    : `${fit.njs} m/s (assumed: too few cuts to fit)`;
+  put("speedNote", `note jump speed ${njs} · jump distance ${jd}`);
+  status.njs = fit.njs;
+  status.njsCuts = fit.n;
+}
+setInterval(showPlacement, 500);
 requestAnimationFrame(tick);

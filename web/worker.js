@@ -1,7 +1,7 @@
 // The decoder's Web Worker: runs the project's decoder (bsor_stream.wasm, the Rust crate
 // bsor-stream-wasm) on bytes from a WebSocket (live), HTTP ranges (stored replay or ?src=)
 // or a dropped file, and posts what it decodes to the page with transferable buffers:
-//   {type:"data", frames:Float32Array (records of 22), events:Float32Array (records of 12),
+//   {type:"data", frames:Float32Array (records of 22), events:Float32Array (records of 18),
 //    messages:[...], bytes:INT}
 //   {type:"net", state:STRING, detail:STRING}   connection state for the page to show
 // The page sends {op:"live", url, session} | {op:"ranges", url} | {op:"file", bytes}, and

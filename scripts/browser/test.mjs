@@ -567,10 +567,13 @@ function assertHud(shown, file, what) {
   assert.equal(shown.shownScore, String(want.score), `${what}: the score on screen`);
 }
 
-// Requests that failed in the browser (the worker's included).
+// Requests that failed in the browser (the worker's included); not those aborted because
+// the test navigated away while they were in flight (net::ERR_ABORTED).
 function failures(page) {
   const failed = [];
-  const seen = (r) => failed.push(`${r.url()}: ${r.failure()?.errorText}`);
+  const seen = (r) => {
+    if (r.failure()?.errorText !== "net::ERR_ABORTED") failed.push(`${r.url()}: ${r.failure()?.errorText}`);
+  };
   browser.on("requestfailed", seen);
   page.on("close", () => browser.off("requestfailed", seen));
   return failed;
@@ -707,6 +710,20 @@ for (const file of corpus) {
     await page.keyboard.press("Space");
     const max = Number(await page.getAttribute("#timeline", "max"));
     for (const f of [0.9, 0.25, 0.6]) assertHud(await seekTo(page, max * f), file, `${name}, a seek to ${f} of it`);
+    // Placement from the replay's own data, said on screen (web/place.js; residuals:
+    // scripts/browser/residuals.mjs).
+    const placed = await page.textContent("#speedNote");
+    assert.match(placed, /note jump speed \d+\.\d m\/s \(fitted from \d+ cuts/, placed);
+    assert.match(placed, /jump distance \d+\.\d m \(from the replay\)/, placed);
+    const njs = (await status(page)).njs;
+    assert.ok(njs > 10 && njs < 25, `a fitted jump speed a map could have: ${njs}`);
+    // Figures: the moment at 60% in first person and from behind.
+    for (const cam of ["first", "behind"]) {
+      await page.selectOption("#camera", cam);
+      await seekTo(page, max * 0.6);
+      await page.waitForTimeout(200);
+      await page.screenshot({ path: join(shots, `real-${name}-${cam}.png`) });
+    }
     const end = await seekToEnd(page);
     assert.equal(end.score, finalScore, `${name}: the replay's final score`);
     const s = await status(page);
