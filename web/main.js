@@ -293,6 +293,7 @@ function handle(m) {
     else if (m.state === "subscribed" && totalFrames === 0) put("mode", `live · waiting for ${m.detail}`);
     else if (m.state === "done") {
       streamEnded = true;
+      status.eventsTo = "all"; // a whole read: every event is in
       if (totalFrames === 0 && status.lastError === null) {
         fail("this replay has no frames (a stream that holds only its header, or an empty file): nothing to play");
       }
@@ -310,6 +311,7 @@ let lastArrival = 0;
 let camera = "behind";
 
 function start(mode, msg) {
+  $("controls").hidden = false;
   resetData();
   afterSeek = true;
   status.mode = mode;
@@ -466,7 +468,9 @@ function buildView(t) {
       }
       if (age < 1) {
         const kind = n.outcome === 1 ? 0 : n.outcome === 2 ? 1 : n.outcome === 4 ? 2 : 3;
-        view.effect(x, y, noteZ(n, n.t), n.color, age, kind);
+        // The cut plane's normal, the game's z mirrored as the scene's.
+        const c = n.cut;
+        view.effect(x, y, noteZ(n, n.t), n.color, age, kind, c ? c[3] : 0, c ? c[4] : 0, c ? -c[5] : 0);
       }
       if (!n.shown && t - n.t < 0.3) {
         n.shown = true;
@@ -738,6 +742,7 @@ $("file").addEventListener("change", (e) => {
 // ---- the session list ----
 async function showList() {
   $("list").hidden = false;
+  $("controls").hidden = true; // nothing to play yet
   status.mode = "list";
   try {
     const res = await fetch("sessions");

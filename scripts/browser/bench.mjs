@@ -67,9 +67,20 @@ const server = createServer((req, res) => {
   const name = new URL(req.url, "http://x").pathname.slice(1) || "index.html";
   const file = [join(web, basename(name)), join(tmp, basename(name))].find((f) => existsSync(f));
   if (!file) { res.writeHead(404); res.end(); return; }
-  res.writeHead(200, { "Content-Type": TYPES[extname(file)] || "application/octet-stream",
-    "Content-Security-Policy": CSP });
-  res.end(readFileSync(file));
+  const headers = { "Content-Type": TYPES[extname(file)] || "application/octet-stream",
+    "Content-Security-Policy": CSP };
+  const body = readFileSync(file);
+  // Single byte ranges, as the relay answers them (proto-spec/http.md 5.1).
+  const r = /^bytes=(\d*)-(\d+)$/.exec(req.headers.range || "");
+  if (r && (r[1] === "" || Number(r[1]) < body.length)) {
+    const [a, b] = r[1] === "" ? [Math.max(0, body.length - Number(r[2])), body.length - 1]
+      : [Number(r[1]), Math.min(Number(r[2]), body.length - 1)];
+    res.writeHead(206, { ...headers, "Content-Range": `bytes ${a}-${b}/${body.length}` });
+    res.end(body.subarray(a, b + 1));
+    return;
+  }
+  res.writeHead(200, headers);
+  res.end(body);
 });
 await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
 const base = `http://127.0.0.1:${server.address().port}/`;

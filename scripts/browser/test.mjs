@@ -449,6 +449,7 @@ await test("late_joiner_starts_at_the_newest_keyframe_group_and_lists_show_text"
   // The session list shows the hostile name as text, in a link-free cell.
   await page.goto(base);
   await page.waitForSelector("#sessions tr");
+  assert.ok(await page.isHidden("#controls"), "no player controls on the session list");
   const cells = await page.$$eval("#sessions td", (tds) => tds.map((td) => td.textContent));
   assert.ok(cells.includes(HOSTILE), "the player's name, as text");
   assert.equal(await page.locator("#sessions img").count(), 0);
@@ -649,6 +650,11 @@ await test("a_stream_cut_short_plays_as_far_as_it_goes", async (page) => {
     await page.goto(url);
     const s = await until(page, `${url} plays`, (st) => (st.framesRendered > 5 && st.afterSeek) || st.lastError, 20);
     assert.equal(s.lastError, null, url);
+    // It says so, in a banner below the play space (notes arrive in its middle).
+    assert.match(await page.textContent("#banner"), /cut short/);
+    const rect = (sel) => page.$eval(sel, (e) => e.getBoundingClientRect().toJSON());
+    const [banner, stage] = [await rect("#banner"), await rect("#stage")];
+    assert.ok(banner.top > stage.top + stage.height * 0.7, `the banner is low: ${JSON.stringify(banner)}`);
     assert.ok(s.framesDecoded > 1000 && s.framesDecoded < 27000, `${url}: the frames there are: ${s.framesDecoded}`);
     assertHud(s.afterSeek, dense, url);
   }
@@ -733,6 +739,40 @@ for (const file of corpus) {
 }
 
 if (corpus.length) {
+  // A real replay live (at 12 times its speed): one viewer from the start, one joining 40 s
+  // into the song; both end with the replay's score, the late one right from its first frame.
+  const liveFile = corpus.find((f) => basename(f) === "test.bsor") ?? corpus[0];
+  const liveScore = Number(/^score\s+(\d+)/m.exec(run("info", liveFile))[1]);
+  await test("real_replay_live_from_the_start_and_joined_late_ends_with_its_score", async (page) => {
+    const late = await newPage();
+    try {
+      await page.goto(`${base}?session=real-live`);
+      await page.waitForFunction(() => /waiting for/.test(document.getElementById("mode").textContent));
+      const published = publish(relay.tcp, "real-live", liveFile, 12);
+      let songAt = 0;
+      for (let i = 0; i < 200 && songAt < 40; i++) {
+        await late.waitForTimeout(100);
+        const list = await (await fetch(`${base}sessions`)).json();
+        songAt = list.sessions.find((x) => x.name === "real-live")?.duration ?? 0;
+      }
+      assert.ok(songAt >= 40, "the session got 40 s in");
+      await late.goto(`${base}?session=real-live`);
+      const joined = await until(late, "the late viewer's first frame", (st) => st.afterSeek || st.lastError, 20);
+      assert.equal(joined.lastError, null);
+      assert.ok(joined.afterSeek.songTime >= 35, `joined late: ${joined.afterSeek.songTime}`);
+      assertHud(joined.afterSeek, liveFile, "the late viewer's first frame");
+      assert.equal(await published, 0);
+      for (const [who, p] of [["from the start", page], ["joined late", late]]) {
+        const s = await until(p, `${who}: the end`, (st) => st.ended, 30);
+        assert.equal(s.score, liveScore, `${who}: the replay's final score`);
+        assert.equal(s.lastError, null, who);
+      }
+      assert.deepEqual(late.errors, []);
+    } finally {
+      await late.close();
+    }
+  });
+
   // The densest real replay, loaded again and again at one point: never a false damage.
   const file = corpus.map((f) => [f, statSync(f).size]).sort((a, b) => b[1] - a[1])[0][0];
   const name = published.get(file);
