@@ -4,7 +4,8 @@
 # no browser download). Starts `bsor-stream serve` on 127.0.0.1, publishes a synthetic
 # replay live and checks the page: the live session ends with every frame and the final
 # score, a stored replay plays from &t=, a hostile player name renders as text, a damaged
-# stream shows its error, a local .bsor plays. Screenshots go to target/browser/.
+# stream shows its error, a local .bsor plays; with BSOR_CORPUS set (a folder of real .bsor
+# files), the real replays by URL, live and joined late. Screenshots go to target/browser/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

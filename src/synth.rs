@@ -101,9 +101,26 @@ fn pose(p: [f32; 3], r: [f32; 3]) -> Pose {
     }
 }
 
-/// A synthetic replay. Its info score equals [`bsor::replay_score`] of its events.
-// Long: one pass that builds every section of the replay in song order, so a seed gives the same replay; split, it would pass its RNG and clock through every part.
+/// A synthetic replay, about 2 notes a second. Its info score equals
+/// [`bsor::replay_score`] of its events.
 pub fn replay(s: Settings) -> Replay {
+    dense(s, DEFAULT_NOTES_PER_SECOND)
+}
+
+/// The note density of [`replay`].
+pub const DEFAULT_NOTES_PER_SECOND: f32 = 2.0;
+
+/// A synthetic replay with about `notes_per_second` notes a second (0.1 to 20; a dense
+/// Expert+ map has 8 to 12): the same as [`replay`] at [`DEFAULT_NOTES_PER_SECOND`].
+// Long: one pass that builds every section of the replay in song order, so a seed gives the same replay; split, it would pass its RNG and clock through every part.
+pub fn dense(s: Settings, notes_per_second: f32) -> Replay {
+    // The gap between notes is 0.25 to 0.75 s at the default density, scaled by this (1.0,
+    // exactly, at the default: the same bytes as ever).
+    let gap_scale = if notes_per_second.is_finite() {
+        DEFAULT_NOTES_PER_SECOND / notes_per_second.clamp(0.1, 20.0)
+    } else {
+        1.0
+    };
     let mut rng = Rng(s.seed);
     let fps = s.fps.max(1);
     let seconds = if s.seconds.is_finite() {
@@ -205,7 +222,7 @@ pub fn replay(s: Settings) -> Replay {
                 spawn_time: note_time - 0.8,
             });
         }
-        note_time += 0.25 + 0.5 * rng.unit();
+        note_time += (0.25 + 0.5 * rng.unit()) * gap_scale;
     }
 
     let heights = (0..(seconds / 10.0) as usize)

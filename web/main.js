@@ -4,10 +4,10 @@
 import { Scene, View } from "./scene.js";
 import { Score } from "./score.js";
 import { Pacer } from "./pace.js";
+import { NjsFit, laneX, rowY, jumpOffset, heightAt } from "./place.js";
 
 const FRAME_FLOATS = 22;
-const EVENT_FLOATS = 12;
-const NOTE_SPEED = 16; // m/s: BSOR does not record the note jump speed
+const EVENT_FLOATS = 18;
 const LIVE_DELAY = 0.25; // s behind the newest frame a live view plays
 const MAX_FRAMES = 2_000_000; // about 6 hours at 90 fps: the page keeps no more
 
@@ -17,7 +17,7 @@ const params = new URLSearchParams(location.search);
 const status = {
   ready: false, mode: "list", framesDecoded: 0, songTime: 0, score: 0, combo: 0, misses: 0,
   bytesFetched: 0, ended: false, lastError: null, firstFrameTime: null, framesRendered: 0,
-  drawRate: "full", rateChanges: 0,
+  drawRate: "full", rateChanges: 0, reads: 0, eventsTo: null, afterSeek: null, backlog: null,
 };
 window.bsorStatus = status;
 
@@ -33,7 +33,19 @@ let heights = [];
 let pauses = [];
 let info = null;
 let streamEnded = false;
+// A stored stream read by ranges: the song time before which every event is in (the page
+// shows no frame at or after it: the HUD must be right from the first frame shown).
+let eventsTo = Infinity;
+let cutShort = false; // a stored stream without its index, read whole
+// Live, joined late: the events before the join point, from the relay's HTTP: null (joined
+// at the start), "loading", "done" or "failed". No frame is shown while they load (for at
+// most BACKLOG_WAIT ms), so the HUD is right from the first frame.
+let backlog = null;
+let backlogSince = 0;
+const BACKLOG_WAIT = 3000;
+let endedDetail = "";
 const score = new Score();
+const fit = new NjsFit(); // the note jump speed, from the cuts
 
 function resetData() {
   segs = [];
@@ -45,9 +57,15 @@ function resetData() {
   pauses = [];
   info = null;
   streamEnded = false;
+  eventsTo = Infinity;
+  cutShort = false;
+  backlog = null;
+  endedDetail = "";
   score.reset();
+  fit.reset();
   status.framesDecoded = 0;
   status.ended = false;
+  status.backlog = null;
 }
 
 function segment(data, n) {
@@ -99,7 +117,9 @@ function addEvents(e) {
     switch (r[0]) {
       case 0:
         notes.push({ t, spawn: r[2], line: r[3], layer: r[4], color: r[5], dir: r[6], scoring: r[7],
-          outcome: r[8], points: r[9], most: r[10], saber: r[11], shown: false });
+          outcome: r[8], points: r[9], most: r[10], saber: r[11], shown: false,
+          cut: r[8] === 1 || r[8] === 2 ? [r[12], r[13], r[14], r[15], r[16], r[17]] : null });
+        if (r[8] === 1 || r[8] === 2) fit.add(r[2], t, r[14]);
         break;
       case 1:
         walls.push({ t, spawn: r[2], line: r[3], type: r[4], width: r[5], energy: r[6] });
@@ -155,8 +175,10 @@ function firstTime() {
 }
 
 function liveEdge() {
-  if (groups) return groups[groups.length - 1].t1;
   const seg = segs[segs.length - 1];
+  // (The index gives each group's keyframe chunk's last frame; the group's own last frame
+  // is known once the group is in.)
+  if (groups) return Math.max(groups[groups.length - 1].t1, seg && seg.n ? segEnd(seg) : -Infinity);
   return seg && seg.n ? segEnd(seg) : 0;
 }
 
@@ -173,8 +195,11 @@ function onMessages(messages) {
         showInfo();
         break;
       case "damage":
-        // Stepped over: playing goes on, and the page says what was lost.
-        if (!(status.mode === "live" && /sequence/i.test(m.message))) {
+        // Stepped over: playing goes on, and the page says what was lost. A stream known
+        // to be cut short (no index) ends inside a chunk: that is its end, not damage.
+        if (cutShort && /truncated stream/.test(m.message)) {
+          note("the stream was cut short (a session that did not finish): it plays as far as it goes");
+        } else if (!(status.mode === "live" && /sequence/i.test(m.message))) {
           fail(`damaged stream (stepped over): ${m.message}`);
         }
         break;
@@ -238,12 +263,22 @@ worker.onmessage = (ev) => {
 
 function handle(m) {
   status.bytesFetched = m.bytes ?? status.bytesFetched;
+  status.reads = m.reads ?? status.reads;
+  if (m.eventsTo !== undefined) {
+    eventsTo = m.eventsTo;
+    status.eventsTo = Number.isFinite(eventsTo) ? eventsTo : "all";
+  }
   if (m.type === "data") {
     if (m.frames.length) addFrames(m.frames, m.group ?? -1);
     if (m.group !== undefined && groups) groups[m.group].state = "loaded";
     if (m.events.length) addEvents(m.events);
     onMessages(m.messages);
     lastArrival = performance.now();
+  } else if (m.type === "backlog") {
+    backlog = m.state;
+    status.backlog = m.state;
+    if (m.state === "loading") backlogSince = performance.now();
+    if (m.state === "failed") note(`the score before the join point is not available (${m.detail})`);
   } else if (m.type === "groups") {
     groups = m.groups.map((g) => ({ ...g, state: null }));
     // The worker reads the group at the start time by itself, first.
@@ -251,11 +286,18 @@ function handle(m) {
     streamEnded = true; // a stored stream with its index is whole
   } else if (m.type === "net") {
     netState = m.state;
+    if (m.state === "partial") cutShort = true;
     if (m.state === "error") fail(m.detail);
-    else if (m.state === "ended") { streamEnded = true; put("mode", `live · ended: ${m.detail}`); }
-    else if (m.state === "reconnecting" || m.state === "skipped") note(m.detail);
+    else if (m.state === "ended") { streamEnded = true; endedDetail = m.detail; }
+    else if (m.state === "reconnecting" || m.state === "skipped" || m.state === "partial") note(m.detail);
     else if (m.state === "subscribed" && totalFrames === 0) put("mode", `live · waiting for ${m.detail}`);
-    else if (m.state === "done") streamEnded = true;
+    else if (m.state === "done") {
+      streamEnded = true;
+      status.eventsTo = "all"; // a whole read: every event is in
+      if (totalFrames === 0 && status.lastError === null) {
+        fail("this replay has no frames (a stream that holds only its header, or an empty file): nothing to play");
+      }
+    }
   }
 }
 worker.onerror = (e) => fail(`the decoder worker failed: ${e.message}`);
@@ -269,7 +311,9 @@ let lastArrival = 0;
 let camera = "behind";
 
 function start(mode, msg) {
+  $("controls").hidden = false;
   resetData();
+  afterSeek = true;
   status.mode = mode;
   status.ready = true;
   followLive = mode === "live";
@@ -283,7 +327,9 @@ function startAt() {
   return Number.isFinite(t0) && t0 > 0 ? t0 : null;
 }
 
+let afterSeek = true;
 function seek(t) {
+  afterSeek = true;
   if (playhead !== null && t < playhead) {
     for (const n of notes) n.shown = false;
   }
@@ -303,11 +349,17 @@ function step(dt) {
     // already moved it to the newest keyframe group when its queue overflowed).
     if (last - playhead > 3) playhead = last - LIVE_DELAY;
     else if (playing) playhead = Math.min(playhead + dt, last);
-  } else if (playing && !(groups && !frameAt(playhead))) {
-    // (A stored stream's part not loaded yet: wait for it.)
+  } else if (playing && !(groups && !loaded(playhead))) {
+    // (A stored stream's part, or the events before it, not loaded yet: wait for them.)
     playhead = Math.min(playhead + dt * speed, last);
   }
   if (playhead < first) playhead = first;
+}
+
+// A stored stream read by ranges: whether song time t can be shown (its keyframe group and
+// every event before it are in).
+function loaded(t) {
+  return t < eventsTo && frameAt(t) !== null;
 }
 
 // A stored stream read by ranges: the keyframe group at t, and while playing the next one
@@ -376,26 +428,21 @@ function movePopups(t) {
   }
 }
 
-function gridShift(t) {
-  let h = info && info.height > 0.5 && info.height < 3 ? info.height : 1.8;
-  for (const e of heights) {
-    if (e.t > t) break;
-    if (e.height > 0.5 && e.height < 3) h = e.height;
-  }
-  return (h - 1.8) * 0.5;
-}
+const gridShift = (t) => jumpOffset(heightAt(info, heights, t));
 
-// A note's place in the scene at song time t (the game's z mirrored, as scene.js does).
-const noteX = (n) => (n.line - 1.5) * 0.6;
-const noteY = (n, shift) => 0.85 + n.layer * 0.6 + shift;
-const noteZ = (n, t) => -(0.7 + ((n.outcome === 3 ? n.spawn : n.t) - t) * NOTE_SPEED);
+// A note's place in the scene at song time t (the game's z mirrored, as scene.js does): the
+// lane and row grid with the jump offset, and z = (spawn time − t) · NJS + reach (place.js).
+const noteX = (n) => laneX(n.line);
+const noteY = (n, shift) => rowY(n.layer) + shift;
+const noteZ = (n, t) => -((n.spawn - t) * fit.njs + fit.reach);
 
 const view = new View();
 
 // Fills `view` with what is seen at song time t.
 function buildView(t) {
   const jd = info && info.jumpDistance > 1 && info.jumpDistance < 100 ? info.jumpDistance : 18;
-  const ahead = jd / 2 / NOTE_SPEED;
+  const njs = fit.njs;
+  const ahead = jd / 2 / njs;
   const shift = gridShift(t);
   view.clear();
   // Notes sorted by event time: look at those near t.
@@ -409,8 +456,7 @@ function buildView(t) {
   for (let i = lo; i < notes.length; i++) {
     const n = notes[i];
     if (n.t > t + ahead + 0.3) break;
-    const arrive = n.outcome === 3 ? n.spawn : n.t;
-    if (t < arrive - ahead) continue;
+    if (t < n.spawn - (jd / 2 - fit.reach) / njs) continue;
     const x = noteX(n);
     const y = noteY(n, shift);
     if (t < n.t) {
@@ -422,7 +468,9 @@ function buildView(t) {
       }
       if (age < 1) {
         const kind = n.outcome === 1 ? 0 : n.outcome === 2 ? 1 : n.outcome === 4 ? 2 : 3;
-        view.effect(x, y, noteZ(n, n.t), n.color, age, kind);
+        // The cut plane's normal, the game's z mirrored as the scene's.
+        const c = n.cut;
+        view.effect(x, y, noteZ(n, n.t), n.color, age, kind, c ? c[3] : 0, c ? c[4] : 0, c ? -c[5] : 0);
       }
       if (!n.shown && t - n.t < 0.3) {
         n.shown = true;
@@ -434,7 +482,7 @@ function buildView(t) {
   }
   for (const w of walls) {
     if (w.t > t + ahead + 0.5) break;
-    const z0 = 0.3 + (w.t - t) * NOTE_SPEED;
+    const z0 = (w.t - t) * njs;
     if (z0 < -2.5 || z0 > jd / 2) continue;
     const width = Math.max(1, Math.min(4, w.width)) * 0.6;
     const left = (w.line - 2) * 0.6;
@@ -500,8 +548,10 @@ function tick(now) {
   const dt = Math.min(0.25, (now - lastNow) / 1000);
   lastNow = now;
   step(dt);
-  const at = playhead === null ? null : frameAt(playhead);
   if (groups && playhead !== null) wantGroups(playhead);
+  const waiting = (groups && playhead >= eventsTo) ||
+    (backlog === "loading" && performance.now() - backlogSince < BACKLOG_WAIT);
+  const at = playhead === null || waiting ? null : frameAt(playhead);
   if (sceneView && at) {
     const seg = at.seg;
     const i = at.i;
@@ -509,7 +559,10 @@ function tick(now) {
     let j = i;
     while (j > 0 && i - j < 12 && segTime(seg, j - 1) > segTime(seg, i) - 0.08) j--;
     const t = playhead;
-    score.advanceTo(t);
+    // At the end of a finished stream the HUD is the replay's result: events after its last
+    // frame (a note cut as the recording stopped) count too.
+    const atEnd = streamEnded && t >= liveEdge() && eventsTo === Infinity;
+    score.advanceTo(atEnd ? Infinity : t);
     buildView(t);
     view.data = seg.data;
     view.at = i * FRAME_FLOATS;
@@ -532,6 +585,12 @@ function tick(now) {
     }
     status.songTime = t;
     updateHud(t);
+    if (afterSeek) {
+      // The first frame shown after a start or a seek, with its HUD (for the tests).
+      afterSeek = false;
+      status.afterSeek = { songTime: t, score: status.score, combo: status.combo, misses: status.misses,
+        shownScore: $("score").textContent, frame: status.framesRendered };
+    }
     const endT = liveEdge();
     status.ended = streamEnded && t >= endT;
     let paused = null;
@@ -606,8 +665,12 @@ function updateHud(t) {
     put("latency", streamEnded ? "stream ended"
       : `${(behind * 1000).toFixed(0)} ms behind the newest frame; last data ${since.toFixed(1)} s ago` +
         (netState === "reconnecting" ? " · reconnecting" : ""));
-    const joined = firstTime() > 1 ? ` · joined at ${clock(firstTime())}: the score counts from there` : "";
-    if (!streamEnded) put("mode", (followLive ? "live" : "live (paused or rewound)") + joined);
+    // Joined late without the events before (no archive, or they did not come in time):
+    // said for as long as the score is shown, the end included.
+    const joined = backlog !== null && backlog !== "done"
+      ? ` · joined at ${clock(firstTime())}: the score counts from there` : "";
+    put("mode", (streamEnded ? `live · ended: ${endedDetail}`
+      : followLive ? "live" : "live (paused or rewound)") + joined);
   } else {
     put("mode", status.mode === "file" ? "local file" : "stored replay");
     put("latency", streamEnded ? "" : "loading…");
@@ -679,6 +742,7 @@ $("file").addEventListener("change", (e) => {
 // ---- the session list ----
 async function showList() {
   $("list").hidden = false;
+  $("controls").hidden = true; // nothing to play yet
   status.mode = "list";
   try {
     const res = await fetch("sessions");
@@ -730,5 +794,16 @@ if (params.has("session")) {
   showList();
 }
 
-$("speedNote").textContent = `notes fly in at an assumed ${NOTE_SPEED} m/s (BSOR does not record the jump speed)`;
+// The placement's figures, on screen: the jump speed (fitted, or assumed before enough cuts)
+// and the jump distance (the info's).
+function showPlacement() {
+  const jd = info && info.jumpDistance > 1 && info.jumpDistance < 100 ? `${info.jumpDistance.toFixed(1)} m (from the replay)`
+    : "18 m (assumed)";
+  const njs = fit.fitted ? `${fit.njs.toFixed(1)} m/s (fitted from ${fit.n} cuts; notes reach ${fit.reach.toFixed(2)} m at their time)`
+    : `${fit.njs} m/s (assumed: too few cuts to fit)`;
+  put("speedNote", `note jump speed ${njs} · jump distance ${jd}`);
+  status.njs = fit.njs;
+  status.njsCuts = fit.n;
+}
+setInterval(showPlacement, 500);
 requestAnimationFrame(tick);

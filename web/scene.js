@@ -268,7 +268,9 @@ const FLOOR = [0.12, 0.13, 0.18];
 const LANE = [0.3, 0.35, 0.5];
 const WALL = [0.9, 0.2, 0.3];
 const HANDLE = [0.25, 0.25, 0.28];
-const BOMB = [0.12, 0.12, 0.14];
+// Bombs: a light steel grey with a dark core mark, readable on the dark stage.
+const BOMB = [0.58, 0.6, 0.66];
+const BOMB_CORE = [0.08, 0.08, 0.1];
 const BLAST = [1, 0.6, 0.2];
 const BAD = [0.5, 0.5, 0.5];
 const HEADSET = [0.85, 0.85, 0.9];
@@ -289,7 +291,7 @@ const TRAIL_MAX = 16;
 //   camera: "first" | "behind" | "side".
 export const NOTE = 7;
 export const WALL_SIZE = 6;
-export const EFFECT = 6;
+export const EFFECT = 9;
 export class View {
   constructor(max = 256) {
     this.max = max;
@@ -329,11 +331,13 @@ export class View {
     return true;
   }
 
-  effect(x, y, z, color, age, kind) {
+  // (nx, ny, nz): the cut plane's normal in the scene (0, 0, 0: none recorded).
+  effect(x, y, z, color, age, kind, nx = 0, ny = 0, nz = 0) {
     if (this.nEffects >= this.max) return false;
     const o = this.nEffects++ * EFFECT;
     const a = this.effects;
     a[o] = x; a[o + 1] = y; a[o + 2] = z; a[o + 3] = color; a[o + 4] = age; a[o + 5] = kind;
+    a[o + 6] = nx; a[o + 7] = ny; a[o + 8] = nz;
     return true;
   }
 }
@@ -524,7 +528,7 @@ export class Scene {
     const e = v.effects;
     for (let k = 0; k < v.nEffects; k++) {
       const o = k * EFFECT;
-      this.drawEffect(e[o], e[o + 1], e[o + 2], e[o + 3], e[o + 4], e[o + 5]);
+      this.drawEffect(e[o], e[o + 1], e[o + 2], e[o + 3], e[o + 4], e[o + 5], e[o + 6], e[o + 7], e[o + 8]);
     }
   }
 
@@ -611,6 +615,8 @@ export class Scene {
     if (color < 0) {
       trsInto(m, x, y, z, 0, 0, 0, 1, 0.45, 0.45, 0.45);
       this.draw(this.meshes.sphere, m, BOMB, alpha);
+      trsInto(m, x, y, z + 0.2, 0, 0, 0, 1, 0.16, 0.16, 0.1);
+      this.draw(this.meshes.sphere, m, BOMB_CORE, alpha, 0);
       return;
     }
     const c = color === 0 ? RED : color === 1 ? BLUE : GREY;
@@ -625,8 +631,9 @@ export class Scene {
     this.draw(mark, m, WHITE, alpha, 0);
   }
 
-  // An effect at (x, y, z): color, age (0..1), kind (0 cut, 1 bad cut, 2 bomb, 3 miss).
-  drawEffect(x, y, z, color, age, kind) {
+  // An effect at (x, y, z): color, age (0..1), kind (0 cut, 1 bad cut, 2 bomb, 3 miss), and
+  // for a cut the cut plane's normal (nx, ny, nz).
+  drawEffect(x, y, z, color, age, kind, nx, ny, nz) {
     const a = 1 - age;
     const m = this.model;
     if (kind === 2) {
@@ -637,10 +644,25 @@ export class Scene {
     }
     if (kind === 3) return;
     const c = kind === 1 ? BAD : color === 0 ? RED : BLUE;
-    const side = 0.12 + age * 0.5;
+    // The two halves of the note, split along the cut plane: each a slab on its side of the
+    // plane (its thin axis the normal), moving apart along the normal, falling a little,
+    // shrinking and fading. Without a normal, a vertical cut.
+    let len = Math.hypot(nx, ny, nz);
+    if (!(len > 0.1)) { nx = 1; ny = 0; nz = 0; len = 1; }
+    nx /= len; ny /= len; nz /= len;
+    // The rotation that takes the slab's x axis to the normal.
+    let qx = 0;
+    let qy = -nz;
+    let qz = ny;
+    let qw = 1 + nx;
+    const ql = Math.hypot(qx, qy, qz, qw);
+    if (ql < 1e-4) { qx = 0; qy = 0; qz = 1; qw = 0; } else { qx /= ql; qy /= ql; qz /= ql; qw /= ql; }
+    const apart = 0.12 + age * 0.45;
+    const size = 0.46 * (1 - 0.5 * age);
     for (let s = -1; s <= 1; s += 2) {
-      trsInto(m, x + side * s, y - age * age, z + age * 1.5, 0, 0, 0, 1, 0.24, 0.5, 0.5);
-      this.draw(this.meshes.cube, m, c, a * 0.8);
+      trsInto(m, x + nx * apart * s, y + ny * apart * s - 0.6 * age * age, z + nz * apart * s,
+        qx, qy, qz, qw, 0.2 * (1 - 0.5 * age), size, size);
+      this.draw(this.meshes.cube, m, c, a * 0.85);
     }
   }
 }

@@ -1,7 +1,7 @@
 // The decoder's Web Worker: runs the project's decoder (bsor_stream.wasm, the Rust crate
 // bsor-stream-wasm) on bytes from a WebSocket (live), HTTP ranges (stored replay or ?src=)
 // or a dropped file, and posts what it decodes to the page with transferable buffers:
-//   {type:"data", frames:Float32Array (records of 22), events:Float32Array (records of 12),
+//   {type:"data", frames:Float32Array (records of 22), events:Float32Array (records of 18),
 //    messages:[...], bytes:INT}
 //   {type:"net", state:STRING, detail:STRING}   connection state for the page to show
 // The page sends {op:"live", url, session} | {op:"ranges", url} | {op:"file", bytes}, and
@@ -60,7 +60,7 @@ function collect(code) {
 }
 
 function net(state, detail = "") {
-  postMessage({ type: "net", state, detail: String(detail), bytes: bytesIn });
+  postMessage({ type: "net", state, detail: String(detail), bytes: bytesIn, reads });
 }
 
 // The most a classic BSOR may be here (the longest real ones are a few MB).
@@ -69,7 +69,9 @@ const MAX_BSOR = 256 << 20;
 // A stored stream or classic BSOR, by magic: a stream is decoded as it arrives, a classic
 // BSOR (its sections are in file order, frames before notes) once it is whole.
 class Sink {
-  constructor() {
+  // count: whether the bytes pushed are counted as fetched here (a dropped file's are).
+  constructor(count = true) {
+    this.count = count;
     this.head = new Uint8Array(0);
     this.kind = null; // "stream" | "bsor"
     this.parts = [];
@@ -78,7 +80,7 @@ class Sink {
   }
   push(bytes) {
     if (!this.ok) return;
-    bytesIn += bytes.length;
+    if (this.count) bytesIn += bytes.length;
     if (this.size + bytes.length > MAX_BSOR) {
       this.ok = false;
       net("error", `the file is over ${MAX_BSOR >> 20} MiB: not a replay this page plays`);
@@ -118,83 +120,142 @@ class Sink {
 }
 
 // ---- a stored stream read by HTTP ranges (format.md 13, 14, 17) ----
-// Reads the header, the footer, the index and every event chunk, then keyframe groups as
-// the page asks for them. A server that does not answer ranges gets a whole fetch instead.
+// Reads the header and the footer at once, then the index, then the keyframe group at the
+// start and every event chunk at once (in at most EVENT_READS reads), then keyframe groups
+// as the page asks for them. A server that does not answer ranges gets one whole read; a
+// stream without a footer or an index (cut short) is read whole and played as far as it
+// goes, as a dropped file is.
 
 const MAX_CHUNK_HEADER = 34;
 // The first read, for the stream header (its info block is usually a few hundred bytes;
 // a longer one takes more reads).
 const HEAD_GUESS = 512;
-let stored = null; // {url, size, groups: [{offset, end, t0, t1}]}
+// The event chunks are read in at most this many reads, each a stretch of the file from
+// one event chunk to another (the frame chunks between included): a long, dense replay has
+// thousands of event chunks, and a read for each overruns the browser's own limit on
+// requests in flight (and a relay's pace). Header, footer, index, the first group and these:
+// at most 12 requests to open a stored replay.
+const EVENT_READS = 8;
+// Tries of one read before it is reported as failed (network, 5xx, or an answer that is not
+// the bytes asked for).
+const TRIES = 4;
+let stored = null; // {url, size, groups: [{offset, end, t0, t1}], gen}
+let reads = 0; // HTTP requests of the current source
 
-async function range(url, from, to) {
-  const res = await fetch(url, { headers: { Range: `bytes=${from}-${to}` } });
-  if (res.status !== 206) {
-    throw new Error(`${url}: bytes ${from}-${to}: HTTP ${res.status}`);
+class Refused extends Error {}
+
+const sleep = (ms) => new Promise((ok) => { setTimeout(ok, ms); });
+
+// Bytes `from` to `to` of `url` (inclusive; `to` may be past the end, which the server cuts),
+// or with `from` null its last `to` bytes: {bytes, size}, and `whole` when the server sent
+// the whole file (a 200; `bytes` is then the part asked for). The browser's cache is never
+// used (a cached answer to a range, or a 304 to a condition the cache added, is not the
+// bytes asked for). An answer must be exactly what was asked: a 206 whose Content-Range is
+// the range asked and whose body has its length, or a whole 200. Anything else (short,
+// another range, a network error, a 5xx) is read again, with a pause that doubles, and
+// after TRIES reported as a failed read: never handed to the decoder, never "damage".
+async function read(url, from, to) {
+  let why = "";
+  const spec = from === null ? `-${to}` : `${from}-${to}`;
+  for (let k = 0; k < TRIES; k++) {
+    if (k) await sleep(100 * 2 ** k);
+    let res;
+    let body;
+    try {
+      reads++;
+      res = await fetch(url, { headers: { Range: `bytes=${spec}` }, cache: "no-store" });
+      if (res.status !== 200 && res.status !== 206) {
+        why = `HTTP ${res.status} ${(await res.text()).slice(0, 200)}`.trim();
+        if (res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429) {
+          throw new Refused(why);
+        }
+        continue;
+      }
+      body = new Uint8Array(await res.arrayBuffer());
+    } catch (e) {
+      if (e instanceof Refused) throw e;
+      why = e.message;
+      continue;
+    }
+    const declared = res.headers.get("content-length");
+    if (declared !== null && Number(declared) !== body.length) {
+      why = `${body.length} of ${declared} bytes`;
+      continue;
+    }
+    if (res.status === 200) {
+      const size = body.length;
+      const a = from === null ? Math.max(0, size - to) : from;
+      const b = from === null ? size - 1 : Math.min(to, size - 1);
+      bytesIn += size;
+      return { bytes: body.subarray(a, b + 1), size, whole: body };
+    }
+    const cr = res.headers.get("content-range") || "";
+    const m = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(cr);
+    if (m) {
+      const size = Number(m[3]);
+      const a = from === null ? Math.max(0, size - to) : from;
+      const b = from === null ? size - 1 : Math.min(to, size - 1);
+      if (Number(m[1]) === a && Number(m[2]) === b && body.length === b - a + 1) {
+        bytesIn += body.length;
+        return { bytes: body, size };
+      }
+    }
+    why = `asked bytes ${spec}, got "${cr}" with ${body.length} bytes`;
   }
-  const b = new Uint8Array(await res.arrayBuffer());
-  bytesIn += b.length;
-  return b;
+  throw new Error(`bytes ${spec}: ${why} (${TRIES} tries)`);
 }
 
 function text() {
   return new TextDecoder().decode(new Uint8Array(wasm.memory.buffer, wasm.output_ptr(), wasm.output_len()));
 }
 
+// Decodes a whole file (or as much of one as there is) as a dropped file is.
+function whole(parts, why) {
+  if (why) net("partial", why);
+  const sink = new Sink(false);
+  for (const p of parts) sink.push(p);
+  sink.finish();
+  net("done", why || "");
+}
+
 // t: the song time the page starts at (null: the start).
 async function rangesSource(url, gen, t) {
   net("fetching", url);
-  let res;
   // The header's and the footer's reads go out at once, while the decoder compiles.
-  const tail = fetch(url, { headers: { Range: "bytes=-16" } });
+  const tail = read(url, null, 16);
   tail.catch(() => {});
+  let first;
   try {
-    const pending = fetch(url, { headers: { Range: `bytes=0-${HEAD_GUESS - 1}` } });
-    await ready;
-    res = await pending;
-  } catch (e) {
-    if (!wasm) {
+    const pending = read(url, 0, HEAD_GUESS - 1);
+    pending.catch(() => {});
+    try {
+      await ready;
+    } catch (e) {
       net("error", `could not load the decoder: ${e.message}`);
       return;
     }
-    net("error", `could not fetch ${url}: ${e.message} (the page's Content-Security-Policy ` +
-      `allows only its own origin; a URL elsewhere is refused)`);
+    first = await pending;
+  } catch (e) {
+    net("error", `could not read ${url}: ${e.message}` + (e instanceof Refused ? ""
+      : " (the page's Content-Security-Policy lets it read only its own origin: a URL elsewhere is refused)"));
     return;
   }
-  if (res.status === 200 || (res.ok && res.status !== 206)) {
-    // No ranges: read it whole, as it arrives.
-    const sink = new Sink();
-    const reader = res.body.getReader();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (gen !== generation) { reader.cancel(); return; }
-      if (done) break;
-      sink.push(value);
-    }
-    sink.finish();
-    net("done", url);
+  if (gen !== generation) return;
+  if (first.whole) {
+    whole([first.whole], "");
     return;
   }
-  if (res.status !== 206) {
-    const body = (await res.text()).slice(0, 200);
-    net("error", `${url}: HTTP ${res.status} ${body}`);
-    return;
-  }
-  const size = Number(/\/(\d+)$/.exec(res.headers.get("content-range") || "")?.[1]);
-  let head = new Uint8Array(await res.arrayBuffer());
-  bytesIn += head.length;
+  const { size } = first;
+  let head = first.bytes;
   const isStream = head[0] === 0x42 && head[1] === 0x53 && head[2] === 0x52 && head[3] === 0x53;
-  if (!isStream || !Number.isFinite(size) || size < 16) {
-    // A classic BSOR (or no size): the rest, then the whole.
-    const sink = new Sink();
-    sink.push(head);
-    if (Number.isFinite(size) && size > MAX_BSOR) {
-      net("error", `${url}: over ${MAX_BSOR >> 20} MiB: not a replay this page plays`);
-      return;
-    }
-    if (Number.isFinite(size) && size > head.length) sink.push(await range(url, head.length, size - 1));
-    sink.finish();
-    net("done", url);
+  if (size > MAX_BSOR) {
+    net("error", `${url}: over ${MAX_BSOR >> 20} MiB: not a replay this page plays`);
+    return;
+  }
+  if (!isStream) {
+    // A classic BSOR: the rest, then the whole.
+    const rest = size > head.length ? (await read(url, head.length, size - 1)).bytes : new Uint8Array(0);
+    if (gen === generation) whole([head, rest], "");
     return;
   }
   // 1. The header.
@@ -203,104 +264,132 @@ async function rangesSource(url, gen, t) {
     input(head);
     hlen = wasm.seek_header();
     if (hlen !== 0 || head.length >= size) break;
-    const more = await range(url, head.length, Math.min(size, head.length * 4) - 1);
+    const more = (await read(url, head.length, Math.min(size, head.length * 4) - 1)).bytes;
     const h = new Uint8Array(head.length + more.length);
     h.set(head);
     h.set(more, head.length);
     head = h;
   }
+  if (hlen === 0) {
+    net("error", `${url}: the stream ends inside its header (${size} bytes): nothing to play`);
+    return;
+  }
   if (!collect(hlen > 0 ? 0 : -1)) return;
-  // 2. The footer; 3. the index.
-  const foot = await tail;
-  if (foot.status !== 206) {
-    net("error", `${url}: the last 16 bytes: HTTP ${foot.status}`);
-    return;
-  }
-  const footBytes = new Uint8Array(await foot.arrayBuffer());
-  bytesIn += footBytes.length;
+  // 2. The footer; 3. the index. Either missing or unreadable: the stream was cut short
+  // (a relay stopped mid-song, a copy that ended early), and is read whole.
+  const footBytes = (await tail).bytes;
+  let entries = null;
+  let indexAt = 0;
   input(footBytes);
-  if (wasm.seek_footer() !== 0 || gen !== generation) {
-    net("error", `${url}: the stream has no footer (it is not finished)`);
+  if (size >= hlen + 16 && wasm.seek_footer() === 0) {
+    indexAt = JSON.parse(text())[0].indexOffset;
+    if (indexAt >= hlen && indexAt < size - 16) {
+      input((await read(url, indexAt, size - 17)).bytes);
+      if (wasm.seek_index() === 0) entries = JSON.parse(text())[0].entries; // [type, offset, first, count, t0, t1]
+    }
+  }
+  if (gen !== generation) return;
+  const next = (k) => (k + 1 < entries.length ? entries[k + 1][1] : indexAt);
+  if (entries && !entries.every((e, k) => e[1] >= hlen && e[1] < next(k))) entries = null;
+  if (!entries) {
+    const rest = size > head.length ? (await read(url, head.length, size - 1)).bytes : new Uint8Array(0);
+    if (gen === generation) {
+      whole([head, rest], "the stream has no index (it was cut short): it plays as far as it goes");
+    }
     return;
   }
-  const indexAt = JSON.parse(text())[0].indexOffset;
-  input(await range(url, indexAt, size - 17));
-  if (wasm.seek_index() !== 0) { collect(-1); return; }
-  const entries = JSON.parse(text())[0].entries; // [type, offset, first, count, t0, t1]
-  // 5. The keyframe groups, loaded when the page asks.
+  // The keyframe groups, loaded when the page asks.
   const keys = entries.map((e, k) => [e, k]).filter(([e]) => e[0] === 1);
   const groups = keys.map(([e], i) => {
     const end = i + 1 < keys.length ? keys[i + 1][0][1]
       : (entries.find((x) => x[0] === 4)?.[1] ?? indexAt);
     return { offset: e[1], end, t0: e[4], t1: e[5] };
   });
+  if (!groups.length) {
+    net("error", `${url}: the stream has no frames (it holds only its header): nothing to play`);
+    return;
+  }
   stored = { url, size, groups, gen };
-  // The group the page starts at is read first, by the worker itself (one message less
-  // on the way to the first frame; the page marks it loading); then the event chunks
-  // (the first frame needs none of them). The page asks for any other group it needs.
-  let first = 0;
-  while (first + 1 < groups.length && t !== null && groups[first + 1].t0 <= t) first++;
-  postMessage({ type: "groups", groups: groups.map((g) => ({ t0: g.t0, t1: g.t1 })),
-    loading: groups.length ? first : -1, bytes: bytesIn });
-  if (groups.length) await loadGroup(first);
-  if (gen !== generation) return;
-
-  // 4. The event chunks: each one's header, then the rest of it.
-  const next = (k) => (k + 1 < entries.length ? entries[k + 1][1] : indexAt);
-  const events = entries.map((e, k) => [e, k]).filter(([e]) => e[0] === 3);
-  const chunks = await Promise.all(events.map(async ([e, k]) => {
-    const end = next(k);
-    const prefix = await range(url, e[1], Math.min(end, e[1] + MAX_CHUNK_HEADER) - 1);
-    input(prefix);
-    const len = wasm.chunk_length();
-    if (len <= prefix.length) return prefix.subarray(0, Math.max(0, len));
-    const rest = await range(url, e[1] + prefix.length, e[1] + len - 1);
-    const all = new Uint8Array(len);
-    all.set(prefix);
-    all.set(rest, prefix.length);
-    return all;
-  }));
-  if (gen !== generation) return;
-  // Decoded chunk by chunk, posted as one message: the page takes them in one go (a
-  // message per chunk made the page sort its lists once per chunk, in one frame).
+  // The event chunks, in stream order, and where a keyframe chunk comes between two.
+  const chunks = [];
   let newGroup = 0;
-  let c = 0;
-  const parts = [];
-  const messages = [];
-  let floats = 0;
-  for (const e of entries) {
+  entries.forEach((e, k) => {
     if (e[0] === 1) newGroup = 1;
-    if (e[0] !== 3) continue;
-    input(chunks[c++]);
-    wasm.seek_events(newGroup);
+    if (e[0] !== 3) return;
+    chunks.push({ from: e[1], to: next(k), newGroup, t0: e[3] > 0 && Number.isFinite(e[4]) ? e[4] : Infinity });
     newGroup = 0;
-    const part = new Float32Array(wasm.memory.buffer, wasm.events_ptr(), wasm.events_len()).slice();
-    parts.push(part);
-    floats += part.length;
-    messages.push(...outputMessages());
+  });
+  // Events before `after[k]` are all in chunks before k (a chunk's t0 is its earliest event).
+  const after = new Float64Array(chunks.length + 1).fill(Infinity);
+  for (let k = chunks.length - 1; k >= 0; k--) after[k] = Math.min(after[k + 1], chunks[k].t0);
+  // The reads: split where the gaps between event chunks are largest.
+  const cuts = chunks.slice(1).map((c, k) => [c.from - chunks[k].to, k + 1])
+    .sort((a, b) => b[0] - a[0]).slice(0, EVENT_READS - 1).map(([, k]) => k).sort((a, b) => a - b);
+  const spans = [0, ...cuts].map((k, i) => {
+    const end = i < cuts.length ? cuts[i] : chunks.length;
+    return { first: k, end, from: chunks[k].from, to: chunks[end - 1].to };
+  }).filter((s) => s.end > s.first);
+
+  let start = 0;
+  while (start + 1 < groups.length && t !== null && groups[start + 1].t0 <= t) start++;
+  postMessage({ type: "groups", groups: groups.map((g) => ({ t0: g.t0, t1: g.t1 })),
+    loading: start, eventsTo: after[0], bytes: bytesIn, reads });
+  // The group the page starts at and every event chunk, read at once (the page shows a
+  // frame only once the events before it are in: the HUD is right from the first frame).
+  loadGroup(start).catch((e) => net("error", `a keyframe group: ${e.message}`));
+  const pending = spans.map((s) => read(url, s.from, s.to - 1));
+  pending.forEach((p) => p.catch(() => {}));
+  for (let i = 0; i < spans.length; i++) {
+    let got;
+    try {
+      got = await pending[i];
+    } catch (e) {
+      if (gen === generation) net("error", `${url}: the event chunks: ${e.message}`);
+      return;
+    }
+    if (gen !== generation) return;
+    const s = spans[i];
+    // Decoded chunk by chunk, posted as one message per read (a message per chunk made the
+    // page sort its lists once per chunk).
+    const parts = [];
+    const messages = [];
+    let floats = 0;
+    for (let k = s.first; k < s.end; k++) {
+      const c = chunks[k];
+      let piece = got.bytes.subarray(c.from - s.from, c.to - s.from);
+      input(piece.subarray(0, MAX_CHUNK_HEADER));
+      const len = wasm.chunk_length();
+      if (len > 0 && len <= piece.length) piece = piece.subarray(0, len);
+      input(piece);
+      wasm.seek_events(c.newGroup);
+      const part = new Float32Array(wasm.memory.buffer, wasm.events_ptr(), wasm.events_len()).slice();
+      parts.push(part);
+      floats += part.length;
+      messages.push(...outputMessages());
+    }
+    const all = new Float32Array(floats);
+    let at = 0;
+    for (const p of parts) {
+      all.set(p, at);
+      at += p.length;
+    }
+    postMessage({ type: "data", frames: new Float32Array(0), events: all, messages,
+      eventsTo: after[s.end], bytes: bytesIn, reads }, [all.buffer]);
   }
-  const all = new Float32Array(floats);
-  let at = 0;
-  for (const p of parts) {
-    all.set(p, at);
-    at += p.length;
-  }
-  postMessage({ type: "data", frames: new Float32Array(0), events: all, messages, bytes: bytesIn },
-    [all.buffer]);
 }
 
 async function loadGroup(i) {
   const s = stored;
   const g = s && s.groups[i];
   if (!g) return;
-  const bytes = await range(s.url, g.offset, g.end - 1);
+  const { bytes } = await read(s.url, g.offset, g.end - 1);
   if (s !== stored || s.gen !== generation) return;
   wasm.group_begin();
   input(bytes);
   wasm.stream_push();
   const frames = new Float32Array(wasm.memory.buffer, wasm.frames_ptr(), wasm.frames_len()).slice();
   postMessage({ type: "data", group: i, frames, events: new Float32Array(0), messages: [],
-    bytes: bytesIn }, [frames.buffer]);
+    bytes: bytesIn, reads }, [frames.buffer]);
 }
 
 // ---- live: wire.md over WebSocket, one frame per binary message ----
@@ -354,7 +443,75 @@ class Live {
     this.lastSeq = -1;
     this.ended = false;
     this.retries = 0;
+    this.backlog = null; // the first chunk's seq when joined late, 0 when from the start
     this.connect();
+  }
+  // The session's event chunks before chunk `seq` (http.md 4.1: the stream header, then
+  // each event chunk after a byte saying whether a keyframe chunk came before it), decoded
+  // and posted to the page; then {type: "backlog", state}.
+  async fetchBacklog(seq) {
+    postMessage({ type: "backlog", state: "loading", bytes: bytesIn });
+    const url = new URL(`sessions/${encodeURIComponent(this.session)}/events`, this.httpBase()).href;
+    let body = null;
+    let why = "";
+    for (let k = 0; k < TRIES && body === null; k++) {
+      if (k) await sleep(100 * 2 ** k);
+      try {
+        reads++;
+        const res = await fetch(url, { cache: "no-store" });
+        if (res.ok) body = new Uint8Array(await res.arrayBuffer());
+        else {
+          why = `HTTP ${res.status}`;
+          if (res.status === 404) break;
+        }
+      } catch (e) {
+        why = e.message;
+      }
+    }
+    if (this.gen !== generation) return;
+    if (body === null) {
+      postMessage({ type: "backlog", state: "failed", detail: why, bytes: bytesIn });
+      return;
+    }
+    bytesIn += body.length;
+    input(body);
+    const hlen = wasm.seek_header();
+    const parts = [];
+    const messages = [];
+    let floats = 0;
+    let at = hlen;
+    while (hlen > 0 && at < body.length) {
+      const newGroup = body[at++];
+      input(body.subarray(at, at + MAX_CHUNK_HEADER));
+      const len = wasm.chunk_length();
+      if (!(len > 0) || at + len > body.length) break;
+      const chunk = body.subarray(at, at + len);
+      at += len;
+      const s = chunkSeq(chunk);
+      if (s < 0 || s >= seq) break; // the viewer has these from the relay itself
+      input(chunk);
+      wasm.seek_events(newGroup);
+      const part = new Float32Array(wasm.memory.buffer, wasm.events_ptr(), wasm.events_len()).slice();
+      parts.push(part);
+      floats += part.length;
+      messages.push(...outputMessages().filter((m) => m.type !== "header"));
+    }
+    const all = new Float32Array(floats);
+    let o = 0;
+    for (const p of parts) {
+      all.set(p, o);
+      o += p.length;
+    }
+    postMessage({ type: "data", frames: new Float32Array(0), events: all, messages, bytes: bytesIn, reads },
+      [all.buffer]);
+    postMessage({ type: "backlog", state: hlen > 0 ? "done" : "failed", detail: hlen > 0 ? "" : "no stream header",
+      bytes: bytesIn });
+  }
+  // The relay's HTTP address: the page's own (the WebSocket's, given as ?ws=, for another).
+  httpBase() {
+    const u = new URL(this.url);
+    u.protocol = u.protocol === "wss:" ? "https:" : "http:";
+    return u.href;
   }
   connect() {
     if (this.gen !== generation) return;
@@ -404,6 +561,7 @@ class Live {
           this.header.every((v, i) => v === body[i])) break; // the same stream, resumed
         this.header = body.slice();
         this.lastSeq = -1;
+        this.backlog = null;
         bytesIn += body.length;
         wasm.stream_begin();
         input(body);
@@ -413,6 +571,14 @@ class Live {
       case 0x05: { // Chunk
         const seq = chunkSeq(body);
         if (seq >= 0 && seq <= this.lastSeq) break; // had it before the reconnection
+        if (this.lastSeq < 0 && seq > 0 && this.backlog === null) {
+          // Joined late (the relay starts a viewer at the newest keyframe group): the
+          // events before it come from the relay's HTTP.
+          this.backlog = seq;
+          this.fetchBacklog(seq);
+        } else if (this.lastSeq < 0 && this.backlog === null) {
+          this.backlog = 0;
+        }
         this.lastSeq = seq;
         bytesIn += body.length;
         input(body);
@@ -474,6 +640,7 @@ onmessage = async (ev) => {
   generation++;
   if (live) { live.stop(); live = null; }
   bytesIn = 0;
+  reads = 0;
   const gen = generation;
   switch (msg.op) {
     case "live":

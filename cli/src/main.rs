@@ -111,6 +111,10 @@ enum Command {
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
+        /// Also the HUD at this song time (seconds; repeatable): score, combo, misses and
+        /// bombs from the events up to it (`at` lines, or `"at"` in JSON).
+        #[arg(long = "at", value_name = "SECONDS")]
+        at: Vec<f64>,
     },
     /// Write the whole replay as JSON to stdout (non-finite floats as "NaN", "Infinity",
     /// "-Infinity"; user data and trailing bytes as hex).
@@ -153,6 +157,9 @@ enum Command {
         /// Seed of the generator.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Notes a second, about (0.1 to 20; a dense Expert+ map has 8 to 12).
+        #[arg(long, default_value_t = 2.0)]
+        notes_per_second: f32,
     },
     /// Import a legacy ScoreSaber replay JSON document as a BSOR (what each BSOR field is
     /// filled from: proto-spec/legacy-import.md).
@@ -422,7 +429,7 @@ enum KeysCommand {
 
 fn run(cli: Cli) -> Result<Outcome, Failure> {
     match cli.command {
-        Command::Info { file, json } => commands::classic::info(&file, json),
+        Command::Info { file, json, at } => commands::classic::info(&file, json, &at),
         Command::Export { file } => commands::classic::export(&file),
         Command::Fingerprint { file, json } => commands::fingerprint::fingerprint(&file, json),
         Command::Similar { a, b, json } => commands::fingerprint::similar(&a, &b, json),
@@ -431,7 +438,8 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             seconds,
             fps,
             seed,
-        } => commands::classic::synth(&output, seconds, fps, seed),
+            notes_per_second,
+        } => commands::classic::synth(&output, seconds, fps, seed, notes_per_second),
         Command::Import { input, output } => commands::import::import(&input, &output),
         Command::Encode {
             input,

@@ -40,6 +40,11 @@ for (const f of files) {
 run("synth", "-o", join(tmp, "long.bsor"), "--seconds", "240");
 run("encode", join(tmp, "long.bsor"), "-o", join(tmp, "long.bsors"), "--archive");
 run("synth", "-o", join(tmp, "live.bsor"), "--seconds", "60");
+// As a publisher sends them (a keyframe a second, a flush every 0.1 s: thousands of event
+// chunks): a 4-minute replay and the densest of the corpus (the largest file).
+run("encode", join(tmp, "long.bsor"), "-o", join(tmp, "long-live.bsors"), "--profile", "compact");
+const densest = files.map((f) => [f, readFileSync(join(corpus, f)).length]).sort((a, b) => b[1] - a[1])[0][0];
+const densestName = `${basename(densest, ".bsor")}.compact.bsors`;
 
 console.log(`load average at the start: ${loadavg().map((x) => x.toFixed(2)).join(" ")} (1, 5, 15 min)`);
 const native = JSON.parse(run("bench", "--json", corpus));
@@ -62,9 +67,20 @@ const server = createServer((req, res) => {
   const name = new URL(req.url, "http://x").pathname.slice(1) || "index.html";
   const file = [join(web, basename(name)), join(tmp, basename(name))].find((f) => existsSync(f));
   if (!file) { res.writeHead(404); res.end(); return; }
-  res.writeHead(200, { "Content-Type": TYPES[extname(file)] || "application/octet-stream",
-    "Content-Security-Policy": CSP });
-  res.end(readFileSync(file));
+  const headers = { "Content-Type": TYPES[extname(file)] || "application/octet-stream",
+    "Content-Security-Policy": CSP };
+  const body = readFileSync(file);
+  // Single byte ranges, as the relay answers them (proto-spec/http.md 5.1).
+  const r = /^bytes=(\d*)-(\d+)$/.exec(req.headers.range || "");
+  if (r && (r[1] === "" || Number(r[1]) < body.length)) {
+    const [a, b] = r[1] === "" ? [Math.max(0, body.length - Number(r[2])), body.length - 1]
+      : [Number(r[1]), Math.min(Number(r[2]), body.length - 1)];
+    res.writeHead(206, { ...headers, "Content-Range": `bytes ${a}-${b}/${body.length}` });
+    res.end(body.subarray(a, b + 1));
+    return;
+  }
+  res.writeHead(200, headers);
+  res.end(body);
 });
 await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
 const base = `http://127.0.0.1:${server.address().port}/`;
@@ -137,6 +153,32 @@ await stored.goto(`${base}?src=long.bsors`);
 await stored.waitForFunction(() => window.bsorStatus.firstFrameTime !== null, null, { timeout: 20000 });
 const storedFirst = await stored.evaluate(() => window.bsorStatus.firstFrameTime);
 console.log(`4-minute stored replay (${readFileSync(join(tmp, "long.bsors")).length} bytes): first frame ${storedFirst.toFixed(0)} ms after navigation start`);
+
+// Stored replays as a publisher's archive holds them: the first frame (its HUD includes
+// every event before it), every event in, and the requests, median of 5 loads each.
+for (const [label, name] of [["4-minute replay, publisher's settings", "long-live.bsors"],
+  [`densest corpus replay (${densest})`, densestName]]) {
+  for (const t of [null, 60]) {
+    const first = [];
+    const all = [];
+    let reads = 0;
+    for (let i = 0; i < 5; i++) {
+      const p = await browser.newPage();
+      await p.goto(`${base}?src=${name}${t === null ? "" : `&t=${t}`}`);
+      await p.waitForFunction(() => window.bsorStatus.firstFrameTime !== null && window.bsorStatus.eventsTo === "all",
+        null, { timeout: 20000 });
+      const s = await p.evaluate(() => ({ ...window.bsorStatus, now: performance.now() }));
+      first.push(s.firstFrameTime);
+      all.push(s.now);
+      reads = Math.max(reads, s.reads);
+      if (s.lastError) console.log(`  error: ${s.lastError}`);
+      await p.close();
+    }
+    const med = (a) => a.sort((x, y) => x - y)[a.length >> 1];
+    console.log(`${label}${t === null ? "" : `, &t=${t}`}: first frame ${med(first).toFixed(0)} ms after navigation ` +
+      `start (median of 5; every event in by ${med(all).toFixed(0)} ms or sooner), ${reads} requests at most`);
+  }
+}
 
 // 3. Own work per frame over 10 s of playing.
 // CPU time (user and system, in clock ticks of 10 ms) of Chromium's GPU process, which

@@ -6,7 +6,7 @@
 import { spawn, execFileSync } from "node:child_process";
 import { createServer } from "node:http";
 import { createServer as createTcpServer, connect as tcpConnect } from "node:net";
-import { mkdtempSync, readFileSync, writeFileSync, rmSync, mkdirSync, existsSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync, rmSync, mkdirSync, existsSync, readdirSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname, extname, basename } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -67,10 +67,39 @@ const HOSTILE = "<img src=x onerror=alert(1)>";
 const archived = join(tmp, "archived.bsors");
 run("encode", synth, "-o", archived, "--archive");
 
+// A dense replay: 300 s at 10 notes a second (more than the densest real replay here, 1,645
+// notes in 310 s), encoded as a publisher sends it (a keyframe a second, a flush every
+// 0.1 s: thousands of event chunks).
+const dense = join(tmp, "dense.bsor");
+run("synth", "-o", dense, "--seconds", "300", "--seed", "11", "--notes-per-second", "10");
+const denseInfo = run("info", dense);
+const denseNotes = Number(/^notes\s+(\d+)/m.exec(denseInfo)[1]);
+const denseScore = Number(/^score\s+(\d+)/m.exec(denseInfo)[1]);
+run("encode", dense, "-o", join(tmp, "dense.bsors"), "--profile", "compact");
+writeFileSync(join(tmp, "flaky-dense.bsors"), readFileSync(join(tmp, "dense.bsors")));
+// The same stream cut short (a relay stopped mid-song: no index, no footer), and its header
+// alone.
+{
+  const b = readFileSync(join(tmp, "dense.bsors"));
+  writeFileSync(join(tmp, "cut.bsors"), b.subarray(0, Math.floor(b.length * 0.4)));
+}
+
+// The HUD at song time t from the project's own library (`info --at`), not from the page.
+function hudAt(file, times) {
+  const out = run("info", file, ...times.flatMap((t) => ["--at", String(t)]));
+  return [...out.matchAll(/^at\s+(\S+) s: score (\d+) combo (\d+) misses (\d+) bombs (\d+)/gm)]
+    .map((m) => ({ t: Number(m[1]), score: Number(m[2]), combo: Number(m[3]), misses: Number(m[4]) }));
+}
+
 // ---- servers ----
 // The static server answers single byte ranges as the relay does (proto-spec/http.md) and
-// keeps what it served: `served` lists [name, first, last] byte ranges.
+// keeps what it served: `served` lists [name, first, last] byte ranges, one per request, and
+// `conditional` the requests that carried a cache condition (If-None-Match and the like),
+// which it answers 304 as the relay does. A file named `flaky-*` gets every third range
+// answered with only the first half of it (a proxy's or a broken server's short answer).
 const served = [];
+const conditional = [];
+let flakyCount = 0;
 const relayServed = [];
 function serveStatic() {
   const server = createServer((req, res) => {
@@ -81,10 +110,21 @@ function serveStatic() {
     const body = readFileSync(file);
     const headers = { "Content-Type": TYPES[extname(file)] || "application/octet-stream",
       "Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Accept-Ranges": "bytes" };
+    if (/\.bsors?$/.test(name)) {
+      headers.ETag = `"${body.length.toString(16)}-1"`;
+      headers["Cache-Control"] = "no-cache";
+      if (req.headers["if-none-match"] || req.headers["if-modified-since"]) {
+        conditional.push(name);
+        res.writeHead(304, { ETag: headers.ETag });
+        res.end();
+        return;
+      }
+    }
     const r = /^bytes=(\d*)-(\d+)$/.exec(req.headers.range || "");
     if (r && (r[1] === "" || Number(r[1]) < body.length)) {
-      const [a, b] = r[1] === "" ? [Math.max(0, body.length - Number(r[2])), body.length - 1]
+      let [a, b] = r[1] === "" ? [Math.max(0, body.length - Number(r[2])), body.length - 1]
         : [Number(r[1]), Math.min(Number(r[2]), body.length - 1)];
+      if (name.startsWith("flaky-") && ++flakyCount % 3 === 0 && b > a) b = a + Math.floor((b - a) / 2);
       served.push([name, a, b]);
       res.writeHead(206, { ...headers, "Content-Range": `bytes ${a}-${b}/${body.length}` });
       res.end(body.subarray(a, b + 1));
@@ -97,10 +137,10 @@ function serveStatic() {
   return new Promise((ok) => server.listen(0, "127.0.0.1", () => ok(server)));
 }
 
-function startRelay(origin) {
+function startRelay(origin, archive = true) {
   writeFileSync(join(tmp, "token"), "secret\n");
   const child = spawn(bin, ["serve", "--tcp", "127.0.0.1:0", "--ws", "127.0.0.1:0",
-    "--token-file", join(tmp, "token"), "--archive", join(tmp, "archive"),
+    "--token-file", join(tmp, "token"), ...(archive ? ["--archive", join(tmp, "archive")] : []),
     ...(origin ? ["--allow-origin", origin] : [])],
   { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RUST_LOG: "warn,bsor_stream=debug" } });
   children.push(child);
@@ -303,9 +343,11 @@ function layout(file) {
     put(b.subarray(e[1], e[1] + 64));
     return [e[1], e[1] + w.chunk_length()];
   });
+  // Where the next indexed chunk starts after each event chunk (frame chunks are not indexed).
+  const nextIndexed = entries.flatMap((e, k) => (e[0] === 3 ? [k + 1 < entries.length ? entries[k + 1][1] : indexAt] : []));
   const keys = entries.filter((e) => e[0] === 1);
   const groups = keys.map((e, i) => ({ t0: e[4], from: e[1], to: i + 1 < keys.length ? keys[i + 1][1] : entries.find((x) => x[0] === 4)[1] }));
-  return { size: b.length, indexAt, events, groups };
+  return { size: b.length, indexAt, events, nextIndexed, groups };
 }
 
 await test("stored_replay_seeks_reading_only_what_it_needs", async (page) => {
@@ -335,11 +377,13 @@ await test("stored_replay_seeks_reading_only_what_it_needs", async (page) => {
 
 await test("archived_session_from_the_relay_seeks_by_ranges", async (page) => {
   const l = layout(join(tmp, "archive", "live1.bsors"));
-  // The header read, the footer, the index, and each event chunk: its header probe (34
-  // bytes, which may run past a chunk shorter than that) and the rest of it.
-  const known = [[0, 511], [l.size - 16, l.size - 1], [l.indexAt, l.size - 17],
-    ...l.events.map(([a, b]) => [a, Math.max(b - 1, a + 33)])];
+  // The header read, the footer, the index, and the event chunks: stretches of the file from
+  // the start of one to the end of another (in at most 8 reads).
+  const known = [[0, 511], [l.size - 16, l.size - 1], [l.indexAt, l.size - 17]];
+  const starts = new Set(l.events.map(([a]) => a));
+  const ends = new Set(l.nextIndexed.map((b) => b - 1));
   const groupOf = ([, a, b]) => l.groups.findIndex((x) => a >= x.from && b < x.to);
+  let eventReads = 0;
   relayServed.length = 0;
   await page.goto(`${base}?replay=live1`);
   await until(page, "the replay starts", (st) => st.framesRendered > 0, 20);
@@ -351,9 +395,12 @@ await test("archived_session_from_the_relay_seeks_by_ranges", async (page) => {
   }
   const before = relayServed.filter(([n]) => n === "live1");
   for (const r of before) {
-    assert.ok(known.some(([x, y]) => r[1] >= x && r[2] <= y) || groupOf(r) >= 0,
-      `bytes ${r[1]}-${r[2]} are the header, footer, index, an event chunk or a group`);
+    const events = starts.has(r[1]) && ends.has(r[2]);
+    if (events) eventReads++;
+    assert.ok(known.some(([x, y]) => r[1] >= x && r[2] <= y) || groupOf(r) >= 0 || events,
+      `bytes ${r[1]}-${r[2]} are the header, footer, index, event chunks or a group`);
   }
+  assert.ok(eventReads >= 1 && eventReads <= 8, `the event chunks in 1 to 8 reads: ${eventReads}`);
   // Seek, paused, to the middle: exactly one keyframe group is read, nothing else.
   const g = l.groups[Math.floor(l.groups.length / 2)];
   const t = g.t0 + 0.2;
@@ -381,10 +428,17 @@ await test("late_joiner_starts_at_the_newest_keyframe_group_and_lists_show_text"
   }
   assert.ok(joinedAt >= 6, "the session got going");
   await page.goto(`${base}?session=late`);
-  await until(page, "the first frame", (st) => st.framesRendered > 0, 20);
+  const shown = await until(page, "the first frame", (st) => st.framesRendered > 0 && st.afterSeek, 20);
   const first = Number(await page.getAttribute("#timeline", "min"));
   assert.equal(await page.textContent("#player"), HOSTILE);
-  await until(page, "the end", (st) => st.ended, 40);
+  // The events before the join point came from the relay (http.md 4.1): the HUD of the
+  // first frame is the replay's own at that time, not a count from the join point.
+  assert.equal(shown.backlog, "done");
+  assert.ok(shown.afterSeek.songTime > 5, `joined late: ${shown.afterSeek.songTime}`);
+  assertHud(shown.afterSeek, synth, "a late joiner's first frame");
+  assert.doesNotMatch(await page.textContent("#mode"), /counts from there/);
+  const end = await until(page, "the end", (st) => st.ended, 40);
+  assert.equal(end.score, expectedScore, "a late joiner's final score");
   assert.equal(await published, 0);
   const l = layout(join(tmp, "archive", "late.bsors"));
   const starts = l.groups.map((g) => g.t0);
@@ -395,6 +449,7 @@ await test("late_joiner_starts_at_the_newest_keyframe_group_and_lists_show_text"
   // The session list shows the hostile name as text, in a link-free cell.
   await page.goto(base);
   await page.waitForSelector("#sessions tr");
+  assert.ok(await page.isHidden("#controls"), "no player controls on the session list");
   const cells = await page.$$eval("#sessions td", (tds) => tds.map((td) => td.textContent));
   assert.ok(cells.includes(HOSTILE), "the player's name, as text");
   assert.equal(await page.locator("#sessions img").count(), 0);
@@ -462,6 +517,276 @@ await test("frame_pacing_halves_the_rate_when_frames_miss_the_display", async (p
   assert.deepEqual(r.full, { changes: [], half: false });
   assert.deepEqual(r.half, { changes: [], half: true });
 });
+
+await test("late_joiner_without_the_past_says_so_to_the_end", async (page) => {
+  // A relay with no archive cannot give the events before the join point.
+  const bare = await startRelay(null, false);
+  const published = publish(bare.tcp, "bare", synth, 2);
+  let joinedAt = 0;
+  for (let i = 0; i < 100 && joinedAt < 6; i++) {
+    await page.waitForTimeout(100);
+    const list = await (await fetch(`http://${bare.ws}/sessions`)).json();
+    joinedAt = list.sessions.find((x) => x.name === "bare")?.duration ?? 0;
+  }
+  await page.goto(`http://${bare.ws}/?session=bare`);
+  await until(page, "the first frame", (st) => st.framesRendered > 0, 20);
+  await until(page, "the end", (st) => st.ended, 40);
+  assert.equal(await published, 0);
+  await page.waitForTimeout(300);
+  assert.equal((await status(page)).backlog, "failed");
+  assert.match(await page.textContent("#mode"), /ended.*joined at .*the score counts from there/);
+});
+
+// ---- long, dense stored replays, by URL ----
+
+// Seeks (paused or not) by the timeline as a user does; the first frame shown after it.
+async function seekTo(page, t) {
+  const before = (await status(page)).afterSeek?.frame ?? -1;
+  await page.$eval("#timeline", (el, v) => { el.value = String(v); el.dispatchEvent(new Event("input")); }, t);
+  const s = await until(page, `the first frame after a seek to ${t}`, (st) => st.afterSeek && st.afterSeek.frame > before, 20);
+  return s.afterSeek;
+}
+
+// Seeks to the end (the timeline's end grows once the last group is in: the index does not
+// give the time of a group's last frame).
+async function seekToEnd(page) {
+  let shown = null;
+  for (let i = 0; i < 3; i++) {
+    const max = Number(await page.getAttribute("#timeline", "max"));
+    if (shown && shown.songTime >= max) break;
+    shown = await seekTo(page, max);
+    await page.waitForTimeout(200);
+  }
+  return shown;
+}
+
+// The HUD of a frame shown equals the library's account of the replay at its song time.
+function assertHud(shown, file, what) {
+  const [want] = hudAt(file, [shown.songTime]);
+  assert.deepEqual({ score: shown.score, combo: shown.combo, misses: shown.misses },
+    { score: want.score, combo: want.combo, misses: want.misses }, `${what}: the HUD at ${shown.songTime} s`);
+  assert.equal(shown.shownScore, String(want.score), `${what}: the score on screen`);
+}
+
+// Requests that failed in the browser (the worker's included); not those aborted because
+// the test navigated away while they were in flight (net::ERR_ABORTED).
+function failures(page) {
+  const failed = [];
+  const seen = (r) => {
+    if (r.failure()?.errorText !== "net::ERR_ABORTED") failed.push(`${r.url()}: ${r.failure()?.errorText}`);
+  };
+  browser.on("requestfailed", seen);
+  page.on("close", () => browser.off("requestfailed", seen));
+  return failed;
+}
+
+await test("dense_stored_replay_opens_in_at_most_16_requests_with_every_note", async (page) => {
+  assert.ok(denseNotes >= 2900, `a dense replay: ${denseNotes} notes`);
+  const failed = failures(page);
+  served.length = 0;
+  await page.goto(`${staticBase}?src=dense.bsors`);
+  await until(page, "the first frame", (st) => st.framesRendered > 0 || st.lastError, 30);
+  await page.keyboard.press("Space");
+  // Until the page reads no more: no new request for 600 ms.
+  for (let n = -1; n !== served.length;) {
+    n = served.length;
+    await page.waitForTimeout(600);
+  }
+  const reads = served.filter(([n]) => n === "dense.bsors");
+  if (process.env.BROWSER_TEST_DEBUG) console.log(`dense.bsors: ${reads.length} requests`);
+  assert.ok(reads.length <= 16, `at most 16 requests to open it: ${reads.length}`);
+  const s = await until(page, "every event is in", (st) => st.eventsTo === "all" && st.afterSeek, 30);
+  assert.ok(s.reads <= 16 && s.reads > 0, `the page's own count: ${s.reads}`);
+  assert.equal(s.lastError, null);
+  assertHud(s.afterSeek, dense, "the first frame");
+  const end = await seekToEnd(page);
+  assert.equal(end.score, denseScore, "the replay's final score");
+  assert.deepEqual(failed, []);
+});
+
+await test("dense_archived_replay_from_the_relay_shows_the_hud_from_its_first_frame", async (page) => {
+  mkdirSync(join(tmp, "archive"), { recursive: true });
+  writeFileSync(join(tmp, "archive", "dense.bsors"), readFileSync(join(tmp, "dense.bsors")));
+  const failed = failures(page);
+  await page.goto(`${base}?replay=dense&t=60`);
+  const s = await until(page, "the first frame", (st) => st.afterSeek, 30);
+  assert.ok(s.afterSeek.songTime >= 60 && s.afterSeek.songTime < 60.5, `starts at 60 s: ${s.afterSeek.songTime}`);
+  assert.ok(s.afterSeek.score > 0, "the score of 60 s of play");
+  assertHud(s.afterSeek, dense, "the first frame at &t=60");
+  const all = await until(page, "every event is in", (st) => st.eventsTo === "all", 30);
+  assert.ok(all.reads <= 16, `at most 16 requests: ${all.reads}`);
+  await page.keyboard.press("Space");
+  for (const t of [200.5, 10.25]) assertHud(await seekTo(page, t), dense, `a seek to ${t}`);
+  assert.equal((await status(page)).lastError, null);
+  assert.deepEqual(failed, []);
+});
+
+await test("short_answers_are_read_again_never_reported_as_damage", async (page) => {
+  served.length = 0;
+  flakyCount = 0;
+  await page.goto(`${staticBase}?src=flaky-dense.bsors&t=30`);
+  const s = await until(page, "every event is in", (st) => (st.eventsTo === "all" && st.afterSeek) || st.lastError, 60);
+  assert.equal(s.lastError, null);
+  assert.ok(flakyCount >= 3, `short answers were served: ${flakyCount} ranges`);
+  assertHud(s.afterSeek, dense, "the first frame at &t=30");
+  await page.keyboard.press("Space");
+  assert.equal((await seekToEnd(page)).score, denseScore, "the final score: no event lost");
+});
+
+await test("repeated_loads_are_not_answered_from_the_cache", async (page) => {
+  conditional.length = 0;
+  for (let i = 0; i < 3; i++) {
+    await page.goto(`${staticBase}?src=dense.bsors&t=60`);
+    const s = await until(page, `load ${i + 1}`, (st) => (st.eventsTo === "all" && st.afterSeek) || st.lastError, 30);
+    assert.equal(s.lastError, null, `load ${i + 1}`);
+    assertHud(s.afterSeek, dense, `load ${i + 1}`);
+  }
+  assert.deepEqual(conditional, [], "no request with a cache condition");
+});
+
+await test("a_stream_cut_short_plays_as_far_as_it_goes", async (page) => {
+  writeFileSync(join(tmp, "archive", "cut.bsors"), readFileSync(join(tmp, "cut.bsors")));
+  for (const url of [`${base}?replay=cut`, `${staticBase}?src=cut.bsors&t=20`]) {
+    await page.goto(url);
+    const s = await until(page, `${url} plays`, (st) => (st.framesRendered > 5 && st.afterSeek) || st.lastError, 20);
+    assert.equal(s.lastError, null, url);
+    // It says so, in a banner below the play space (notes arrive in its middle).
+    assert.match(await page.textContent("#banner"), /cut short/);
+    const rect = (sel) => page.$eval(sel, (e) => e.getBoundingClientRect().toJSON());
+    const [banner, stage] = [await rect("#banner"), await rect("#stage")];
+    assert.ok(banner.top > stage.top + stage.height * 0.7, `the banner is low: ${JSON.stringify(banner)}`);
+    assert.ok(s.framesDecoded > 1000 && s.framesDecoded < 27000, `${url}: the frames there are: ${s.framesDecoded}`);
+    assertHud(s.afterSeek, dense, url);
+  }
+});
+
+await test("a_header_alone_or_a_data_url_says_why_nothing_plays", async (page) => {
+  const b = readFileSync(join(tmp, "dense.bsors"));
+  // The header alone: the layout's first chunk starts where it ends.
+  const { exports: w } = new WebAssembly.Instance(new WebAssembly.Module(readFileSync(join(web, "bsor_stream.wasm"))), {});
+  const at = w.input_reserve(b.length);
+  new Uint8Array(w.memory.buffer, at, b.length).set(b);
+  const hlen = w.seek_header();
+  assert.ok(hlen > 0);
+  writeFileSync(join(tmp, "archive", "headonly.bsors"), b.subarray(0, hlen));
+  for (const [url, why] of [[`${base}?replay=headonly`, /no frames/],
+    [`${base}?src=${encodeURIComponent("data:application/octet-stream;base64,QlNSUw==")}`, /could not read|refused/]]) {
+    await page.goto(url);
+    const s = await until(page, `${url}: a message`, (st) => st.lastError !== null, 20);
+    assert.match(s.lastError, why, url);
+    assert.ok(await page.isVisible("#error"), url);
+  }
+});
+
+// ---- real replays (BSOR_CORPUS), published to the relay and opened from its archive ----
+const corpusDir = process.env.BSOR_CORPUS;
+const corpus = corpusDir && existsSync(corpusDir)
+  ? readdirSync(corpusDir).filter((f) => f.endsWith(".bsor")).sort().map((f) => join(corpusDir, f)) : [];
+if (!corpus.length) {
+  console.log("browser: BSOR_CORPUS not set or empty: the tests on real replays are skipped");
+}
+const published = new Map(); // corpus file -> session name
+for (const file of corpus) {
+  const name = `corpus-${basename(file, ".bsor").replace(/[^A-Za-z0-9._-]/g, "_")}`;
+  // As a recorder publishes it (a keyframe a second, a flush every 0.1 s), as fast as it goes.
+  assert.equal(await publish(relay.tcp, name, file, 0), 0, `publish ${name}`);
+  published.set(file, name);
+}
+if (corpus.length) {
+  // The archive is written once the session ends.
+  for (let i = 0; i < 50 && ![...published.values()].every((n) => existsSync(join(tmp, "archive", `${n}.bsors`))); i++) {
+    await new Promise((ok) => { setTimeout(ok, 100); });
+  }
+}
+
+for (const file of corpus) {
+  const name = published.get(file);
+  const finalScore = Number(/^score\s+(\d+)/m.exec(run("info", file))[1]);
+  await test(`real_replay_${name}_by_url_has_the_right_hud_at_every_seek`, async (page) => {
+    const failed = failures(page);
+    for (const t of [null, 45]) {
+      await page.goto(`${base}?replay=${name}${t === null ? "" : `&t=${t}`}`);
+      const s = await until(page, `${name} at ${t}: the first frame`, (st) => st.afterSeek || st.lastError, 30);
+      assert.equal(s.lastError, null);
+      if (t !== null) assert.ok(s.afterSeek.songTime >= t && s.afterSeek.songTime < t + 0.5, `starts at ${t}`);
+      assertHud(s.afterSeek, file, `${name}, first frame${t === null ? "" : ` at &t=${t}`}`);
+    }
+    const opened = await until(page, "every event is in", (st) => st.eventsTo === "all", 30);
+    assert.ok(opened.reads <= 16, `at most 16 requests to open it (and play a little): ${opened.reads}`);
+    await page.keyboard.press("Space");
+    const max = Number(await page.getAttribute("#timeline", "max"));
+    for (const f of [0.9, 0.25, 0.6]) assertHud(await seekTo(page, max * f), file, `${name}, a seek to ${f} of it`);
+    // Placement from the replay's own data, said on screen (web/place.js; residuals:
+    // scripts/browser/residuals.mjs).
+    const placed = await page.textContent("#speedNote");
+    assert.match(placed, /note jump speed \d+\.\d m\/s \(fitted from \d+ cuts/, placed);
+    assert.match(placed, /jump distance \d+\.\d m \(from the replay\)/, placed);
+    const njs = (await status(page)).njs;
+    assert.ok(njs > 10 && njs < 25, `a fitted jump speed a map could have: ${njs}`);
+    // Figures: the moment at 60% in first person and from behind.
+    for (const cam of ["first", "behind"]) {
+      await page.selectOption("#camera", cam);
+      await seekTo(page, max * 0.6);
+      await page.waitForTimeout(200);
+      await page.screenshot({ path: join(shots, `real-${name}-${cam}.png`) });
+    }
+    const end = await seekToEnd(page);
+    assert.equal(end.score, finalScore, `${name}: the replay's final score`);
+    const s = await status(page);
+    assert.equal(s.lastError, null);
+    assert.deepEqual(failed, []);
+  });
+}
+
+if (corpus.length) {
+  // A real replay live (at 12 times its speed): one viewer from the start, one joining 40 s
+  // into the song; both end with the replay's score, the late one right from its first frame.
+  const liveFile = corpus.find((f) => basename(f) === "test.bsor") ?? corpus[0];
+  const liveScore = Number(/^score\s+(\d+)/m.exec(run("info", liveFile))[1]);
+  await test("real_replay_live_from_the_start_and_joined_late_ends_with_its_score", async (page) => {
+    const late = await newPage();
+    try {
+      await page.goto(`${base}?session=real-live`);
+      await page.waitForFunction(() => /waiting for/.test(document.getElementById("mode").textContent));
+      const published = publish(relay.tcp, "real-live", liveFile, 12);
+      let songAt = 0;
+      for (let i = 0; i < 200 && songAt < 40; i++) {
+        await late.waitForTimeout(100);
+        const list = await (await fetch(`${base}sessions`)).json();
+        songAt = list.sessions.find((x) => x.name === "real-live")?.duration ?? 0;
+      }
+      assert.ok(songAt >= 40, "the session got 40 s in");
+      await late.goto(`${base}?session=real-live`);
+      const joined = await until(late, "the late viewer's first frame", (st) => st.afterSeek || st.lastError, 20);
+      assert.equal(joined.lastError, null);
+      assert.ok(joined.afterSeek.songTime >= 35, `joined late: ${joined.afterSeek.songTime}`);
+      assertHud(joined.afterSeek, liveFile, "the late viewer's first frame");
+      assert.equal(await published, 0);
+      for (const [who, p] of [["from the start", page], ["joined late", late]]) {
+        const s = await until(p, `${who}: the end`, (st) => st.ended, 30);
+        assert.equal(s.score, liveScore, `${who}: the replay's final score`);
+        assert.equal(s.lastError, null, who);
+      }
+      assert.deepEqual(late.errors, []);
+    } finally {
+      await late.close();
+    }
+  });
+
+  // The densest real replay, loaded again and again at one point: never a false damage.
+  const file = corpus.map((f) => [f, statSync(f).size]).sort((a, b) => b[1] - a[1])[0][0];
+  const name = published.get(file);
+  await test("real_replay_loaded_again_and_again_is_never_damaged", async (page) => {
+    const failed = failures(page);
+    for (let i = 0; i < 4; i++) {
+      await page.goto(`${base}?replay=${name}&t=60`);
+      const s = await until(page, `load ${i + 1}`, (st) => (st.afterSeek && st.eventsTo === "all") || st.lastError, 30);
+      assert.equal(s.lastError, null, `load ${i + 1}`);
+      assertHud(s.afterSeek, file, `load ${i + 1}`);
+    }
+    assert.deepEqual(failed, []);
+  });
+}
 
 await browser.close();
 for (const c of children) if (c.exitCode === null) c.kill("SIGTERM");

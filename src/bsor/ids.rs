@@ -352,3 +352,105 @@ pub fn replay_score(r: &Replay) -> i64 {
         }
     }
 }
+
+/// What a player's HUD shows at a song time: the score with the combo multiplier, the
+/// combo (good cuts since the last break), misses (bad cuts and missed notes) and bombs hit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScoreAt {
+    /// The score so far.
+    pub score: i64,
+    /// Good cuts since the last bad cut, miss, bomb or wall.
+    pub combo: u32,
+    /// Bad cuts and missed notes.
+    pub misses: u32,
+    /// Bombs hit.
+    pub bombs: u32,
+}
+
+/// The HUD at song time `t` from the events with a time at or before `t`, in time order
+/// (notes before walls at equal times; an event whose time is NaN never counts), with the
+/// multiplier rules of [`replay_score`]. At the end of a replay whose events are in time
+/// order its score is [`replay_score`]'s.
+pub fn score_at(r: &Replay, t: f64) -> ScoreAt {
+    let due = |time: f32| f64::from(time) <= t;
+    let mut notes: Vec<&NoteEvent> = r.notes.iter().filter(|n| due(n.event_time)).collect();
+    notes.sort_by(|a, b| a.event_time.total_cmp(&b.event_time));
+    let mut walls: Vec<f32> = r.walls.iter().map(|w| w.time).filter(|&w| due(w)).collect();
+    walls.sort_by(f32::total_cmp);
+    let mut s = ScoreAt::default();
+    let (mut multiplier, mut progress): (i64, i64) = (1, 0);
+    let (mut n, mut w) = (0, 0);
+    loop {
+        let take_note = match (notes.get(n), walls.get(w)) {
+            (None, None) => return s,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(a), Some(&b)) => a.event_time <= b,
+        };
+        let broke = if take_note {
+            let note = notes[n];
+            n += 1;
+            match note.outcome {
+                NoteOutcome::Good(_) => {
+                    if multiplier < 8 {
+                        progress += 1;
+                        if progress >= multiplier * 2 {
+                            multiplier *= 2;
+                            progress = 0;
+                        }
+                    }
+                    s.score += i64::from(note.score().map_or(0, |c| c.total())) * multiplier;
+                    s.combo += 1;
+                    false
+                }
+                NoteOutcome::Unknown(_) => false,
+                NoteOutcome::Bomb => {
+                    s.bombs += 1;
+                    true
+                }
+                NoteOutcome::Bad(_) | NoteOutcome::Miss => {
+                    s.misses += 1;
+                    true
+                }
+            }
+        } else {
+            w += 1;
+            true
+        };
+        if broke {
+            s.combo = 0;
+            progress = 0;
+            if multiplier > 1 {
+                multiplier /= 2;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod score_at_tests {
+    use super::*;
+
+    #[test]
+    fn at_the_end_it_is_the_replay_score_and_it_grows_with_time() {
+        let r = crate::synth::replay(crate::synth::Settings {
+            seed: 3,
+            seconds: 30.0,
+            fps: 30,
+        });
+        let end = score_at(&r, 1e9);
+        assert_eq!(end.score, replay_score(&r));
+        assert!(end.misses > 0, "{end:?}");
+        assert_eq!(score_at(&r, -1.0), ScoreAt::default());
+        let mut last = 0;
+        let mut broken = false;
+        for k in 0..60 {
+            let now = score_at(&r, f64::from(k) * 0.5);
+            assert!(now.score >= last);
+            last = now.score;
+            broken |= now.combo == 0 && now.misses + now.bombs > 0;
+        }
+        assert!(broken, "a break resets the combo somewhere");
+    }
+}

@@ -33,7 +33,8 @@ pub use decode::{
 };
 pub use error::{ErrorKind, ParseError, Section};
 pub use ids::{
-    replay_score, CutDirection, CutScore, NoteColor, NoteId, NoteOutcomeKind, ScoringType, WallId,
+    replay_score, score_at, CutDirection, CutScore, NoteColor, NoteId, NoteOutcomeKind, ScoreAt,
+    ScoringType, WallId,
 };
 #[cfg(feature = "json")]
 pub use json::JsonWriter;

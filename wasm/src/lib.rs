@@ -44,7 +44,7 @@ use serde_json::{json, Value};
 /// Floats in one frame record: time, then 3 poses of position (3) and rotation (4).
 pub const FRAME_FLOATS: usize = 22;
 /// Floats in one event record (see [`EventRecord`]).
-pub const EVENT_FLOATS: usize = 12;
+pub const EVENT_FLOATS: usize = 18;
 
 /// The event records' layout, by kind (the first float):
 ///
@@ -52,7 +52,9 @@ pub const EVENT_FLOATS: usize = 12;
 ///   direction (0-8, 9 none), scoring type as stored, outcome (1 good, 2 bad, 3 miss, 4
 ///   bomb, 0 an event type this decoder does not know), the cut's points with its scoring type's fixed parts
 ///   (0 unless a good cut), the most points the note could give (0 for bombs and notes
-///   that give none), the saber that cut it (0 left, 1 right; -1 without a cut).
+///   that give none), the saber that cut it (0 left, 1 right; -1 without a cut), then
+///   the cut point (x, y, z) and the cut plane's normal (x, y, z), as the game recorded
+///   them (0 without a cut).
 /// - `1` wall: time, spawn time, line, type (0 full, 1 crouch), width, energy.
 /// - `2` height: time, height.
 /// - `3` pause: time, duration in seconds.
@@ -221,6 +223,17 @@ impl Out {
             most as f32,
             n.outcome.cut().map_or(-1, |c| c.saber_type) as f32,
         ]);
+        if let Some(c) = n.outcome.cut() {
+            let at = self.events.len() - EVENT_FLOATS + 12;
+            self.events[at..at + 6].copy_from_slice(&[
+                c.cut_point.x,
+                c.cut_point.y,
+                c.cut_point.z,
+                c.cut_normal.x,
+                c.cut_normal.y,
+                c.cut_normal.z,
+            ]);
+        }
     }
 
     fn batch(&mut self, b: &EventBatch) {

@@ -96,10 +96,14 @@ fn print_info(s: &Summary, out: &mut impl Write) -> io::Result<()> {
     Ok(())
 }
 
-/// `info FILE [--json]`.
-pub fn info(file: &Path, json: bool) -> Result<Outcome, Failure> {
+/// `info FILE [--json] [--at SECONDS]...`.
+pub fn info(file: &Path, json: bool, at: &[f64]) -> Result<Outcome, Failure> {
     let (replay, recovery, bytes) = load_replay(file)?;
     let summary = Summary::of(&replay);
+    let hud: Vec<(f64, bsor::ScoreAt)> = at
+        .iter()
+        .map(|&t| (t, bsor::score_at(&replay, t)))
+        .collect();
     let mut out = io::BufWriter::new(io::stdout().lock());
     if json {
         let mut v = serde_json::to_value(&summary).map_err(json_err)?;
@@ -113,6 +117,19 @@ pub fn info(file: &Path, json: bool) -> Result<Outcome, Failure> {
             obj.insert("keyframes".into(), rec.stats.keyframes.into());
             obj.insert("streamBytes".into(), bytes.len().into());
             obj.insert("complete".into(), rec.complete.into());
+        }
+        if let (false, Some(obj)) = (hud.is_empty(), v.as_object_mut()) {
+            let list = hud
+                .iter()
+                .map(|(t, s)| {
+                    let mut e = serde_json::to_value(s).unwrap_or_default();
+                    if let Some(o) = e.as_object_mut() {
+                        o.insert("t".into(), (*t).into());
+                    }
+                    e
+                })
+                .collect::<Vec<_>>();
+            obj.insert("at".into(), list.into());
         }
         serde_json::to_writer(&mut out, &v).map_err(json_err)?;
         writeln!(out).map_err(stdout_err)?;
@@ -133,6 +150,14 @@ pub fn info(file: &Path, json: bool) -> Result<Outcome, Failure> {
             )
             .map_err(stdout_err)?;
         }
+        for (t, s) in &hud {
+            writeln!(
+                out,
+                "at          {t} s: score {} combo {} misses {} bombs {}",
+                s.score, s.combo, s.misses, s.bombs
+            )
+            .map_err(stdout_err)?;
+        }
     }
     out.flush().map_err(stdout_err)?;
     Ok(Outcome::Done)
@@ -149,8 +174,14 @@ pub fn export(file: &Path) -> Result<Outcome, Failure> {
 }
 
 /// `synth -o FILE`.
-pub fn synth(output: &Path, seconds: f32, fps: u32, seed: u64) -> Result<Outcome, Failure> {
-    let replay = synthesis::replay(synthesis::Settings { seed, seconds, fps });
+pub fn synth(
+    output: &Path,
+    seconds: f32,
+    fps: u32,
+    seed: u64,
+    notes_per_second: f32,
+) -> Result<Outcome, Failure> {
+    let replay = synthesis::dense(synthesis::Settings { seed, seconds, fps }, notes_per_second);
     let bytes = bsor::to_vec(&replay).map_err(|e| (output, e))?;
     std::fs::write(output, &bytes).map_err(|e| (output, e))?;
     println!(

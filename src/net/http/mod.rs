@@ -24,6 +24,7 @@
 //! [`MAX_WAIT`] is answered `503` and its connection closed.
 
 pub mod catalog;
+pub mod events;
 #[cfg(feature = "server")]
 pub mod replays;
 pub mod rules;
@@ -457,11 +458,17 @@ impl Ctx {
             Target::Asset(name) => self.asset(name, &headers),
             Target::Sessions => self.sessions().await,
             Target::Replay(name) => self.replay(name, &headers, head).await,
+            Target::SessionEvents(name) => self.session_events(name).await,
             Target::BadName => text(StatusCode::BAD_REQUEST, "not a file or session name"),
         };
         // A replay's body is paced piece by piece as it is read (`file_body`); a reply from
         // memory, here.
-        if !head && matches!(target, Target::Asset(_) | Target::Sessions) {
+        if !head
+            && matches!(
+                target,
+                Target::Asset(_) | Target::Sessions | Target::SessionEvents(_)
+            )
+        {
             let len = value(r.headers(), header::CONTENT_LENGTH)
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0u64);
@@ -589,6 +596,56 @@ impl Ctx {
         let body = Bytes::from(rules::session_list(live, archived.as_ref().clone()));
         *answer = Some((Instant::now(), body.clone()));
         body
+    }
+
+    /// `GET /sessions/NAME/events` (`http.md` §4.1): the event chunks of the session's
+    /// archive file so far, live or ended.
+    async fn session_events(&self, name: &str) -> Response<Body> {
+        let Some(dir) = self.site.catalog.as_ref().map(|c| c.dir().to_path_buf()) else {
+            return text(
+                StatusCode::NOT_FOUND,
+                "no such session (the relay keeps no archive)",
+            );
+        };
+        let path: PathBuf = super::archive::path(&dir, name);
+        let read = tokio::task::spawn_blocking(move || events::read(&path)).await;
+        let body = match read {
+            Ok(Ok(events::Events::Body(b))) => b,
+            Ok(Ok(events::Events::NoHeader)) => {
+                return text(
+                    StatusCode::NOT_FOUND,
+                    "the session has no stream header yet",
+                )
+            }
+            Ok(Ok(events::Events::TooLarge)) => {
+                return text(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "the session's events are over 16 MiB",
+                )
+            }
+            Ok(Err(e)) if e.kind() == io::ErrorKind::NotFound => {
+                return text(StatusCode::NOT_FOUND, "no such session")
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(session = name, err = %e, "reading a session's events");
+                return text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the session cannot be read",
+                );
+            }
+            Err(_) => {
+                return text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the session cannot be read",
+                )
+            }
+        };
+        let len = body.len();
+        let mut r = Response::new(full(Bytes::from(body)));
+        set(&mut r, header::CONTENT_TYPE, "application/octet-stream");
+        set(&mut r, header::CONTENT_LENGTH, &len.to_string());
+        set(&mut r, header::CACHE_CONTROL, "no-store");
+        r
     }
 
     async fn replay(&self, name: &str, headers: &HeaderMap, head: bool) -> Response<Body> {

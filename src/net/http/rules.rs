@@ -29,6 +29,8 @@ pub enum Target<'a> {
     Sessions,
     /// The archived stream of a session.
     Replay(&'a str),
+    /// A session's event chunks so far (live or archived).
+    SessionEvents(&'a str),
     /// A name that is not a session name (or a path that cannot name an asset): `400`.
     BadName,
 }
@@ -42,6 +44,12 @@ pub fn route(path: &str) -> Target<'_> {
     }
     if path == "/sessions" {
         return Target::Sessions;
+    }
+    if let Some(rest) = path.strip_prefix("/sessions/") {
+        return match rest.strip_suffix("/events") {
+            Some(name) if valid_session_name(name) => Target::SessionEvents(name),
+            _ => Target::BadName,
+        };
     }
     if let Some(rest) = path.strip_prefix("/replays/") {
         return match rest.strip_suffix(".bsors") {
@@ -391,6 +399,19 @@ mod tests {
         assert_eq!(route("/app.js"), Target::Asset("app.js"));
         assert_eq!(route("/sessions"), Target::Sessions);
         assert_eq!(route("/replays/demo.bsors"), Target::Replay("demo"));
+        assert_eq!(
+            route("/sessions/demo/events"),
+            Target::SessionEvents("demo")
+        );
+        for bad in [
+            "/sessions/",
+            "/sessions/demo",
+            "/sessions/../events",
+            "/sessions/a/b/events",
+            "/sessions/%2e/events",
+        ] {
+            assert_eq!(route(bad), Target::BadName, "{bad}");
+        }
         assert_eq!(route("/replays/a.b_c-1.bsors"), Target::Replay("a.b_c-1"));
     }
 
