@@ -237,7 +237,7 @@ fn write_error(session: &str, source: io::Error) -> ArchiveError {
 }
 
 /// Reads up to `buf.len()` bytes at the reader's position (fewer only at the end).
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match r.read(&mut buf[n..]) {

@@ -2,8 +2,9 @@
 //! its archive file (which is written as the chunks arrive, so it serves a live session's
 //! past too): what a viewer who joined late needs for the score from the start.
 
+use crate::net::archive::read_full;
 use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufReader};
 use std::path::Path;
 
 use crate::stream::{ChunkHeader, ChunkType, StreamHeader};
@@ -30,19 +31,6 @@ pub enum Events {
     NoHeader,
     /// More than [`MAX_EVENT_BYTES`] of event chunks.
     TooLarge,
-}
-
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 /// The event chunks of the stream in `file`, up to the first chunk that is not whole yet
