@@ -447,6 +447,18 @@ async fn events_are_read_by_ranges_that_touch_no_frame_chunk() {
         "read {read} of {}",
         stream.len()
     );
+    // The events go out as they are written (no length known before), and a HEAD reads
+    // nothing of the store.
+    assert_eq!(got.header("content-length"), None);
+    let reads = srv.store.reads();
+    let head = request(addr, "HEAD", &format!("/replays/{id}/events"), &[], b"").await;
+    assert_eq!(head.status, 200);
+    assert!(head.body.is_empty());
+    assert_eq!(
+        srv.store.reads().requests,
+        reads.requests,
+        "a HEAD of the events read the store"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

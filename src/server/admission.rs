@@ -154,6 +154,10 @@ pub struct Caps {
     /// upload's body is spooled first, then waits for one of these (work that ends on its
     /// own, whatever the network does), so that memory holds at most this many bodies.
     pub checks: u64,
+    /// Uploads past their checks being stored and indexed at once, in all: each holds its
+    /// stream (at most the body's size) while its blob is written and synced and its row
+    /// committed, waits that take no core, so more of them overlap than checks do.
+    pub stores: u64,
     /// Bytes of request bodies spooled to disk at once, in all.
     pub spool_bytes: u64,
     /// The same, for one address.
@@ -168,6 +172,7 @@ impl Default for Caps {
             exports: 4,
             exports_per_address: 1,
             checks: 2,
+            stores: 16,
             spool_bytes: 1 << 30,
             spool_bytes_per_address: 96 << 20,
         }
@@ -196,6 +201,8 @@ pub struct Admission {
     pub exports: Arc<Shares>,
     /// Checks ([`Caps::checks`]): waited for.
     pub checks: tokio::sync::Semaphore,
+    /// Stores ([`Caps::stores`]): waited for, before a check slot.
+    pub stores: tokio::sync::Semaphore,
     /// Spooled bytes ([`Caps::spool_bytes`]).
     pub spool: Arc<Shares>,
 }
@@ -206,11 +213,8 @@ impl Admission {
         Admission {
             rebuilds: Shares::new("rebuild slots", caps.rebuilds, caps.rebuilds_per_address),
             exports: Shares::new("export slots", caps.exports, caps.exports_per_address),
-            checks: tokio::sync::Semaphore::new(
-                usize::try_from(caps.checks.max(1))
-                    .unwrap_or(1)
-                    .min(tokio::sync::Semaphore::MAX_PERMITS),
-            ),
+            checks: semaphore(caps.checks),
+            stores: semaphore(caps.stores),
             spool: Shares::new(
                 "bytes of spooled bodies",
                 caps.spool_bytes,
@@ -218,6 +222,15 @@ impl Admission {
             ),
         }
     }
+}
+
+/// A semaphore of `n` permits (at least one).
+fn semaphore(n: u64) -> tokio::sync::Semaphore {
+    tokio::sync::Semaphore::new(
+        usize::try_from(n.max(1))
+            .unwrap_or(1)
+            .min(tokio::sync::Semaphore::MAX_PERMITS),
+    )
 }
 
 #[cfg(test)]

@@ -187,8 +187,8 @@ pub fn upload_signer(body: &[u8], is_bsor: bool, stream_signed: bool) -> Option<
 /// Whether a BSOR's bytes name the signature entry's key anywhere (a cheap test before a
 /// second parse).
 pub fn names_signature(body: &[u8]) -> bool {
-    let needle = integrity::ENTRY_KEY.as_bytes();
-    body.windows(needle.len()).any(|w| w == needle)
+    // memchr's searcher: a byte-by-byte window compare took 3.4 ms on a 2 MB BSOR.
+    memchr::memmem::find(body, integrity::ENTRY_KEY.as_bytes()).is_some()
 }
 
 /// The signer of a `valid` verification: a key chunk whose signature holds proves nothing

@@ -198,7 +198,7 @@ pub(crate) async fn answer(
         (Route::List, _) => search(srv, &query).await,
         (Route::Replay(id), Method::DELETE) => delete(srv, id, req.headers()).await,
         (Route::Replay(id), _) => download(srv, id, &query, req.headers(), head, client).await,
-        (Route::Events(id), _) => events(srv, id, client).await,
+        (Route::Events(id), _) => events(srv, id, head, client).await,
         (Route::Frames(id), _) => frames(srv, id, &query, client).await,
         (Route::Verify(id), _) => verify(srv, id, client).await,
         (Route::Reviews, _) => reviews(srv, req.headers()).await,
@@ -283,7 +283,15 @@ async fn upload(
     // waits for one of the server's check slots to be read, parsed and checked: memory
     // holds at most that many bodies, and no upload waits on another's share to arrive.
     let spooled = spool_body(srv, req, srv.config.max_body, gate, client.ip).await?;
-    let _check = srv
+    // A store slot first, so that no upload holds a check slot while it waits; the check
+    // slot goes once the stream is made, the store slot once it is stored and indexed.
+    let _store = srv
+        .admission
+        .stores
+        .acquire()
+        .await
+        .map_err(|e| Refusal::new(500, "internal", e.to_string()))?;
+    let check = srv
         .admission
         .checks
         .acquire()
@@ -305,6 +313,7 @@ async fn upload(
     })
     .await
     .map_err(|e| Refusal::new(500, "internal", e.to_string()))??;
+    drop(check);
     let signer = prepared.signer;
     let (status, record, owner) = match srv.upload(prepared).await? {
         Uploaded::Created(r) => {
@@ -369,7 +378,12 @@ async fn spool_body(
     .await
     .map_err(|e| Refusal::new(500, "internal", e.to_string()))?
     .map_err(internal)?;
-    let mut file = tokio::fs::File::from_std(tmp.reopen().map_err(internal)?);
+    // Written in pieces of up to 256 KiB: a write per frame of the body would be a trip to
+    // the blocking pool per 16 KiB.
+    let mut file = tokio::io::BufWriter::with_capacity(
+        256 << 10,
+        tokio::fs::File::from_std(tmp.reopen().map_err(internal)?),
+    );
     // The body may now come through the connection's read gate.
     gate.taken(u32::try_from(limit).unwrap_or(u32::MAX));
     let mut body = req.into_body();
@@ -808,6 +822,8 @@ enum Source {
     Bsor(Box<server::BsorDownload>),
     /// The JSON export written from the BSOR rebuilt.
     Json(Box<JsonExport>),
+    /// The events' JSON written from their records.
+    Events(Box<EventsJson>),
 }
 
 impl Source {
@@ -816,6 +832,7 @@ impl Source {
             Source::Stored(s) => s.next_piece().await.map(|p| p.map_err(|f| f.reason)),
             Source::Bsor(d) => d.next_piece().await.map(|p| p.map_err(|f| f.reason)),
             Source::Json(j) => j.next_piece().await,
+            Source::Events(e) => e.next_piece().await,
         }
     }
 }
@@ -961,20 +978,124 @@ impl JsonExport {
 async fn events(
     srv: &Arc<ReplayServer>,
     id: &str,
+    head: bool,
     client: &Client,
 ) -> Result<Response<Body>, Refusal> {
     let r = record(srv, id).await?;
-    let _share = srv.admission.rebuilds.take(client.ip, 1).map_err(busy)?;
-    let batch = srv.events(&r).await?;
-    let v = serde_json::json!({
-        "notes": batch.notes.records,
-        "walls": batch.walls.records,
-        "heights": batch.heights.records,
-        "pauses": batch.pauses.records,
-    });
-    let mut resp = json(StatusCode::OK, v.to_string());
-    set(&mut resp, header::ETAG, &format!("\"{id}-events\""));
+    let etag = format!("\"{id}-events\"");
+    let mut resp = if head {
+        // A HEAD reads nothing of the store: the length is the body's, not known before.
+        let mut resp = Response::new(empty());
+        set(&mut resp, header::CONTENT_TYPE, "application/json");
+        set(&mut resp, header::CACHE_CONTROL, "no-store");
+        resp
+    } else {
+        let share = srv.admission.rebuilds.take(client.ip, 1).map_err(busy)?;
+        let batch = srv.events(&r).await?;
+        let mut resp = Response::new(pieces(
+            Source::Events(Box::new(EventsJson::new(batch))),
+            Outgoing::new(share, client, srv),
+        ));
+        set(&mut resp, header::CONTENT_TYPE, "application/json");
+        set(&mut resp, header::CACHE_CONTROL, "no-store");
+        resp
+    };
+    *resp.status_mut() = StatusCode::OK;
+    set(&mut resp, header::ETAG, &etag);
     Ok(resp)
+}
+
+/// The events' JSON (`http.md` §8.7) written from the decoded records a piece at a time:
+/// the records are kept as the codec decoded them (a few dozen bytes each), never as one
+/// JSON tree or string. The bytes are those of `serde_json`'s `Value` of the whole: the
+/// sections in key order, each record's fields in key order.
+struct EventsJson {
+    batch: crate::stream::EventBatch,
+    /// The section being written (in key order: heights, notes, pauses, walls), and the
+    /// next record in it.
+    section: usize,
+    next: usize,
+    done: bool,
+}
+
+impl EventsJson {
+    /// The sections in the order `serde_json` writes an object's keys.
+    const SECTIONS: [&'static str; 4] = ["heights", "notes", "pauses", "walls"];
+
+    fn new(batch: crate::stream::EventBatch) -> EventsJson {
+        EventsJson {
+            batch,
+            section: 0,
+            next: 0,
+            done: false,
+        }
+    }
+
+    /// Record `i` of section `section` as JSON, if there is one.
+    fn record(&self, section: usize, i: usize, out: &mut Vec<u8>) -> Option<Result<(), String>> {
+        fn put<T: serde::Serialize>(
+            v: Option<&T>,
+            out: &mut Vec<u8>,
+        ) -> Option<Result<(), String>> {
+            let v = v?;
+            Some(
+                serde_json::to_value(v)
+                    .and_then(|v| serde_json::to_writer(&mut *out, &v))
+                    .map_err(|e| format!("writing the events: {e}")),
+            )
+        }
+        let b = &self.batch;
+        match section {
+            0 => put(b.heights.records.get(i), out),
+            1 => put(b.notes.records.get(i), out),
+            2 => put(b.pauses.records.get(i), out),
+            _ => put(b.walls.records.get(i), out),
+        }
+    }
+
+    async fn next_piece(&mut self) -> Option<Result<Bytes, String>> {
+        self.piece()
+    }
+
+    /// The next piece: at least [`JSON_STEP`] bytes but the last.
+    fn piece(&mut self) -> Option<Result<Bytes, String>> {
+        if self.done {
+            return None;
+        }
+        let mut out = Vec::with_capacity(JSON_STEP + 1024);
+        while out.len() < JSON_STEP {
+            if self.section == Self::SECTIONS.len() {
+                out.push(b'}');
+                self.done = true;
+                break;
+            }
+            if self.next == 0 {
+                out.push(if self.section == 0 { b'{' } else { b',' });
+                out.push(b'"');
+                out.extend_from_slice(Self::SECTIONS[self.section].as_bytes());
+                out.extend_from_slice(b"\":[");
+            }
+            // A record's comma is taken back when there is no record.
+            let mark = out.len();
+            if self.next > 0 {
+                out.push(b',');
+            }
+            match self.record(self.section, self.next, &mut out) {
+                Some(Ok(())) => self.next += 1,
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                None => {
+                    out.truncate(mark);
+                    out.push(b']');
+                    self.section += 1;
+                    self.next = 0;
+                }
+            }
+        }
+        Some(Ok(Bytes::from(out)))
+    }
 }
 
 async fn frames(
@@ -1150,6 +1271,63 @@ fn pairs(query: &str) -> Result<Vec<(&str, &str)>, Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The events' JSON as one `serde_json` tree would write it.
+    fn whole(b: &crate::stream::EventBatch) -> String {
+        serde_json::json!({
+            "notes": b.notes.records,
+            "walls": b.walls.records,
+            "heights": b.heights.records,
+            "pauses": b.pauses.records,
+        })
+        .to_string()
+    }
+
+    fn streamed(b: crate::stream::EventBatch) -> (String, usize) {
+        let mut e = EventsJson::new(b);
+        let (mut out, mut pieces) = (Vec::new(), 0);
+        while let Some(p) = e.piece() {
+            let p = p.unwrap();
+            assert!(!p.is_empty(), "an empty piece");
+            out.extend_from_slice(&p);
+            pieces += 1;
+        }
+        (String::from_utf8(out).unwrap(), pieces)
+    }
+
+    #[test]
+    fn events_json_is_written_in_pieces_as_one_tree_writes_it() {
+        let r = crate::synth::replay(crate::synth::Settings {
+            seed: 5,
+            seconds: 600.0,
+            fps: 90,
+        });
+        assert!(!r.walls.is_empty() && !r.heights.is_empty() && !r.pauses.is_empty());
+        let full = crate::transcode::encode_replay(
+            &r,
+            crate::stream::Settings::archive(crate::stream::Profile::Lossless),
+        );
+        let (_, batch) = crate::transcode::read_events(&mut std::io::Cursor::new(&full))
+            .unwrap()
+            .unwrap();
+        let want = whole(&batch);
+        let (got, pieces) = streamed(batch.clone());
+        assert_eq!(got, want);
+        assert!(pieces > 1, "a 10-minute replay's events in {pieces} piece");
+        assert!(want.len() / pieces <= JSON_STEP + 1024);
+        // Empty sections, first, middle and last, and nothing at all.
+        let mut b = batch.clone();
+        b.heights.records.clear();
+        b.walls.records.clear();
+        assert_eq!(streamed(b.clone()).0, whole(&b));
+        b.notes.records.clear();
+        b.pauses.records.clear();
+        assert_eq!(streamed(b.clone()).0, whole(&b));
+        assert_eq!(
+            streamed(b).0,
+            r#"{"heights":[],"notes":[],"pauses":[],"walls":[]}"#
+        );
+    }
 
     #[test]
     fn routes_leave_the_archive_to_the_relay() {
