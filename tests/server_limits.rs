@@ -172,6 +172,99 @@ async fn expensive_replies_are_admitted_per_address_and_given_back() {
     }
 }
 
+/// Reads what is left of a reply on `sock` until the peer closes (at most 30 s).
+async fn rest_of(sock: &mut TcpStream) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(30), sock.read(&mut buf)).await {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    out
+}
+
+/// Opens a connection with a small receive buffer and asks for `path` without reading
+/// the reply: a client that holds a reply it does not take.
+async fn holding(addr: std::net::SocketAddr, path: &str) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4 << 10).unwrap();
+    let mut sock = socket.connect(addr).await.unwrap();
+    let head = format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");
+    sock.write_all(head.as_bytes()).await.unwrap();
+    sock
+}
+
+/// A client that does not read its replies cannot keep the server's shares from one that
+/// does, from however many addresses it asks: once the server's cap is full, the share of
+/// the reply that has waited longest for its peer (a second or more) goes to the next
+/// request, and that reply is cut (short of its length, or a chunked body without its
+/// last chunk, never ending as if whole). Before that second, the next request is told
+/// `busy`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_nobody_reads_give_their_shares_to_those_who_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config {
+        download_span: 16 << 10,
+        ..Config::default()
+    };
+    config.caps = config.caps.without_address_caps();
+    config.caps.rebuilds = 2;
+    config.caps.exports = 1;
+    let srv = open(dir.path(), config).await;
+    let addr = listen(srv.clone()).await;
+    // Longer than what the socket buffers on both sides take (about 7 MB of BSOR).
+    let bytes = bsor_stream::bsor::to_vec(&play(22, 900.0, "p1")).unwrap();
+    let id = created(&srv, &bytes, "p1").await.id;
+    let path = format!("/replays/{id}");
+
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut h = holding(addr, &path).await;
+        assert_eq!(status_of(&mut h).await, 200);
+        held.push(h);
+    }
+    let early = request(addr, "GET", &path, &[], b"").await;
+    assert_refusal(&early, 503, "busy");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Both held replies have waited for their peers for over a second: one gives its share.
+    let got = request(addr, "GET", &path, &[], b"").await;
+    assert_eq!(got.status, 200);
+    assert!(got.body == bytes, "the reader's download is not the BSOR");
+    let mut cut = 0;
+    for mut h in held {
+        // Read what is left: a cut reply closes short of its length.
+        let rest = rest_of(&mut h).await;
+        if rest.len() < bytes.len() {
+            cut += 1;
+        }
+    }
+    assert!(cut >= 1, "no held reply was cut");
+    assert!(all_given_back(&srv).await, "a share was kept");
+
+    // The JSON export (chunked): cut without its last chunk.
+    let json_path = format!("{path}?format=json");
+    let mut h = holding(addr, &json_path).await;
+    assert_eq!(status_of(&mut h).await, 200);
+    assert_refusal(
+        &request(addr, "GET", &json_path, &[], b"").await,
+        503,
+        "busy",
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let got = request(addr, "GET", &json_path, &[], b"").await;
+    assert_eq!(got.status, 200);
+    let v: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
+    assert_eq!(v["info"]["playerID"], "p1");
+    let rest = rest_of(&mut h).await;
+    assert!(
+        !rest.ends_with(b"\r\n0\r\n\r\n"),
+        "the cut export ended as if whole"
+    );
+    assert!(all_given_back(&srv).await, "a share was kept");
+}
+
 /// Waits (at most 5 s) until no rebuild or export share is held.
 async fn all_given_back(srv: &ReplayServer) -> bool {
     for _ in 0..100 {

@@ -6,7 +6,13 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a reply must have waited for its peer (or its address's pace) before its share
+/// may be given to a request that finds the server's cap full (`http.md` §8.15).
+pub const RECLAIM_AFTER: Duration = Duration::from_secs(1);
 
 /// A capped amount (slots, bytes), per address and in all.
 #[derive(Debug)]
@@ -15,12 +21,65 @@ pub struct Shares {
     total: u64,
     per_address: u64,
     held: Mutex<Held>,
+    /// When the shares were made: the clock of [`Stall`].
+    epoch: Instant,
 }
 
 #[derive(Debug, Default)]
 struct Held {
     total: u64,
     by_address: HashMap<IpAddr, u64>,
+    /// The shares whose holders say when they wait for their peer, by share number.
+    replies: HashMap<u64, Reply>,
+    next: u64,
+}
+
+#[derive(Debug)]
+struct Reply {
+    stall: Arc<Stall>,
+    ip: Option<IpAddr>,
+    n: u64,
+}
+
+/// What a reply holding a share says of itself: whether it waits for its peer to take its
+/// bytes (not for the server's work), and since when; and whether its share was given to
+/// another request, in which case the reply ends.
+#[derive(Debug)]
+pub struct Stall {
+    /// Milliseconds after the shares' epoch, plus one, since the reply waits; 0 when it
+    /// works.
+    since: AtomicU64,
+    revoked: AtomicBool,
+    notify: tokio::sync::Notify,
+    epoch: Instant,
+}
+
+impl Stall {
+    /// The reply starts (`true`) or stops (`false`) waiting for its peer.
+    pub fn waiting(&self, yes: bool) {
+        let now = if yes {
+            u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX - 1) + 1
+        } else {
+            0
+        };
+        self.since.store(now, Ordering::Relaxed);
+    }
+
+    /// Whether the share was given to another request.
+    pub fn is_revoked(&self) -> bool {
+        self.revoked.load(Ordering::Acquire)
+    }
+
+    /// Resolves once the share was given to another request.
+    pub async fn revoked(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if self.is_revoked() {
+                return;
+            }
+            notified.await;
+        }
+    }
 }
 
 /// Why a share was refused.
@@ -52,6 +111,7 @@ impl Shares {
             total,
             per_address,
             held: Mutex::default(),
+            epoch: Instant::now(),
         })
     }
 
@@ -62,9 +122,74 @@ impl Shares {
             shares: self.clone(),
             ip,
             n: 0,
+            reply: None,
         };
         share.grow(n)?;
         Ok(share)
+    }
+
+    /// Takes `n` for a reply, as [`Shares::take`]; the reply tells its [`Stall`] when it
+    /// waits for its peer. When the server's cap is full, the share of the reply that has
+    /// waited longest, [`RECLAIM_AFTER`] or more, is given to this request, and that reply
+    /// ends: a client that does not read its replies cannot keep the server's shares from
+    /// those that do, from however many addresses it comes.
+    pub fn take_reply(self: &Arc<Self>, ip: Option<IpAddr>, n: u64) -> Result<Share, Full> {
+        let stall = Arc::new(Stall {
+            since: AtomicU64::new(0),
+            revoked: AtomicBool::new(false),
+            notify: tokio::sync::Notify::new(),
+            epoch: self.epoch,
+        });
+        let mut h = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = self.add_held(&mut h, ip, n) {
+            if !matches!(e, Full::Server { .. }) || !self.reclaim(&mut h, n) {
+                return Err(e);
+            }
+            self.add_held(&mut h, ip, n)?;
+        }
+        let id = h.next;
+        h.next += 1;
+        h.replies.insert(
+            id,
+            Reply {
+                stall: stall.clone(),
+                ip,
+                n,
+            },
+        );
+        Ok(Share {
+            shares: self.clone(),
+            ip,
+            n,
+            reply: Some((id, stall)),
+        })
+    }
+
+    /// Gives back the share of the reply that has waited for its peer longest, if one has
+    /// waited [`RECLAIM_AFTER`] and holds at least `n`; that reply is told to end.
+    fn reclaim(&self, h: &mut Held, n: u64) -> bool {
+        let now = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX) + 1;
+        let after = u64::try_from(RECLAIM_AFTER.as_millis()).unwrap_or(u64::MAX);
+        let victim = h
+            .replies
+            .iter()
+            .filter(|(_, r)| r.n >= n)
+            .filter_map(|(&id, r)| {
+                let since = r.stall.since.load(Ordering::Relaxed);
+                (since != 0 && now.saturating_sub(since) >= after).then_some((since, id))
+            })
+            .min();
+        let Some((_, id)) = victim else {
+            return false;
+        };
+        let Some(r) = h.replies.remove(&id) else {
+            return false;
+        };
+        // Given back now, under the lock: the reply's own drop gives back nothing.
+        r.stall.revoked.store(true, Ordering::Release);
+        r.stall.notify.notify_waiters();
+        Self::remove_held(h, r.ip, r.n);
+        true
     }
 
     /// What is held now, in all and by `ip`.
@@ -76,6 +201,10 @@ impl Shares {
 
     fn add(&self, ip: Option<IpAddr>, n: u64) -> Result<(), Full> {
         let mut h = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        self.add_held(&mut h, ip, n)
+    }
+
+    fn add_held(&self, h: &mut Held, ip: Option<IpAddr>, n: u64) -> Result<(), Full> {
         let over = |cap: u64, now: u64| cap != 0 && now.saturating_add(n) > cap;
         if over(self.total, h.total) {
             return Err(Full::Server {
@@ -97,8 +226,17 @@ impl Shares {
         Ok(())
     }
 
-    fn remove(&self, ip: Option<IpAddr>, n: u64) {
+    fn remove(&self, ip: Option<IpAddr>, n: u64, reply: Option<u64>) {
         let mut h = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(id) = reply {
+            if h.replies.remove(&id).is_none() {
+                return; // reclaimed: given back already
+            }
+        }
+        Self::remove_held(&mut h, ip, n);
+    }
+
+    fn remove_held(h: &mut Held, ip: Option<IpAddr>, n: u64) {
         h.total = h.total.saturating_sub(n);
         if let Some(ip) = ip {
             if let Some(own) = h.by_address.get_mut(&ip) {
@@ -117,14 +255,28 @@ pub struct Share {
     shares: Arc<Shares>,
     ip: Option<IpAddr>,
     n: u64,
+    /// A reply's share ([`Shares::take_reply`]): its number and what it says of itself.
+    reply: Option<(u64, Arc<Stall>)>,
 }
 
 impl Share {
     /// Takes `more` on top of what is held, or says which cap is full (what is held stays).
+    /// A reply's share does not grow.
     pub fn grow(&mut self, more: u64) -> Result<(), Full> {
+        if self.reply.is_some() {
+            return Err(Full::Server {
+                what: self.shares.what,
+                cap: self.n,
+            });
+        }
         self.shares.add(self.ip, more)?;
         self.n += more;
         Ok(())
+    }
+
+    /// What a reply's share is told and tells (`None` for other shares).
+    pub fn stall(&self) -> Option<Arc<Stall>> {
+        self.reply.as_ref().map(|(_, s)| s.clone())
     }
 
     /// What is held.
@@ -135,7 +287,8 @@ impl Share {
 
 impl Drop for Share {
     fn drop(&mut self) {
-        self.shares.remove(self.ip, self.n);
+        self.shares
+            .remove(self.ip, self.n, self.reply.as_ref().map(|r| r.0));
     }
 }
 
@@ -263,6 +416,42 @@ mod tests {
         drop((a2, b1, b2));
         assert_eq!(s.held(Some(a)), (0, 0));
         assert!(s.held.lock().unwrap().by_address.is_empty());
+    }
+
+    #[test]
+    fn a_reply_waiting_longest_gives_its_share_once() {
+        let s = Shares::new("slots", 2, 2);
+        let (a, b, c): (IpAddr, IpAddr, IpAddr) = (
+            "10.0.0.1".parse().unwrap(),
+            "10.0.0.2".parse().unwrap(),
+            "10.0.0.3".parse().unwrap(),
+        );
+        let r1 = s.take_reply(Some(a), 1).unwrap();
+        let r2 = s.take_reply(Some(b), 1).unwrap();
+        let (s1, s2) = (r1.stall().unwrap(), r2.stall().unwrap());
+        // Full, and nobody has waited: refused.
+        assert!(matches!(s.take_reply(Some(c), 1), Err(Full::Server { .. })));
+        s1.waiting(true);
+        std::thread::sleep(Duration::from_millis(20));
+        s2.waiting(true);
+        // Waiting, but not for a second yet.
+        assert!(s.take_reply(Some(c), 1).is_err());
+        std::thread::sleep(RECLAIM_AFTER + Duration::from_millis(50));
+        // Both waited a second: the one that waited longest (r1) gives its share.
+        let r3 = s.take_reply(Some(c), 1).unwrap();
+        assert!(s1.is_revoked() && !s2.is_revoked());
+        assert_eq!(s.held(Some(a)), (2, 0));
+        assert_eq!(s.held(Some(c)), (2, 1));
+        // The reclaimed reply's drop gives back nothing more; the others theirs.
+        drop(r1);
+        assert_eq!(s.held(None), (2, 0));
+        // A reply that works again is not taken from.
+        s2.waiting(false);
+        assert!(s.take_reply(Some(a), 1).is_err());
+        drop((r2, r3));
+        assert_eq!(s.held(None), (0, 0));
+        let h = s.held.lock().unwrap();
+        assert!(h.by_address.is_empty() && h.replies.is_empty());
     }
 
     #[test]

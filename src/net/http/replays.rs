@@ -501,7 +501,11 @@ async fn verify(
 ) -> Result<Response<Body>, Refusal> {
     let r = record(srv, id).await?;
     // The stream is read whole and its signatures checked: a rebuild's share.
-    let _share = srv.admission.rebuilds.take(client.ip, 1).map_err(busy)?;
+    let _share = srv
+        .admission
+        .rebuilds
+        .take_reply(client.ip, 1)
+        .map_err(busy)?;
     let (report, owner) = srv.verify(&r).await?;
     Ok(json(
         StatusCode::OK,
@@ -736,7 +740,11 @@ async fn download(
         empty()
     } else {
         // Read or rebuilt as it goes out, under one of the server's rebuild shares.
-        let share = srv.admission.rebuilds.take(client.ip, 1).map_err(busy)?;
+        let share = srv
+            .admission
+            .rebuilds
+            .take_reply(client.ip, 1)
+            .map_err(busy)?;
         let out = Outgoing::new(share, client, srv);
         if fmt == Format::Bsors {
             let read = srv.stored_read(&r, std::iter::once(first..first + count));
@@ -798,7 +806,11 @@ async fn export(
     } else if head {
         Response::new(empty())
     } else {
-        let share = srv.admission.exports.take(client.ip, 1).map_err(busy)?;
+        let share = srv
+            .admission
+            .exports
+            .take_reply(client.ip, 1)
+            .map_err(busy)?;
         let out = Outgoing::new(share, client, srv);
         let export = JsonExport::new(srv.bsor_download(r, None).await?);
         Response::new(pieces(Source::Json(Box::new(export)), out))
@@ -865,6 +877,10 @@ impl Outgoing {
 /// stops, and gives back its share, when the peer goes.
 fn pieces(mut source: Source, out: Outgoing) -> Body {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(1);
+    // Set when the task ends after the last piece (not cut by an error, its peer or a
+    // reclaimed share).
+    let whole = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let whole_task = whole.clone();
     tokio::spawn(async move {
         let Outgoing {
             share,
@@ -872,13 +888,35 @@ fn pieces(mut source: Source, out: Outgoing) -> Body {
             ip,
             rate,
         } = out;
-        while let Some(piece) = source.next_piece().await {
+        // While the reply waits for its peer (or its address's pace) its share may be given
+        // to another request once the server's cap is full (`http.md` §8.15): it ends then.
+        let stall = share.stall();
+        let revoked = async {
+            match &stall {
+                Some(s) => s.revoked().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(revoked);
+        let waiting = |yes: bool| {
+            if let Some(s) = &stall {
+                s.waiting(yes);
+            }
+        };
+        let mut cut = true;
+        loop {
+            let Some(piece) = source.next_piece().await else {
+                cut = false;
+                break;
+            };
             let piece = match piece {
                 Ok(b) => {
                     // A peer that leaves while its pace holds the piece ends the work now.
+                    waiting(true);
                     tokio::select! {
                         () = site.pace_replay(ip, rate, b.len() as u64) => {}
                         () = tx.closed() => break,
+                        () = &mut revoked => break,
                     }
                     Ok(Frame::data(b))
                 }
@@ -888,14 +926,35 @@ fn pieces(mut source: Source, out: Outgoing) -> Body {
                 }
             };
             let stop = piece.is_err();
-            if tx.send(piece).await.is_err() || stop {
+            waiting(true);
+            let sent = tokio::select! {
+                sent = tx.send(piece) => sent.is_ok(),
+                () = &mut revoked => false,
+            };
+            waiting(false);
+            if !sent || stop {
                 break;
             }
         }
+        if stall.as_ref().is_some_and(|s| s.is_revoked()) {
+            tracing::debug!("a reply waiting for its peer gave its share to another request");
+        } else if !cut {
+            whole_task.store(true, std::sync::atomic::Ordering::Release);
+        }
         drop(share);
     });
-    let pieces = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|piece| (piece, rx))
+    // A body whose task stopped before the last piece ends with an error, never as if whole
+    // (a chunked body would otherwise end cleanly, short).
+    let pieces = futures_util::stream::unfold(Some(rx), move |rx| {
+        let whole = whole.clone();
+        async move {
+            let mut rx = rx?;
+            match rx.recv().await {
+                Some(piece) => Some((piece, Some(rx))),
+                None if whole.load(std::sync::atomic::Ordering::Acquire) => None,
+                None => Some((Err(std::io::Error::other("the reply was cut short")), None)),
+            }
+        }
     });
     BodyExt::boxed(StreamBody::new(pieces))
 }
@@ -990,7 +1049,11 @@ async fn events(
         set(&mut resp, header::CACHE_CONTROL, "no-store");
         resp
     } else {
-        let share = srv.admission.rebuilds.take(client.ip, 1).map_err(busy)?;
+        let share = srv
+            .admission
+            .rebuilds
+            .take_reply(client.ip, 1)
+            .map_err(busy)?;
         let batch = srv.events(&r).await?;
         let mut resp = Response::new(pieces(
             Source::Events(Box::new(EventsJson::new(batch))),
@@ -1134,7 +1197,11 @@ async fn frames(
         return Err(Refusal::new(400, "bad-query", "from is after to"));
     }
     let r = record(srv, id).await?;
-    let share = srv.admission.rebuilds.take(client.ip, 1).map_err(busy)?;
+    let share = srv
+        .admission
+        .rebuilds
+        .take_reply(client.ip, 1)
+        .map_err(busy)?;
     let read = srv.stored_read(&r, srv.frames(&r, from, to).await?);
     let len = read.len();
     let mut resp = Response::new(pieces(
