@@ -359,10 +359,12 @@ async fn spool_body(
 ) -> Result<Spooled, Refusal> {
     let too_large = || Refusal::new(413, "too-large", format!("the body is over {limit} bytes"));
     let declared = declared_length(req.headers(), limit)?;
+    // The disk is taken as the bytes come, a MiB at a time, not as declared: a client that
+    // declares 32 MiB and sends one holds one.
     let mut disk = srv
         .admission
         .spool
-        .take(ip, declared.unwrap_or(SPOOL_STEP.min(limit)))
+        .take(ip, declared.unwrap_or(limit).min(SPOOL_STEP))
         .map_err(busy)?;
     let dir = srv
         .config
