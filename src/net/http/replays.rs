@@ -380,10 +380,10 @@ async fn spool_body(
     .await
     .map_err(|e| Refusal::new(500, "internal", e.to_string()))?
     .map_err(internal)?;
-    // Written in pieces of up to 256 KiB: a write per frame of the body would be a trip to
-    // the blocking pool per 16 KiB.
+    // Written in pieces of 64 KiB: a write per frame of the body would be a trip to the
+    // blocking pool per 16 KiB; a larger buffer is memory every upload in flight holds.
     let mut file = tokio::io::BufWriter::with_capacity(
-        256 << 10,
+        64 << 10,
         tokio::fs::File::from_std(tmp.reopen().map_err(internal)?),
     );
     // The body may now come through the connection's read gate.
