@@ -74,7 +74,10 @@ pub enum Progress {
 /// so it must not be guessable. Fails when the system has no randomness to give.
 pub fn new_key() -> std::io::Result<[u8; 16]> {
     let mut key = [0u8; 16];
-    getrandom::getrandom(&mut key).map_err(std::io::Error::from)?;
+    getrandom::getrandom(&mut key).map_err(|e| match e.raw_os_error() {
+        Some(code) => std::io::Error::from_raw_os_error(code),
+        None => std::io::Error::other(e.to_string()),
+    })?;
     Ok(key)
 }
 
