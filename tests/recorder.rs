@@ -626,6 +626,8 @@ fn an_unreachable_relay_shows_as_connecting_then_failed_after_the_retries() {
     let mut live = LiveConfig::new(&addr.to_string(), "away", "tok");
     live.retry_every = Duration::from_millis(20);
     live.max_retries = 3;
+    // The count alone decides (by default the sink keeps trying for 60 s).
+    live.retry_for = Duration::ZERO;
     let r = song(4, 2.0);
     let config = Config {
         live: Some(live),

@@ -1,8 +1,10 @@
 //! The relay's session logic, driven without sockets.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use bsor_stream::net::relay::{Archived, ConnId, Relay, RelayAction, RelayConfig, Tokens};
+use bsor_stream::net::relay::{
+    Archived, ConnId, Relay, RelayAction, RelayConfig, ResumeKey, Tokens,
+};
 use bsor_stream::net::wire::{EndReason, ErrorCode, Message, Role, ViewMode};
 use bsor_stream::stream::{split_stream, ChunkHeader, ChunkType, Profile, Settings};
 use bsor_stream::{bsor, synth, transcode};
@@ -41,12 +43,23 @@ struct Net {
     fetches: usize,
     /// What the shell would have written to each session's `.witness` file.
     witness: HashMap<String, Vec<u8>>,
+    /// Each session's key file, as the shell would have written it.
+    keys: HashMap<String, Vec<u8>>,
+    /// Sessions whose archive ended finished (the harness writes no footer).
+    finished: HashSet<String>,
+    /// Archive files reopened after a restart, and the length each was cut to.
+    reopened: Vec<(String, u64)>,
+    config: RelayConfig,
 }
+
+/// The token file of the harness: `sekrit` for any session, `only-duel` for `duel`, and
+/// two players' tokens.
+const TOKENS: &str = "sekrit\nduel:only-duel\nplayer:p1:tok1\nplayer:p2:tok2\n";
 
 impl Net {
     fn new(config: RelayConfig) -> Net {
         Net {
-            relay: Relay::new(config, Tokens::parse("sekrit\nduel:only-duel\n")),
+            relay: Relay::new(config, Tokens::parse(TOKENS)),
             inbox: HashMap::new(),
             closed: Vec::new(),
             slow: Vec::new(),
@@ -54,7 +67,19 @@ impl Net {
             archive: HashMap::new(),
             fetches: 0,
             witness: HashMap::new(),
+            keys: HashMap::new(),
+            finished: HashSet::new(),
+            reopened: Vec::new(),
+            config,
         }
+    }
+
+    /// The relay is killed and started again: a new relay, and only the files remain.
+    fn restart(&mut self) {
+        self.relay = Relay::new(self.config, Tokens::parse(TOKENS));
+        self.inbox.clear();
+        self.closed.clear();
+        self.slow.clear();
     }
 
     fn pump(&mut self) {
@@ -88,22 +113,53 @@ impl Net {
                     self.relay.fetched(f.conn, f.seq, Ok(got), self.now);
                 }
                 RelayAction::Lookup(s) => {
+                    let finished = self.finished.contains(&s);
+                    let key = self.keys.get(&s).and_then(|k| ResumeKey::parse(k));
                     let found = self.archive.get(&s).map(|file| {
-                        let (_, header_len, spans) = split_stream(file).unwrap();
+                        let (_, header_len, _) = split_stream(file).unwrap();
+                        // Whole chunks in sequence, as archive::scan counts them.
+                        let (mut end, mut chunks, mut index_at) = (header_len, 0, None);
+                        while let Some((h, hlen)) = file.get(end..).and_then(ChunkHeader::parse_at)
+                        {
+                            let next = end + hlen + h.len as usize;
+                            if h.seq != chunks || next > file.len() {
+                                break;
+                            }
+                            index_at = (h.kind == ChunkType::Index).then_some(end as u64);
+                            chunks += 1;
+                            end = next;
+                        }
                         Archived {
                             header: Bytes::copy_from_slice(&file[..header_len]),
-                            chunks: spans.len() as u32,
-                            finished: true,
+                            chunks,
+                            end: end as u64,
+                            index_at,
+                            finished,
+                            key: key.filter(|_| !finished),
                         }
                     });
                     self.relay.restored(&s, found, self.now);
+                }
+                RelayAction::ArchiveKey(s, k) => {
+                    self.keys.insert(s, k.to_bytes());
+                }
+                RelayAction::ArchiveReopen { session, end, .. } => {
+                    let file = self.archive.get_mut(&session).unwrap();
+                    file.truncate(end as usize);
+                    self.reopened.push((session, end));
+                }
+                RelayAction::SessionEnded(s, reason) => {
+                    self.keys.remove(&s);
+                    if reason == EndReason::Finished {
+                        self.finished.insert(s);
+                    }
                 }
                 RelayAction::ArchiveWitness(s, b) => {
                     let file = self.witness.entry(s).or_default();
                     file.extend_from_slice(&(b.len() as u32).to_le_bytes());
                     file.extend_from_slice(&b);
                 }
-                RelayAction::SessionEnded(..) | RelayAction::Refused { .. } => {}
+                RelayAction::Refused { .. } => {}
                 other => panic!("an action this harness does not know: {other:?}"),
             }
         }
@@ -857,4 +913,214 @@ fn a_relay_without_a_witness_key_makes_no_statements() {
             .any(|m| matches!(m, Message::Witness(_))));
     }
     assert!(net.witness.is_empty());
+}
+
+/// Publishes `song` as `key` with `token` up to chunk `upto` (not included), on a relay
+/// with an archive; returns the publisher's connection.
+fn publish_part(net: &mut Net, token: &str, key: u8, header: &Bytes, chunks: &[Bytes]) -> ConnId {
+    let p = net.publisher("song", token, false, key);
+    assert!(net.received(p).1.contains(&Message::Resume(0)));
+    net.send(p, Message::StreamHeader(header.clone()));
+    for c in chunks {
+        net.send(p, Message::Chunk(c.clone()));
+    }
+    p
+}
+
+fn archived_relay() -> Net {
+    Net::new(RelayConfig {
+        archive: true,
+        backlog_chunks: 8,
+        fetch_chunks: 3,
+        ..RelayConfig::default()
+    })
+}
+
+#[test]
+fn a_publisher_resumes_its_session_after_a_relay_restart() {
+    let (r, header, chunks) = stream();
+    let mut net = archived_relay();
+    publish_part(&mut net, "sekrit", 1, &header, &chunks[..20]);
+    // The key file was asked for before the publisher's Resume, and holds a digest.
+    let key = ResumeKey::parse(&net.keys["song"]).unwrap();
+    assert!(key.proves(&[1; 16]));
+    assert!(!net.keys["song"].windows(16).any(|w| w == [1; 16]));
+    // Killed in the middle of chunk 20's write: half of it is in the file.
+    let whole = net.archive["song"].clone();
+    let torn = &chunks[20][..chunks[20].len() / 2];
+    net.archive.get_mut("song").unwrap().extend_from_slice(torn);
+    net.restart();
+    // The same publisher (same key, resume = 1) comes back: the file is cut to its whole
+    // chunks and it goes on from there.
+    let p = net.publisher("song", "sekrit", true, 1);
+    assert_eq!(net.error_of(p), None);
+    assert!(net.received(p).1.contains(&Message::Resume(20)));
+    assert_eq!(net.reopened, vec![("song".to_string(), whole.len() as u64)]);
+    assert!(net.archive["song"] == whole, "only the torn tail was cut");
+    // A live viewer right after the resume: the header, then the chunks as they come.
+    let live = net.viewer("song", ViewMode::Live);
+    // The publisher sends its header and its unacknowledged chunks again (18 and 19 were,
+    // say, still unacknowledged): acknowledged and dropped.
+    net.send(p, Message::StreamHeader(header.clone()));
+    for c in &chunks[18..30] {
+        net.send(p, Message::Chunk(c.clone()));
+    }
+    // A complete-mode viewer: the chunks from before the restart come from the archive.
+    let complete = net.viewer("song", ViewMode::Complete);
+    for c in &chunks[30..] {
+        net.send(p, Message::Chunk(c.clone()));
+    }
+    let last = chunks.len() as u32 - 1;
+    assert!(net.received(p).1.contains(&Message::Ack(last)));
+    net.send(p, Message::End(EndReason::Finished));
+    net.drain(complete);
+    net.pump();
+    let all = [&header[..], &chunks.concat()[..]].concat();
+    assert!(net.archive["song"] == all, "no gap, no duplicate");
+    let (bytes, rest) = net.received(complete);
+    assert_eq!(rest.last(), Some(&Message::End(EndReason::Finished)));
+    assert!(bytes == all);
+    assert!(net.fetches > 0);
+    let (back, rec) = decode(&bytes);
+    assert!(rec.complete, "{rec:?}");
+    assert!(bsor::to_vec(&back).unwrap() == bsor::to_vec(&r).unwrap());
+    let (bytes, rest) = net.received(live);
+    assert_eq!(rest.last(), Some(&Message::End(EndReason::Finished)));
+    assert!(bytes == [&header[..], &chunks[20..].concat()[..]].concat());
+    // Ended: its key file is gone, and the name is the archive's for good.
+    assert!(!net.keys.contains_key("song"));
+}
+
+#[test]
+fn after_a_restart_nobody_else_resumes() {
+    let (_, header, chunks) = stream();
+    let mut net = archived_relay();
+    publish_part(&mut net, "sekrit", 1, &header, &chunks[..5]);
+    let key_file = net.keys["song"].clone();
+    // Another key (with a valid token), resume = 0 with the right key, and the key file's
+    // own bytes sent as the key: each, first after a restart, finds the session in the
+    // archive.
+    let mut digest_head = [0u8; 16];
+    digest_head.copy_from_slice(&key_file[8..24]);
+    for (key, resume) in [([2; 16], true), ([1; 16], false), (digest_head, true)] {
+        net.restart();
+        let c = net.client(Role::Publisher);
+        net.send(
+            c,
+            Message::Publish {
+                session: "song".into(),
+                token: "sekrit".into(),
+                resume,
+                publisher_key: key,
+            },
+        );
+        assert_eq!(net.error_of(c), Some(ErrorCode::SessionExists), "{key:?}");
+    }
+    // Held now (looked up), live and waiting for its publisher: another is busy, as with
+    // any live session, and the publisher still resumes.
+    let thief = net.publisher("song", "sekrit", true, 3);
+    assert_eq!(net.error_of(thief), Some(ErrorCode::SessionBusy));
+    let p = net.publisher("song", "sekrit", true, 1);
+    assert!(net.received(p).1.contains(&Message::Resume(5)));
+    // No key file: nobody resumes.
+    net.restart();
+    net.keys.clear();
+    let p = net.publisher("song", "sekrit", true, 1);
+    assert_eq!(net.error_of(p), Some(ErrorCode::SessionExists));
+    assert!(net.reopened.len() == 1, "the file was not reopened again");
+}
+
+#[test]
+fn a_finished_or_timed_out_session_is_not_resumed_after_a_restart() {
+    let (_, header, chunks) = stream();
+    let mut net = Net::new(RelayConfig {
+        archive: true,
+        publisher_timeout_ms: 1_000,
+        ..RelayConfig::default()
+    });
+    let p = publish_part(&mut net, "sekrit", 1, &header, &chunks);
+    net.send(p, Message::End(EndReason::Finished));
+    assert!(
+        !net.keys.contains_key("song"),
+        "its key file went with the end"
+    );
+    // A finished file, even with its key file there (put back by hand).
+    let found = ResumeKey::new(&[1; 16], None).to_bytes();
+    net.keys.insert("song".into(), found);
+    net.restart();
+    let p = net.publisher("song", "sekrit", true, 1);
+    assert_eq!(net.error_of(p), Some(ErrorCode::SessionExists));
+    // A session whose publisher timed out while the relay ran: ended, and final.
+    let p = net.publisher("other", "sekrit", false, 4);
+    net.send(p, Message::StreamHeader(header.clone()));
+    net.send(p, Message::Chunk(chunks[0].clone()));
+    net.relay.disconnect(p, net.now);
+    net.relay.handle_timeout(net.now + 2_000);
+    net.pump();
+    assert!(!net.keys.contains_key("other"));
+    net.restart();
+    let p = net.publisher("other", "sekrit", true, 4);
+    assert_eq!(net.error_of(p), Some(ErrorCode::SessionExists));
+}
+
+#[test]
+fn the_player_binding_survives_a_restart_and_a_cleared_one_stays_cleared() {
+    let (_, header, chunks) = stream();
+    let mut net = archived_relay();
+    publish_part(&mut net, "tok1", 1, &header, &chunks[..3]);
+    assert_eq!(
+        ResumeKey::parse(&net.keys["song"])
+            .unwrap()
+            .player
+            .as_deref(),
+        Some("p1")
+    );
+    net.restart();
+    // The same player's token: the binding holds.
+    let p = net.publisher("song", "tok1", true, 1);
+    assert!(net.received(p).1.contains(&Message::Resume(3)));
+    assert_eq!(net.relay.session_player("song"), Some("p1"));
+    net.restart();
+    // Another player's token: the binding is cleared, and the key file says so.
+    let p = net.publisher("song", "tok2", true, 1);
+    assert!(net.received(p).1.contains(&Message::Resume(3)));
+    assert_eq!(net.relay.session_player("song"), None);
+    assert_eq!(ResumeKey::parse(&net.keys["song"]).unwrap().player, None);
+    // ... so that the first player's token does not bring it back after a restart.
+    net.restart();
+    let p = net.publisher("song", "tok1", true, 1);
+    assert!(net.received(p).1.contains(&Message::Resume(3)));
+    assert_eq!(net.relay.session_player("song"), None);
+    // Cleared by a resume while the relay runs (no restart) too.
+    let mut net = archived_relay();
+    let p = publish_part(&mut net, "tok1", 7, &header, &chunks[..2]);
+    net.relay.disconnect(p, net.now);
+    let p = net.publisher("song", "sekrit", true, 7);
+    assert!(net.received(p).1.contains(&Message::Resume(2)));
+    assert_eq!(ResumeKey::parse(&net.keys["song"]).unwrap().player, None);
+    net.restart();
+    let p = net.publisher("song", "tok1", true, 7);
+    assert!(net.received(p).1.contains(&Message::Resume(2)));
+    assert_eq!(net.relay.session_player("song"), None);
+}
+
+#[test]
+fn a_viewer_that_comes_before_the_publisher_is_back_reads_through_to_the_end() {
+    let (_, header, chunks) = stream();
+    let mut net = archived_relay();
+    publish_part(&mut net, "sekrit", 1, &header, &chunks[..25]);
+    net.restart();
+    let v = net.viewer("song", ViewMode::Complete);
+    let p = net.publisher("song", "sekrit", true, 1);
+    assert!(net.received(p).1.contains(&Message::Resume(25)));
+    net.send(p, Message::StreamHeader(header.clone()));
+    for c in &chunks[25..] {
+        net.send(p, Message::Chunk(c.clone()));
+    }
+    net.send(p, Message::End(EndReason::Finished));
+    net.drain(v);
+    net.pump();
+    let (bytes, rest) = net.received(v);
+    assert_eq!(rest.last(), Some(&Message::End(EndReason::Finished)));
+    assert!(bytes == [&header[..], &chunks.concat()[..]].concat());
 }

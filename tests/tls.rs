@@ -152,11 +152,12 @@ fn target(addr: &str, websocket: bool, ca: &std::path::Path, session: &str) -> T
         ca_file: Some(ca.to_path_buf()),
         session: session.into(),
         token: "tok".into(),
-        key: publisher::new_key(),
+        key: publisher::new_key().unwrap(),
         buffer_bytes: 64 << 20,
         spill: None,
         retry_every: Duration::from_millis(100),
         max_retries: 3,
+        retry_for: Duration::ZERO,
         finish_timeout: Duration::from_secs(10),
     }
 }

@@ -515,3 +515,16 @@ fn damaged_hand_made_streams_recover_what_their_json_says() {
         assert_eq!(got, want, "{name}");
     }
 }
+
+/// `resume.key`: a relay's key file (wire.md §4.1), byte for byte.
+#[test]
+fn the_key_file_is_its_recipe() {
+    use bsor_stream::net::relay::ResumeKey;
+    let key: [u8; 16] = std::array::from_fn(|i| i as u8);
+    let want = vector("resume.key");
+    let made = ResumeKey::new(&key, Some("76561190000000000".into()));
+    assert_eq!(made.to_bytes(), want);
+    let parsed = ResumeKey::parse(&want).unwrap();
+    assert!(parsed.proves(&key));
+    assert_eq!(parsed.player.as_deref(), Some("76561190000000000"));
+}

@@ -494,6 +494,8 @@ unsafe fn live(c: &BsrsConfig) -> Result<Option<LiveConfig>, String> {
             l.buffer_bytes = usize::try_from(buffer).unwrap_or(usize::MAX);
             l.retry_every = Duration::from_millis(u64::from(retry));
             l.max_retries = retries;
+            // `live_max_retries` keeps its meaning: failed attempts in a row, nothing else.
+            l.retry_for = Duration::ZERO;
             l.finish_timeout = Duration::from_millis(u64::from(finish));
             #[cfg(feature = "tls")]
             {

@@ -380,12 +380,15 @@ pub struct BsrsConfig {
     /// 1.3 only; the relay's certificates must be signed with ECDSA (P-256 or P-384) or
     /// Ed25519: a relay with an RSA certificate is refused at the handshake.
     pub live_ca_file: *const c_char,
-    /// Past the base layout. Milliseconds between reconnection attempts of the live sink: 10 to
-    /// 60,000 (500 by default).
+    /// Past the base layout. Milliseconds the live sink waits before its first reconnection
+    /// attempt: 10 to 60,000 (500 by default). The wait doubles after each failed attempt, up
+    /// to 5 s (or this interval, if longer).
     pub live_retry_interval_ms: u32,
     /// Past the base layout. Failed connection attempts in a row after which the live sink gives
-    /// up (BSRS_SINK_FAILED; the other sinks go on): 0 to 10,000 (120 by default). Each
-    /// attempt takes at most 10 s (a refused connection fails at once), plus the interval.
+    /// up (BSRS_SINK_FAILED; the other sinks go on): 0 to 10,000 (120 by default, about ten
+    /// minutes of a relay away with the doubling waits; a relay restarted on its archive lets
+    /// the sink resume its session). Each attempt takes at most 10 s (a refused connection
+    /// fails at once), plus the wait.
     pub live_max_retries: u32,
     /// Past the base layout. After finish, milliseconds the live sink waits for the relay to
     /// acknowledge the last chunk, connected or not, before it gives up: 0 to 600,000

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
-use super::relay::Archived;
+use super::relay::{Archived, ResumeKey, KEY_FILE_MAX};
 use super::wire::{check_chunk, EndReason, WireError};
 use crate::stream::{footer, parse_footer, ChunkHeader, ChunkType, StreamHeader, FOOTER_SIZE};
 
@@ -110,6 +110,12 @@ impl<W: Write> StreamWriter<W> {
         }
     }
 
+    /// A writer that goes on with a stream of which `len` bytes are written already, its
+    /// last chunk starting at `index_at` if that is an index chunk.
+    pub fn resume(out: W, len: u64, index_at: Option<u64>) -> Self {
+        StreamWriter { out, len, index_at }
+    }
+
     /// Appends a stream header or a chunk.
     pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
         let is_index =
@@ -145,6 +151,26 @@ impl<W: Write> StreamWriter<W> {
 /// The archive file of a session (session names hold no `/`, so it stays inside `dir`).
 pub fn path(dir: &Path, session: &str) -> PathBuf {
     dir.join(format!("{session}.bsors"))
+}
+
+/// The key file of a session, beside its archive file (`wire.md` §4.1).
+pub fn key_path(dir: &Path, session: &str) -> PathBuf {
+    dir.join(format!("{session}.key"))
+}
+
+/// Reads a session's key file: `None` when there is none, or when it is not a key file
+/// (a torn or foreign file can resume nothing). At most [`KEY_FILE_MAX`] + 1 bytes are read.
+pub fn read_key(dir: &Path, session: &str) -> Result<Option<ResumeKey>, ArchiveError> {
+    let file = key_path(dir, session);
+    let f = match File::open(&file) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(ArchiveError::Read { file, source }),
+    };
+    let mut buf = [0u8; KEY_FILE_MAX + 1];
+    let n = read_full(&mut f.take(buf.len() as u64), &mut buf)
+        .map_err(|source| ArchiveError::Read { file, source })?;
+    Ok(ResumeKey::parse(&buf[..n]))
 }
 
 /// The archive files being written, one per live session.
@@ -200,15 +226,60 @@ impl ArchiveWriter {
         Ok(())
     }
 
-    /// A session ended: its file gets the footer if it is finished, and is synced and closed.
+    /// A session ended: its file gets the footer if it is finished, and is synced and closed;
+    /// its key file is removed (an ended session is never resumed, `wire.md` §4.1).
     pub fn end(&mut self, session: &str, reason: EndReason) -> Result<(), ArchiveError> {
-        match self.open.remove(session) {
+        let closed = match self.open.remove(session) {
             Some(w) => w
                 .finish(reason == EndReason::Finished)
                 .and_then(|f| f.sync_all())
                 .map_err(|e| write_error(session, e)),
             None => Ok(()),
-        }
+        };
+        let removed = match std::fs::remove_file(key_path(&self.dir, session)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(write_error(session, e)),
+            _ => Ok(()),
+        };
+        closed.and(removed)
+    }
+
+    /// A session starts: its key file is written (replacing any) and synced, so that its
+    /// publisher can resume it after a restart (`wire.md` §4.1).
+    pub fn key(&mut self, session: &str, key: &ResumeKey) -> Result<(), ArchiveError> {
+        let write = || -> io::Result<()> {
+            let mut f = File::create(key_path(&self.dir, session))?;
+            f.write_all(&key.to_bytes())?;
+            f.sync_all()?;
+            // The file's name, too, is to survive a crash.
+            #[cfg(unix)]
+            File::open(&self.dir)?.sync_all()?;
+            Ok(())
+        };
+        write().map_err(|e| write_error(session, e))
+    }
+
+    /// A session cut short by a restart resumes: its file is cut to `end` bytes (a torn
+    /// tail after its last whole chunk goes) and opened for appending.
+    pub fn reopen(
+        &mut self,
+        session: &str,
+        end: u64,
+        index_at: Option<u64>,
+    ) -> Result<(), ArchiveError> {
+        self.open.remove(session);
+        let reopened = File::options()
+            .append(true)
+            .open(path(&self.dir, session))
+            .and_then(|f| {
+                if f.metadata()?.len() != end {
+                    f.set_len(end)?;
+                    f.sync_all()?;
+                }
+                Ok(StreamWriter::resume(f, end, index_at))
+            });
+        let w = reopened.map_err(|e| write_error(session, e))?;
+        self.open.insert(session.to_string(), w);
+        Ok(())
     }
 
     /// Sessions whose files are open.
@@ -311,8 +382,9 @@ pub fn read_chunks(
 }
 
 /// Looks a session up in the archive: its stream header, how many whole chunks follow in
-/// sequence, and whether the file ends with its footer. `None` when there is no file.
-/// Only chunk headers are read, not payloads.
+/// sequence, where they end, and whether the file ends with its footer. `None` when there
+/// is no file. Only chunk headers are read, not payloads; the key file is not read (see
+/// [`read_key`]).
 pub fn scan(file: &Path) -> Result<Option<Archived>, ArchiveError> {
     let io = |source| ArchiveError::Read {
         file: file.to_path_buf(),
@@ -347,6 +419,7 @@ pub fn scan(file: &Path) -> Result<Option<Archived>, ArchiveError> {
     head.truncate(header_len);
     let mut at = header_len as u64;
     let mut chunks = 0u32;
+    let mut index_at = None;
     let mut window = [0u8; CHUNK_HEADER_MAX];
     loop {
         f.seek(SeekFrom::Start(at)).map_err(io)?;
@@ -359,6 +432,7 @@ pub fn scan(file: &Path) -> Result<Option<Archived>, ArchiveError> {
             break;
         }
         chunks += 1;
+        index_at = (h.kind == ChunkType::Index).then_some(at);
         at = end;
     }
     let finished = file_len == at + FOOTER_SIZE as u64 && {
@@ -369,6 +443,9 @@ pub fn scan(file: &Path) -> Result<Option<Archived>, ArchiveError> {
     Ok(Some(Archived {
         header: Bytes::from(head),
         chunks,
+        end: at,
+        index_at,
         finished,
+        key: None,
     }))
 }

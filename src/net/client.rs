@@ -58,10 +58,19 @@ pub struct ClientConfig {
     /// A connection on which nothing arrives for this long is lost (the relay pings every
     /// 15 s by default, so a live relay is never this quiet).
     pub idle_timeout_ms: u64,
-    /// Wait between a lost connection and the next attempt.
+    /// Wait between a lost connection and the next attempt; it doubles after each attempt
+    /// that fails, up to `retry_max_ms`.
     pub retry_every_ms: u64,
-    /// Failed connections in a row (none of them established) before the client gives up.
+    /// The longest wait between attempts (the doubling stops there; a `retry_every_ms`
+    /// above it is kept as it is).
+    pub retry_max_ms: u64,
+    /// Failed connections in a row (none of them established) before the client gives up,
+    /// once `retry_for_ms` has passed too.
     pub max_retries: u32,
+    /// How long the client keeps trying once the relay went away (from the first failure
+    /// in a row, or the loss of an established connection), whatever `max_retries` says:
+    /// it gives up when both budgets are spent. 0: `max_retries` alone decides.
+    pub retry_for_ms: u64,
     /// A publisher that has finished waits this long, connected or not, for the relay to
     /// acknowledge its last chunk, then gives up.
     pub finish_timeout_ms: u64,
@@ -74,7 +83,9 @@ impl Default for ClientConfig {
             handshake_timeout_ms: 10_000,
             idle_timeout_ms: 40_000,
             retry_every_ms: 500,
+            retry_max_ms: 5_000,
             max_retries: 120,
+            retry_for_ms: 0,
             finish_timeout_ms: 10_000,
         }
     }
@@ -294,6 +305,11 @@ pub struct Client {
     header_sent: bool,
     /// Failed connections in a row.
     failures: u32,
+    /// When the relay went away: the first failure in a row, or the loss of an established
+    /// connection (`None` while connected).
+    down_since: Option<u64>,
+    /// Waits since the relay went away (each one twice the last, up to the cap).
+    waits: u32,
     /// Last time anything came from the relay.
     last_heard: u64,
     /// When a finishing publisher gives up.
@@ -310,6 +326,8 @@ impl Client {
             control: VecDeque::new(),
             header_sent: false,
             failures: 0,
+            down_since: None,
+            waits: 0,
             last_heard: now,
             finish_deadline: None,
         };
@@ -495,6 +513,8 @@ impl Client {
 
     fn establish(&mut self, next_seq: u32) {
         self.failures = 0;
+        self.down_since = None;
+        self.waits = 0;
         self.state = State::Open;
         self.events.push_back(ClientEvent::Established { next_seq });
     }
@@ -718,9 +738,11 @@ impl Client {
         if !e.is_retryable() {
             return self.fail(e);
         }
+        let since = *self.down_since.get_or_insert(now);
         if !established {
-            self.failures += 1;
-            if self.failures > self.config.max_retries {
+            self.failures = self.failures.saturating_add(1);
+            let window_spent = now.saturating_sub(since) >= self.config.retry_for_ms;
+            if self.failures > self.config.max_retries && window_spent {
                 let attempts = self.failures;
                 return self.fail(ClientError::Unreachable {
                     attempts,
@@ -729,7 +751,17 @@ impl Client {
             }
         }
         self.events.push_back(ClientEvent::Lost(e));
-        self.state = State::Waiting(now + self.config.retry_every_ms);
+        self.state = State::Waiting(now.saturating_add(self.retry_wait()));
+        self.waits = self.waits.saturating_add(1);
+    }
+
+    /// The wait before the next attempt: `retry_every_ms` first, then twice the last wait,
+    /// up to `retry_max_ms` (no jitter).
+    fn retry_wait(&self) -> u64 {
+        let first = self.config.retry_every_ms;
+        let cap = self.config.retry_max_ms.max(first);
+        let doublings = self.waits.min(32);
+        first.saturating_mul(1u64 << doublings).min(cap)
     }
 
     fn fail(&mut self, e: ClientError) {
@@ -952,6 +984,43 @@ mod tests {
             "{ev:?}"
         );
         assert!(c.is_closed());
+    }
+
+    #[test]
+    fn waits_double_up_to_the_cap_and_the_time_budget_outlasts_the_count() {
+        let config = ClientConfig {
+            max_retries: 2,
+            retry_for_ms: 60_000,
+            ..ClientConfig::default()
+        };
+        let mut c = publisher(config);
+        handshake(&mut c, 0, 0);
+        events(&mut c);
+        // An established connection lost: the first wait is retry_every_ms.
+        c.connection_lost(1_000, "relay killed");
+        let mut now = 1_000;
+        let mut waits = Vec::new();
+        while !c.is_closed() {
+            let next = c.poll_timeout().unwrap();
+            waits.push(next - now);
+            c.handle_timeout(next);
+            now = next;
+            c.connection_lost(now, "refused");
+        }
+        assert_eq!(waits[..6], [500, 1_000, 2_000, 4_000, 5_000, 5_000]);
+        // It gave up only once 60 s had passed since the relay went away.
+        assert!(now - 1_000 >= 60_000, "{now}");
+        assert!(now - 1_000 < 65_000, "{now}");
+        // Connected again, the waits start over.
+        let mut c = publisher(ClientConfig::default());
+        c.connection_lost(0, "refused");
+        c.handle_timeout(c.poll_timeout().unwrap());
+        c.connection_lost(500, "refused");
+        assert_eq!(c.poll_timeout(), Some(1_500));
+        c.handle_timeout(1_500);
+        handshake(&mut c, 1_500, 0);
+        c.connection_lost(2_000, "gone");
+        assert_eq!(c.poll_timeout(), Some(2_500));
     }
 
     #[test]

@@ -375,16 +375,28 @@ impl Server {
                 let (batch, more): (Vec<Message>, bool) = out_shared.with_relay(|r, _| {
                     let mut bytes = 0;
                     let mut batch = Vec::new();
+                    let mut more = true;
                     while batch.len() < BATCH && bytes < BATCH_BYTES {
                         let Some(m) = r.poll_outgoing(conn) else {
-                            return (batch, false);
+                            more = false;
+                            break;
                         };
                         if let Message::Chunk(c) = &m {
                             bytes += c.len();
                         }
                         batch.push(m);
                     }
-                    (batch, true)
+                    // A `Resume` or an `Ack` says the archive holds what it names (wire.md
+                    // §3, §4.1): the archive writes the relay asked for before it are done
+                    // under the archive's lock, taken before the relay's was let go, so
+                    // taking it (still under the relay's) waits for them.
+                    let promises = batch
+                        .iter()
+                        .any(|m| matches!(m, Message::Resume(_) | Message::Ack(_)));
+                    if let (true, Some(a)) = (promises, &out_shared.archive) {
+                        drop(lock(a));
+                    }
+                    (batch, more)
                 });
                 for m in batch {
                     if outgoing.feed(m).await.is_err() {
@@ -488,6 +500,8 @@ impl Shared {
                 RelayAction::ArchiveHeader(..)
                     | RelayAction::ArchiveChunk(..)
                     | RelayAction::SessionEnded(..)
+                    | RelayAction::ArchiveKey(..)
+                    | RelayAction::ArchiveReopen { .. }
             )
         });
         let witness_writes = actions.iter().any(|e| {
@@ -556,7 +570,12 @@ impl Shared {
                 RelayAction::ArchiveHeader(session, _) => {
                     tracing::info!(%session, "session started");
                 }
-                RelayAction::ArchiveChunk(..) | RelayAction::ArchiveWitness(..) => {}
+                RelayAction::ArchiveReopen { session, end, .. } => {
+                    tracing::info!(%session, end, "session resumed after a restart");
+                }
+                RelayAction::ArchiveChunk(..)
+                | RelayAction::ArchiveWitness(..)
+                | RelayAction::ArchiveKey(..) => {}
                 RelayAction::Refused {
                     conn,
                     session,
@@ -613,6 +632,17 @@ impl Shared {
                     None
                 }
             };
+            // Its key file, if it may be resumed (wire.md §4.1); one that cannot be read
+            // resumes nothing.
+            let found = found.map(|mut a| {
+                if !a.finished {
+                    a.key = archive::read_key(&dir, &session).unwrap_or_else(|err| {
+                        tracing::warn!(%session, %err, "reading the key file failed");
+                        None
+                    });
+                }
+                a
+            });
             me.with_relay(|r, now| r.restored(&session, found, now));
         });
     }
@@ -627,6 +657,18 @@ fn write_archive(a: &mut ArchiveWriter, actions: &[RelayAction]) -> Vec<String> 
             RelayAction::ArchiveHeader(s, h) => (s, a.header(s, h)),
             RelayAction::ArchiveChunk(s, c) => (s, a.chunk(s, c)),
             RelayAction::SessionEnded(s, reason) => (s, a.end(s, *reason)),
+            RelayAction::ArchiveReopen {
+                session,
+                end,
+                index_at,
+            } => (session, a.reopen(session, *end, *index_at)),
+            RelayAction::ArchiveKey(s, key) => {
+                // Without it the session goes on, but cannot be resumed after a restart.
+                if let Err(err) = a.key(s, key) {
+                    tracing::warn!(session = %s, %err, "writing the key file failed; the session cannot be resumed after a restart");
+                }
+                continue;
+            }
             _ => continue,
         };
         if let Err(err) = result {

@@ -38,12 +38,16 @@ pub struct LiveConfig {
     pub ca_file: Option<std::path::PathBuf>,
     /// Bound of the spill file in bytes (default 256 MiB).
     pub spill_bytes: u64,
-    /// Wait between reconnection attempts (default 500 ms).
+    /// The first wait between reconnection attempts (default 500 ms); it doubles after each
+    /// failed attempt, up to 5 s.
     pub retry_every: Duration,
-    /// Failed connections in a row before the sink gives up (default 120). Each attempt
-    /// takes at most the handshake timeout (10 s) and usually far less (a refused
-    /// connection fails at once).
+    /// Failed connections in a row before the sink gives up (default 120), once
+    /// `retry_for` has passed too. Each attempt takes at most the handshake timeout (10 s)
+    /// and usually far less (a refused connection fails at once).
     pub max_retries: u32,
+    /// How long the sink keeps trying after the relay went away, however many attempts
+    /// fail (default 60 s: a relay restarted resumes the session, `wire.md` §4.1).
+    pub retry_for: Duration,
     /// After finish, how long the sink waits for the relay to acknowledge the last chunk,
     /// connected or not, before it gives up (default 10 s).
     pub finish_timeout: Duration,
@@ -62,6 +66,7 @@ impl LiveConfig {
             spill_bytes: 256 << 20,
             retry_every: Duration::from_millis(500),
             max_retries: 120,
+            retry_for: Duration::from_secs(60),
             finish_timeout: Duration::from_secs(10),
         }
     }
@@ -116,13 +121,21 @@ impl LiveSink {
     }
 
     fn spawn(&mut self, header: Bytes) {
+        let key = match publisher::new_key() {
+            Ok(key) => key,
+            Err(e) => {
+                return self
+                    .shared
+                    .fail(SinkKind::Live, format!("live: no publisher key: {e}"));
+            }
+        };
         let target = Target {
             addr: self.config.addr.clone(),
             websocket: false,
             ca_file: self.config.ca_file.clone(),
             session: self.config.session.clone(),
             token: self.config.token.clone(),
-            key: publisher::new_key(),
+            key,
             buffer_bytes: self.config.buffer_bytes,
             spill: self.config.spill_dir.clone().map(|dir| publisher::Spill {
                 dir,
@@ -130,6 +143,7 @@ impl LiveSink {
             }),
             retry_every: self.config.retry_every,
             max_retries: self.config.max_retries,
+            retry_for: self.config.retry_for,
             finish_timeout: self.config.finish_timeout,
         };
         let shared = Arc::clone(&self.shared);

@@ -148,27 +148,35 @@ pub fn publish(
             parts_of(signed, file, settings)?
         }
     };
-    let mut target = target(relay.addr, relay.websocket, session, token);
+    let mut target = target(relay.addr, relay.websocket, session, token)?;
     target.ca_file = relay.ca_file.map(Path::to_path_buf);
     runtime()?.block_on(publish_paced(target, parts, speed, Instant::now(), true))?;
     Ok(Outcome::Done)
 }
 
-fn target(addr: &str, websocket: bool, session: &str, token: &str) -> publisher::Target {
-    publisher::Target {
+fn target(
+    addr: &str,
+    websocket: bool,
+    session: &str,
+    token: &str,
+) -> Result<publisher::Target, Failure> {
+    Ok(publisher::Target {
         addr: addr.into(),
         websocket,
         ca_file: None,
         session: session.into(),
         token: token.into(),
-        key: publisher::new_key(),
+        key: publisher::new_key().map_err(|e| Failure(format!("a publisher key: {e}")))?,
         // The whole file is in memory anyway.
         buffer_bytes: usize::MAX,
         spill: None,
+        // Waits of 0.5, 1, 2, 4 and then 5 s; it gives up after 10 failed attempts and at
+        // least 60 s, which a relay restarted on its archive folder is back within.
         retry_every: Duration::from_millis(500),
         max_retries: 10,
+        retry_for: Duration::from_secs(60),
         finish_timeout: Duration::from_secs(10),
-    }
+    })
 }
 
 /// What a publisher has done so far, for its progress lines (shared by the pacer, the
@@ -572,7 +580,7 @@ pub fn demo(file: Option<&Path>, speed: f32, exit: bool) -> Result<Outcome, Fail
             viewers.push(tokio::spawn(demo_viewer(addr, n, start, first_t, speed)));
         }
         tokio::time::sleep_until(start.into()).await;
-        let target = target(&addr, false, "demo", "demo-token");
+        let target = target(&addr, false, "demo", "demo-token")?;
         publish_paced(target, parts, speed, start, false).await?;
         for (i, v) in viewers.into_iter().enumerate() {
             let (frames, bytes, worst) = v.await.map_err(|e| Failure(e.to_string()))??;

@@ -43,10 +43,15 @@ pub struct Target {
     pub buffer_bytes: usize,
     /// Beyond it, spill to a file (else the publisher fails with an overflow).
     pub spill: Option<Spill>,
-    /// Wait between reconnection attempts.
+    /// The first wait between reconnection attempts; it doubles after each failed attempt,
+    /// up to 5 s.
     pub retry_every: Duration,
-    /// Give up after this many failed connections in a row.
+    /// Give up after this many failed connections in a row, once `retry_for` has passed
+    /// too.
     pub max_retries: u32,
+    /// Keep trying at least this long after the relay went away (a relay restart), however
+    /// many attempts fail meanwhile (zero: `max_retries` alone decides).
+    pub retry_for: Duration,
     /// After the last chunk, wait this long for the relay's acknowledgements.
     pub finish_timeout: Duration,
 }
@@ -64,21 +69,16 @@ pub enum Progress {
     Spilling,
 }
 
-/// A fresh publisher key: hashes of the time, the process and `RandomState`'s seed.
-pub fn new_key() -> [u8; 16] {
-    use std::hash::{BuildHasher, Hasher};
+/// A fresh publisher key, from the operating system's random number generator: the key is
+/// what lets a publisher resume its session, across relay restarts too (`wire.md` §4.1),
+/// so it must not be guessable. Fails when the system has no randomness to give.
+pub fn new_key() -> std::io::Result<[u8; 16]> {
     let mut key = [0u8; 16];
-    for half in key.chunks_mut(8) {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        h.write_u32(std::process::id());
-        half.copy_from_slice(&h.finish().to_le_bytes());
-    }
-    key
+    getrandom::getrandom(&mut key).map_err(|e| match e.raw_os_error() {
+        Some(code) => std::io::Error::from_raw_os_error(code),
+        None => std::io::Error::other(e.to_string()),
+    })?;
+    Ok(key)
 }
 
 /// What the owner feeds the publisher.
@@ -119,6 +119,7 @@ impl Target {
             agent: concat!("bsor-stream recorder ", env!("CARGO_PKG_VERSION")).into(),
             retry_every_ms: millis(self.retry_every),
             max_retries: self.max_retries,
+            retry_for_ms: millis(self.retry_for),
             finish_timeout_ms: millis(self.finish_timeout),
             ..ClientConfig::default()
         };

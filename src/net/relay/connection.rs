@@ -27,6 +27,8 @@ pub(super) enum Stage {
     Claiming {
         session: String,
         key: [u8; 16],
+        /// It sent `resume = 1`.
+        resume: bool,
         since: u64,
         /// The player its token grants, if any.
         player: Option<String>,

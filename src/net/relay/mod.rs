@@ -55,6 +55,7 @@
 
 mod connection;
 mod meter;
+mod resume;
 mod session;
 mod timers;
 mod tokens;
@@ -66,6 +67,7 @@ use std::net::IpAddr;
 use bytes::Bytes;
 
 use self::connection::{Connection, Stage};
+pub use self::resume::{ResumeKey, KEY_FILE_MAGIC, KEY_FILE_MAX, KEY_FILE_PLAYER_MAX};
 use self::timers::Timers;
 pub use self::tokens::{Publisher, Tokens};
 use super::wire::{self, EndReason, ErrorCode, Message, Role, VERSION};
@@ -173,6 +175,22 @@ pub enum RelayAction {
     /// A witness statement the relay made for a session (`integrity.md` §12), to append to
     /// the session's `.witness` file beside its archive.
     ArchiveWitness(String, Bytes),
+    /// Write a session's key file beside its archive (`wire.md` §4.1), replacing any, and
+    /// flush it to stable storage. The shell must have done so before it sends the
+    /// messages the relay queued after this action (the publisher's `Resume`).
+    ArchiveKey(String, ResumeKey),
+    /// A session cut short by a relay restart resumes (`wire.md` §4.1): cut its archive
+    /// file to `end` bytes (dropping a torn tail after its last whole chunk) and open it for
+    /// appending, before sending the messages the relay queued after this action.
+    ArchiveReopen {
+        /// The session.
+        session: String,
+        /// Where its last whole chunk ends ([`Archived::end`]).
+        end: u64,
+        /// Where its last whole chunk starts, when it is an index chunk
+        /// ([`Archived::index_at`]): a finished session then gets its footer.
+        index_at: Option<u64>,
+    },
     /// A publisher was refused a session (a wrong token, a token for another session, or
     /// not the session's publisher), for the shell's log: the connection is told and
     /// closed as usual. It never carries the token.
@@ -213,6 +231,14 @@ pub struct Archived {
     pub header: Bytes,
     /// Whole chunks after it, with sequence numbers 0, 1, ...
     pub chunks: u32,
+    /// The byte offset where the last whole chunk ends (the stream header's length when
+    /// there is none): what follows is the footer, or a torn tail.
+    pub end: u64,
+    /// Where the last whole chunk starts, when it is an index chunk.
+    pub index_at: Option<u64>,
+    /// The session's key file (`wire.md` §4.1), when there is one and it parses: its
+    /// publisher may resume the session if the file is not finished.
+    pub key: Option<ResumeKey>,
     /// The file ends with a footer: the publisher finished the song.
     pub finished: bool,
 }
@@ -382,7 +408,8 @@ impl Relay {
 
     /// The player session `name`'s publisher's token grants (`http.md` §8.12): a
     /// finished session is stored as this player's replay only. `None` for a token that
-    /// grants no player, a session restored from the archive, or no such session.
+    /// grants no player, a session restored from the archive without a key file naming
+    /// one, or no such session.
     pub fn session_player(&self, name: &str) -> Option<&str> {
         self.sessions.get(name).and_then(|s| s.player.as_deref())
     }

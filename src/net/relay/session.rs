@@ -4,9 +4,9 @@
 use std::collections::VecDeque;
 
 use bytes::Bytes;
-use subtle::ConstantTimeEq;
 
 use super::connection::Stage;
+use super::resume::{self, ResumeKey};
 use super::{Archived, ConnId, Relay, RelayAction};
 use crate::net::wire::{EndReason, ErrorCode, Message};
 use crate::stream::{ChunkHeader, ChunkType, StreamHeader};
@@ -24,7 +24,13 @@ pub(super) struct Kept {
 #[derive(Clone, Debug)]
 pub(super) struct Session {
     pub(super) publisher: Option<ConnId>,
-    pub(super) key: [u8; 16],
+    /// The SHA-256 digest of its publisher's key (`None`: restored from the archive without
+    /// a key file, so nobody can resume it).
+    pub(super) key: Option<[u8; 32]>,
+    /// Restored from the archive, cut short by a relay restart, with a key file, and not
+    /// resumed yet: when its publisher resumes it, its archive file is cut to this length
+    /// and reopened (`wire.md` §4.1), with its last chunk's offset if an index chunk.
+    pub(super) reopen: Option<(u64, Option<u64>)>,
     pub(super) header: Option<Bytes>,
     /// The last chunks, oldest first, with consecutive sequence numbers.
     pub(super) backlog: VecDeque<Kept>,
@@ -53,10 +59,11 @@ pub(super) struct Session {
 
 impl Session {
     /// A session with nothing in it yet.
-    fn new(publisher: Option<ConnId>, key: [u8; 16], archived: bool) -> Self {
+    fn new(publisher: Option<ConnId>, key: Option<[u8; 32]>, archived: bool) -> Self {
         Session {
             publisher,
             key,
+            reopen: None,
             header: None,
             backlog: VecDeque::new(),
             backlog_bytes: 0,
@@ -83,6 +90,9 @@ impl Session {
         self.ended.is_some() && self.viewers.is_empty()
     }
 }
+
+/// A publisher waiting for the archive: its connection, key, `resume` flag and player.
+type Claimer = (ConnId, [u8; 16], bool, Option<String>);
 
 /// The chunk type byte of a signed stream's key chunk (`integrity.md` §2), a type from the
 /// skippable range the relay otherwise forwards without looking. Named here rather than
@@ -133,6 +143,7 @@ impl Relay {
                 Stage::Claiming {
                     session: name.clone(),
                     key,
+                    resume,
                     since,
                     player,
                 },
@@ -145,8 +156,8 @@ impl Relay {
         self.claim(conn, name, resume, key, player);
     }
 
-    /// A publisher takes session `name` as the relay holds it: a new session, or the same
-    /// publisher resuming it.
+    /// A publisher takes session `name` as the relay holds it: a new session, the same
+    /// publisher resuming it, or its publisher resuming it after a relay restart.
     fn claim(
         &mut self,
         conn: ConnId,
@@ -156,7 +167,27 @@ impl Relay {
         player: Option<String>,
     ) {
         let archived = self.config.archive;
+        let mut reopen = None;
+        let mut rewrite_key = None;
         let next = match self.sessions.get_mut(&name) {
+            // Cut short by a relay restart, with a key file: its publisher resumes it
+            // (wire.md §4.1); the digest is compared in constant time, like tokens.
+            Some(s)
+                if s.ended.is_none()
+                    && s.reopen.is_some()
+                    && resume
+                    && s.key.is_some_and(|d| resume::proves(&d, &key)) =>
+            {
+                reopen = s.reopen.take();
+                s.publisher = Some(conn);
+                s.publisher_gone_since = None;
+                s.archived = true;
+                if s.player.is_some() && s.player != player {
+                    s.player = None;
+                    rewrite_key = s.key;
+                }
+                s.next_seq
+            }
             Some(s) if s.ended.is_some() && s.archived => {
                 return self.refuse(
                     conn,
@@ -169,7 +200,7 @@ impl Relay {
                 return self.refuse(conn, name, ErrorCode::SessionBusy, "the session has ended");
             }
             // The key proves the publisher; compared in constant time, like tokens.
-            Some(s) if !bool::from(s.key.ct_eq(&key)) || !resume => {
+            Some(s) if !resume || !s.key.is_some_and(|d| resume::proves(&d, &key)) => {
                 return self.refuse(
                     conn,
                     name,
@@ -181,8 +212,9 @@ impl Relay {
                 // The same publisher, resuming: its old connection, if it lingers, goes.
                 let old = s.publisher.replace(conn);
                 s.publisher_gone_since = None;
-                if s.player != player {
+                if s.player.is_some() && s.player != player {
                     s.player = None;
+                    rewrite_key = s.key.filter(|_| s.archived);
                 }
                 let next = s.next_seq;
                 if let Some(old) = old {
@@ -191,12 +223,35 @@ impl Relay {
                 next
             }
             None => {
-                let mut s = Session::new(Some(conn), key, archived);
-                s.player = player;
+                let mut s = Session::new(Some(conn), Some(resume::digest(&key)), archived);
+                s.player = player.clone();
                 self.sessions.insert(name.clone(), s);
+                if archived {
+                    // Its key file first, so that it can resume after a restart.
+                    self.actions.push_back(RelayAction::ArchiveKey(
+                        name.clone(),
+                        ResumeKey::new(&key, player),
+                    ));
+                }
                 0
             }
         };
+        if let Some((end, index_at)) = reopen {
+            self.actions.push_back(RelayAction::ArchiveReopen {
+                session: name.clone(),
+                end,
+                index_at,
+            });
+        }
+        if let Some(digest) = rewrite_key {
+            // The player binding was cleared: so it stays after a restart (wire.md §4.1).
+            let key = ResumeKey {
+                digest,
+                player: None,
+            };
+            self.actions
+                .push_back(RelayAction::ArchiveKey(name.clone(), key));
+        }
         self.set_stage(
             conn,
             Stage::Publisher {
@@ -219,17 +274,18 @@ impl Relay {
     }
 
     /// Publishers waiting for the archive's answer about session `name`, oldest first.
-    fn claiming(&self, name: &str) -> Vec<(ConnId, [u8; 16], Option<String>)> {
-        let mut out: Vec<(ConnId, [u8; 16], Option<String>)> = self
+    fn claiming(&self, name: &str) -> Vec<Claimer> {
+        let mut out: Vec<Claimer> = self
             .conns
             .iter()
             .filter_map(|(&c, st)| match &st.stage {
                 Stage::Claiming {
                     session,
                     key,
+                    resume,
                     player,
                     ..
-                } if session == name => Some((c, *key, player.clone())),
+                } if session == name => Some((c, *key, *resume, player.clone())),
                 _ => None,
             })
             .collect();
@@ -238,7 +294,9 @@ impl Relay {
     }
 
     /// The answer to [`RelayAction::Lookup`]: the session as found in the archive, if it is
-    /// there. It comes back as an ended session whose viewers read it from the archive.
+    /// there. It comes back as an ended session whose viewers read it from the archive; or,
+    /// cut short by a relay restart and with a key file, as a live session waiting for its
+    /// publisher to resume it (`wire.md` §4.1).
     pub fn restored(&mut self, name: &str, found: Option<Archived>, now: u64) {
         self.now = now;
         self.lookups.remove(name);
@@ -246,35 +304,52 @@ impl Relay {
         let Some(a) = found else {
             // Nothing on disk: the first publisher starts the session, the others find it
             // taken (or resume it, with its key).
-            for (conn, key, player) in claimers {
+            for (conn, key, _, player) in claimers {
                 self.claim(conn, name.to_string(), true, key, player);
             }
             return;
         };
-        for (conn, ..) in claimers {
-            self.refuse(
-                conn,
-                name.to_string(),
-                ErrorCode::SessionExists,
-                "a session of this name is in the archive",
-            );
+        if !self.sessions.contains_key(name) {
+            let key = a.key.as_ref().map(|k| k.digest);
+            let mut s = Session::new(None, key, true);
+            s.header = Some(a.header);
+            s.next_seq = a.chunks;
+            if !a.finished && a.key.is_some() {
+                // Cut short by a restart, and resumable: live, waiting for its publisher
+                // as after a lost connection (the publisher timeout runs from now).
+                s.reopen = Some((a.end, a.index_at));
+                s.publisher_gone_since = Some(now);
+                s.player = a.key.and_then(|k| k.player);
+            } else {
+                s.ended = Some(if a.finished {
+                    EndReason::Finished
+                } else {
+                    EndReason::PublisherGone
+                });
+            }
+            self.sessions.insert(name.to_string(), s);
+            for c in self.attach_waiting(name) {
+                self.join(c);
+            }
+            self.rearm_session(name);
         }
-        if self.sessions.contains_key(name) {
-            return; // a publisher started it meanwhile
+        // Each publisher waiting resumes the session if it proves it is its publisher
+        // (wire.md §4.1); any other finds it in the archive.
+        for (conn, key, resume, player) in claimers {
+            let proves = self.sessions.get(name).is_some_and(|s| {
+                s.ended.is_none() && resume && s.key.is_some_and(|d| resume::proves(&d, &key))
+            });
+            if proves {
+                self.claim(conn, name.to_string(), resume, key, player);
+            } else {
+                self.refuse(
+                    conn,
+                    name.to_string(),
+                    ErrorCode::SessionExists,
+                    "a session of this name is in the archive",
+                );
+            }
         }
-        let mut s = Session::new(None, [0; 16], true);
-        s.header = Some(a.header);
-        s.next_seq = a.chunks;
-        s.ended = Some(if a.finished {
-            EndReason::Finished
-        } else {
-            EndReason::PublisherGone
-        });
-        self.sessions.insert(name.to_string(), s);
-        for c in self.attach_waiting(name) {
-            self.join(c);
-        }
-        self.rearm_session(name);
     }
 
     /// The shell could not write a session's archive: its viewers are served from memory

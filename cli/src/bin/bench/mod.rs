@@ -210,6 +210,7 @@ pub async fn publisher(
         ca_file: None,
         retry_every: Duration::from_millis(500),
         max_retries: 0,
+        retry_for: Duration::ZERO,
         finish_timeout: Duration::from_secs(5),
     };
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
