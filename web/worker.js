@@ -322,16 +322,22 @@ async function rangesSource(url, gen, t) {
   // Events before `after[k]` are all in chunks before k (a chunk's t0 is its earliest event).
   const after = new Float64Array(chunks.length + 1).fill(Infinity);
   for (let k = chunks.length - 1; k >= 0; k--) after[k] = Math.min(after[k + 1], chunks[k].t0);
-  // The reads: split where the gaps between event chunks are largest.
+  let start = 0;
+  while (start + 1 < groups.length && t !== null && groups[start + 1].t0 <= t) start++;
+  // The reads: the events the start group's frames need (every chunk whose earliest event
+  // is not after the group's end) end a read of their own, so that the first frame waits
+  // for them only; the others are split where the gaps between event chunks are largest.
+  const startCut = chunks.findIndex((c) => c.t0 > groups[start].t1);
+  const forced = startCut > 0 ? [startCut] : [];
   const cuts = chunks.slice(1).map((c, k) => [c.from - chunks[k].to, k + 1])
-    .sort((a, b) => b[0] - a[0]).slice(0, EVENT_READS - 1).map(([, k]) => k).sort((a, b) => a - b);
+    .filter(([, k]) => k !== startCut)
+    .sort((a, b) => b[0] - a[0]).slice(0, EVENT_READS - 1 - forced.length).map(([, k]) => k)
+    .concat(forced).sort((a, b) => a - b);
   const spans = [0, ...cuts].map((k, i) => {
     const end = i < cuts.length ? cuts[i] : chunks.length;
     return { first: k, end, from: chunks[k].from, to: chunks[end - 1].to };
   }).filter((s) => s.end > s.first);
 
-  let start = 0;
-  while (start + 1 < groups.length && t !== null && groups[start + 1].t0 <= t) start++;
   postMessage({ type: "groups", groups: groups.map((g) => ({ t0: g.t0, t1: g.t1 })),
     loading: start, eventsTo: after[0], bytes: bytesIn, reads });
   // The group the page starts at and every event chunk, read at once (the page shows a
