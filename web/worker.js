@@ -460,6 +460,13 @@ class Live {
     const url = new URL(`sessions/${encodeURIComponent(this.session)}/events`, this.httpBase()).href;
     let body = null;
     let why = "";
+    // The page may read only its own origin (its Content-Security-Policy): a relay elsewhere
+    // (`?ws=`) is refused every time, and retrying only delays the first frame.
+    if (new URL(url).origin !== self.location.origin) {
+      postMessage({ type: "backlog", state: "failed", bytes: bytesIn,
+        detail: "the relay is not this page's origin, which alone the page may read" });
+      return;
+    }
     for (let k = 0; k < TRIES && body === null; k++) {
       if (k) await sleep(100 * 2 ** k);
       try {
