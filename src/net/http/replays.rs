@@ -280,23 +280,13 @@ async fn upload(
         }
     };
     // The body goes to disk as it arrives (its bytes held against the spool's caps), then
-    // waits for one of the server's check slots to be read, parsed and checked: memory
-    // holds at most that many bodies, and no upload waits on another's share to arrive.
+    // waits for a store slot and a check slot (the store slot first, so that no upload
+    // holds a check slot while it waits): memory holds at most that many bodies and
+    // streams, and no upload waits on another's share to arrive. The check slot goes once
+    // the stream is made, the store slot once it is stored and indexed.
     let spooled = spool_body(srv, req, srv.config.max_body, gate, client.ip).await?;
-    // A store slot first, so that no upload holds a check slot while it waits; the check
-    // slot goes once the stream is made, the store slot once it is stored and indexed.
-    let _store = srv
-        .admission
-        .stores
-        .acquire()
-        .await
-        .map_err(|e| Refusal::new(500, "internal", e.to_string()))?;
-    let check = srv
-        .admission
-        .checks
-        .acquire()
-        .await
-        .map_err(|e| Refusal::new(500, "internal", e.to_string()))?;
+    let _store = slot(&srv.admission.stores).await?;
+    let check = slot(&srv.admission.checks).await?;
     let s = srv.clone();
     let prepared = tokio::task::spawn_blocking(move || {
         let bytes = std::fs::read(spooled.file.path())
@@ -335,6 +325,13 @@ async fn upload(
     let mut r = json(status, v.to_string());
     set(&mut r, header::LOCATION, &format!("/replays/{}", record.id));
     Ok(r)
+}
+
+/// One of an upload's slots (store or check), waited for.
+async fn slot(s: &tokio::sync::Semaphore) -> Result<tokio::sync::SemaphorePermit<'_>, Refusal> {
+    s.acquire()
+        .await
+        .map_err(|e| Refusal::new(500, "internal", e.to_string()))
 }
 
 /// A request body on disk: removed when dropped, its bytes held against the spool's caps
@@ -503,11 +500,7 @@ async fn verify(
 ) -> Result<Response<Body>, Refusal> {
     let r = record(srv, id).await?;
     // The stream is read whole and its signatures checked: a rebuild's share.
-    let _share = srv
-        .admission
-        .rebuilds
-        .take_reply(client.ip, 1)
-        .map_err(busy)?;
+    let _share = srv.admission.rebuilds.take(client.ip, 1).map_err(busy)?;
     let (report, owner) = srv.verify(&r).await?;
     Ok(json(
         StatusCode::OK,
@@ -1044,12 +1037,9 @@ async fn events(
 ) -> Result<Response<Body>, Refusal> {
     let r = record(srv, id).await?;
     let etag = format!("\"{id}-events\"");
-    let mut resp = if head {
-        // A HEAD reads nothing of the store: the length is the body's, not known before.
-        let mut resp = Response::new(empty());
-        set(&mut resp, header::CONTENT_TYPE, "application/json");
-        set(&mut resp, header::CACHE_CONTROL, "no-store");
-        resp
+    // A HEAD reads nothing of the store: the length is the body's, not known before.
+    let body = if head {
+        empty()
     } else {
         let share = srv
             .admission
@@ -1057,15 +1047,14 @@ async fn events(
             .take_reply(client.ip, 1)
             .map_err(busy)?;
         let batch = srv.events(&r).await?;
-        let mut resp = Response::new(pieces(
+        pieces(
             Source::Events(Box::new(EventsJson::new(batch))),
             Outgoing::new(share, client, srv),
-        ));
-        set(&mut resp, header::CONTENT_TYPE, "application/json");
-        set(&mut resp, header::CACHE_CONTROL, "no-store");
-        resp
+        )
     };
-    *resp.status_mut() = StatusCode::OK;
+    let mut resp = Response::new(body);
+    set(&mut resp, header::CONTENT_TYPE, "application/json");
+    set(&mut resp, header::CACHE_CONTROL, "no-store");
     set(&mut resp, header::ETAG, &etag);
     Ok(resp)
 }
