@@ -646,6 +646,24 @@ fn scenario(
         _ => None,
     };
     let sampled = sampled_peak.load(Ordering::Relaxed);
+    // Every request has ended on the client's side; the server may still be reading one
+    // that its peer closed. The spool must empty (each body's file removed as its request
+    // ends) before the kill, which would leave an in-flight body's file for the next start
+    // to clear.
+    if process.is_some()
+        && matches!(
+            which,
+            Scenario::ServerRequests | Scenario::ServerBodies | Scenario::ServerExhaust
+        )
+    {
+        let spool = Files::in_dir(&dir.0).store().join("spool");
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < until
+            && std::fs::read_dir(&spool).is_ok_and(|mut d| d.next().is_some())
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
     // After the relay ended: its log and archive as it left them.
     drop(process.take());
     if args.relay.is_none() {
