@@ -56,6 +56,14 @@ pub(crate) fn relay_config(max_frame: u32) -> WebSocketConfig {
 /// The most bytes the relay reads of a WebSocket opening handshake before it is done.
 const HTTP_REQUEST_MAX: u64 = 16 << 10;
 
+/// The most a connection's socket holds written but not yet sent (`TCP_NOTSENT_LOWAT`,
+/// Linux): a reply is produced only as fast as its peer takes it, not until the kernel's
+/// send buffer (autotuned to megabytes) is full. An unread BSOR download then costs the
+/// rebuild of this much plus its peer's receive window, not of megabytes; the bytes in
+/// flight are not bounded by it, so a fast peer far away still fills its path.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const UNSENT_MAX: u32 = 128 << 10;
+
 fn ws_error(e: WsError, max_frame: u32) -> WireError {
     match e {
         WsError::Capacity(CapacityError::MessageTooLong { size, .. }) => WireError::FrameTooLarge {
@@ -228,6 +236,8 @@ pub async fn serve_site(
                 slot,
             };
             let _ = socket.set_nodelay(true);
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            let _ = socket2::SockRef::from(&socket).set_tcp_notsent_lowat(UNSENT_MAX);
             match acceptor {
                 Some(acceptor) => {
                     let Some(stream) = super::tcp::accept_tls(&acceptor, socket, timeout).await

@@ -1,8 +1,10 @@
 //! What the replay server lets one client, and all of them, hold at once (`http.md` §8.15):
 //! expensive work (rebuilds, exports) in slots, spooled request bodies in bytes of disk,
-//! each capped per address and in all. A share is taken without waiting or refused at once (the client is told to come back), so that no request waits on another's
-//! share: what deadlocked a budget shared a KiB at a time cannot happen. Shares are given
-//! back when dropped, however the request ends.
+//! each capped per address and in all. A share is taken whole or not at all, so that no
+//! request holds part of one while it waits for the rest: what deadlocked a budget shared a
+//! KiB at a time cannot happen. A reply's share may be waited for, a bounded time
+//! ([`PATIENCE`]) and holding nothing meanwhile; any other is refused at once (the client
+//! is told to come back). Shares are given back when dropped, however the request ends.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -14,6 +16,15 @@ use std::time::{Duration, Instant};
 /// may be given to a request that finds the server's cap full (`http.md` §8.15).
 pub const RECLAIM_AFTER: Duration = Duration::from_secs(1);
 
+/// How long a request may wait for a reply's share when the server's cap is full
+/// ([`Shares::wait_reply`]): longer than a reply must wait for its peer before its share
+/// may be taken back, so that a request that comes while every share is held by replies
+/// that have just started waiting (a burst of downloads nobody reads) still gets one.
+pub const PATIENCE: Duration = Duration::from_millis(1500);
+
+/// How often a waiting request looks for a reply that started waiting for its peer.
+const RECHECK: Duration = Duration::from_millis(50);
+
 /// A capped amount (slots, bytes), per address and in all.
 #[derive(Debug)]
 pub struct Shares {
@@ -23,6 +34,8 @@ pub struct Shares {
     held: Mutex<Held>,
     /// When the shares were made: the clock of [`Stall`].
     epoch: Instant,
+    /// Told when a share is given back (not when taken back for another request).
+    freed: tokio::sync::Notify,
 }
 
 #[derive(Debug, Default)]
@@ -31,7 +44,26 @@ struct Held {
     by_address: HashMap<IpAddr, u64>,
     /// The shares whose holders say when they wait for their peer, by share number.
     replies: HashMap<u64, Reply>,
+    /// The requests waiting for a reply's share ([`Shares::wait_reply`]), by number: their
+    /// addresses.
+    waiters: std::collections::BTreeMap<u64, Option<IpAddr>>,
     next: u64,
+}
+
+/// A request's place among the waiters; left when dropped (a share taken, the wait over,
+/// or the request gone), telling the others.
+struct Waiting {
+    shares: Arc<Shares>,
+    seq: u64,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let mut h = self.shares.held.lock().unwrap_or_else(|p| p.into_inner());
+        h.waiters.remove(&self.seq);
+        drop(h);
+        self.shares.freed.notify_waiters();
+    }
 }
 
 #[derive(Debug)]
@@ -112,6 +144,7 @@ impl Shares {
             per_address,
             held: Mutex::default(),
             epoch: Instant::now(),
+            freed: tokio::sync::Notify::new(),
         })
     }
 
@@ -134,19 +167,28 @@ impl Shares {
     /// ends: a client that does not read its replies cannot keep the server's shares from
     /// those that do, from however many addresses it comes.
     pub fn take_reply(self: &Arc<Self>, ip: Option<IpAddr>, n: u64) -> Result<Share, Full> {
+        let mut h = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        self.take_reply_held(&mut h, ip, n)
+    }
+
+    fn take_reply_held(
+        self: &Arc<Self>,
+        h: &mut Held,
+        ip: Option<IpAddr>,
+        n: u64,
+    ) -> Result<Share, Full> {
+        if let Err(e) = self.add_held(h, ip, n) {
+            if !matches!(e, Full::Server { .. }) || !self.reclaim(h, n) {
+                return Err(e);
+            }
+            self.add_held(h, ip, n)?;
+        }
         let stall = Arc::new(Stall {
             since: AtomicU64::new(0),
             revoked: AtomicBool::new(false),
             notify: tokio::sync::Notify::new(),
             epoch: self.epoch,
         });
-        let mut h = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = self.add_held(&mut h, ip, n) {
-            if !matches!(e, Full::Server { .. }) || !self.reclaim(&mut h, n) {
-                return Err(e);
-            }
-            self.add_held(&mut h, ip, n)?;
-        }
         let id = h.next;
         h.next += 1;
         h.replies.insert(
@@ -163,6 +205,106 @@ impl Shares {
             n,
             reply: Some((id, stall)),
         })
+    }
+
+    /// [`Shares::take_reply`], waiting up to `patience` while the server's cap is full: for
+    /// a share given back, or for a reply to have waited [`RECLAIM_AFTER`] for its peer.
+    /// Among the requests waiting, the one whose address holds fewest shares goes first
+    /// (then the one that came first): a share that comes free goes to the address that
+    /// has least, so that many addresses' requests cannot crowd out one that holds none.
+    /// The address's own cap refuses at once (its own replies are what it waits for). The
+    /// wait holds nothing; it is bounded by `patience` and, in number, by the connections
+    /// the server accepts.
+    pub async fn wait_reply(
+        self: &Arc<Self>,
+        ip: Option<IpAddr>,
+        n: u64,
+        patience: Duration,
+    ) -> Result<Share, Full> {
+        let deadline = tokio::time::Instant::now() + patience;
+        let mut waiter: Option<Waiting> = None;
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            let full = {
+                let mut h = self.held.lock().unwrap_or_else(|p| p.into_inner());
+                let first = match &waiter {
+                    None => h.waiters.is_empty(),
+                    Some(w) => Self::first_waiter(&h) == Some(w.seq),
+                };
+                let got = if first {
+                    self.take_reply_held(&mut h, ip, n)
+                } else {
+                    Err(Full::Server {
+                        what: self.what,
+                        cap: self.total,
+                    })
+                };
+                match got {
+                    Ok(share) => {
+                        drop(h);
+                        // The next waiter may find a share too.
+                        drop(waiter);
+                        return Ok(share);
+                    }
+                    Err(e @ Full::Address { .. }) => return Err(e),
+                    Err(e) => {
+                        if waiter.is_none() {
+                            let seq = h.next;
+                            h.next += 1;
+                            h.waiters.insert(seq, ip);
+                            waiter = Some(Waiting {
+                                shares: self.clone(),
+                                seq,
+                            });
+                        }
+                        e
+                    }
+                }
+            };
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Err(full);
+            }
+            // The next moment a reply waiting now may be taken back (if it still waits);
+            // with none waiting, a look again shortly (a reply that starts waiting tells
+            // nobody).
+            let next = self
+                .next_reclaim(n)
+                .map_or(now + RECHECK, tokio::time::Instant::from_std)
+                .min(deadline);
+            tokio::select! {
+                () = &mut freed => {}
+                () = tokio::time::sleep_until(next.max(now + Duration::from_millis(5))) => {}
+            }
+        }
+    }
+
+    /// The waiter that goes first: its address holds fewest shares, then it came first.
+    fn first_waiter(h: &Held) -> Option<u64> {
+        h.waiters
+            .iter()
+            .map(|(&seq, ip)| {
+                let holds = ip.and_then(|ip| h.by_address.get(&ip).copied());
+                (holds.unwrap_or(0), seq)
+            })
+            .min()
+            .map(|(_, seq)| seq)
+    }
+
+    /// When the reply that has waited longest for its peer (holding at least `n`) will
+    /// have waited [`RECLAIM_AFTER`].
+    fn next_reclaim(&self, n: u64) -> Option<Instant> {
+        let h = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        let since = h
+            .replies
+            .values()
+            .filter(|r| r.n >= n)
+            .map(|r| r.stall.since.load(Ordering::Relaxed))
+            .filter(|&since| since != 0)
+            .min()?;
+        Some(self.epoch + Duration::from_millis(since - 1) + RECLAIM_AFTER)
     }
 
     /// Gives back the share of the reply that has waited for its peer longest, if one has
@@ -234,6 +376,8 @@ impl Shares {
             }
         }
         Self::remove_held(&mut h, ip, n);
+        drop(h);
+        self.freed.notify_waiters();
     }
 
     fn remove_held(h: &mut Held, ip: Option<IpAddr>, n: u64) {
@@ -452,6 +596,64 @@ mod tests {
         assert_eq!(s.held(None), (0, 0));
         let h = s.held.lock().unwrap();
         assert!(h.by_address.is_empty() && h.replies.is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn waiting_requests_get_slots_as_they_come_free_fewest_held_first() {
+        let s = Shares::new("slots", 2, 0);
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let r1 = s.take_reply(Some(a), 1).unwrap();
+        let r2 = s.take_reply(Some(a), 1).unwrap();
+        // Nothing comes free: refused once the patience is over, holding nothing.
+        let t = std::time::Instant::now();
+        let refused = s.wait_reply(Some(b), 1, Duration::from_millis(100)).await;
+        assert!(matches!(refused, Err(Full::Server { .. })), "{refused:?}");
+        assert!(t.elapsed() >= Duration::from_millis(100));
+        assert!(s.held.lock().unwrap().waiters.is_empty());
+        // `a` (holding 2) starts waiting before `b` (holding none).
+        let wait = |ip| {
+            let s = s.clone();
+            tokio::spawn(async move { s.wait_reply(Some(ip), 1, Duration::from_secs(5)).await })
+        };
+        let from_a = wait(a);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let from_b = wait(b);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(s.held.lock().unwrap().waiters.len(), 2);
+        // The first reply waits for its peer: a second later its slot goes to `b`, whose
+        // address holds fewer, though `a` asked first.
+        r1.stall().unwrap().waiting(true);
+        let t = std::time::Instant::now();
+        let got_b = from_b.await.unwrap().unwrap();
+        assert!(t.elapsed() < RECLAIM_AFTER + Duration::from_millis(500));
+        assert!(r1.stall().unwrap().is_revoked());
+        assert!(!from_a.is_finished());
+        // A slot given back goes to the one still waiting, at once.
+        drop(r2);
+        let got_a = tokio::time::timeout(Duration::from_millis(500), from_a)
+            .await
+            .expect("the freed slot is taken at once")
+            .unwrap()
+            .unwrap();
+        assert_eq!(s.held(Some(a)), (2, 1));
+        drop((r1, got_a, got_b));
+        assert_eq!(s.held(None), (0, 0));
+        assert!(s.held.lock().unwrap().waiters.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_waiting_request_that_leaves_gives_its_place_up() {
+        let s = Shares::new("slots", 1, 0);
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        let held = s.take_reply(Some(ip), 1).unwrap();
+        let waiting = s.wait_reply(Some(ip), 1, Duration::from_secs(5));
+        // The client goes while its request waits: its place is given up.
+        assert!(tokio::time::timeout(Duration::from_millis(50), waiting)
+            .await
+            .is_err());
+        assert!(s.held.lock().unwrap().waiters.is_empty());
+        drop(held);
+        assert!(s.wait_reply(Some(ip), 1, Duration::ZERO).await.is_ok());
     }
 
     #[test]

@@ -1211,6 +1211,7 @@ impl ReplayServer {
             groups: spans.into_iter(),
             frames: (!selected.is_empty())
                 .then(|| rebuild::Frames::starting_at(header, first_frame, trailer.counts.frames)),
+            read: None,
             events,
             trailer: wants_tail.then_some(trailer),
         })
@@ -1256,6 +1257,11 @@ impl ReplayServer {
     }
 }
 
+/// The frame records a download decodes at once, at least (a keyframe group's more): a
+/// download read [`Config::download_span`] of stored bytes at a time, but holds only this
+/// much decoded, so that an unread download costs its read, not its read's rebuild.
+const DOWNLOAD_PIECE: usize = 64 << 10;
+
 /// A BSOR download rebuilt as it goes out ([`ReplayServer::bsor_download`]): its pieces
 /// in order, the head, each keyframe group's frames, then the tail (from the events met
 /// among the frames, or read through the index), cut to the bytes asked for. After an
@@ -1281,6 +1287,8 @@ pub struct BsorDownload {
     head: Option<Vec<u8>>,
     groups: std::vec::IntoIter<std::ops::Range<u64>>,
     frames: Option<rebuild::Frames>,
+    /// The stored bytes read last, for an error's message.
+    read: Option<std::ops::Range<u64>>,
     /// The events, when read through the index rather than among the frames.
     events: Option<EventBatch>,
     trailer: Option<Box<Trailer>>,
@@ -1344,14 +1352,20 @@ impl BsorDownload {
     async fn frames_piece(&mut self) -> Result<Option<Vec<u8>>, Refusal> {
         let damaged = |what: String| Refusal::new(500, "damaged", what);
         if let Some(frames) = self.frames.as_mut() {
-            for range in self.groups.by_ref() {
-                let bytes = self.store.get_range(&self.blob, range.clone()).await?;
-                let out = frames.push(&bytes).map_err(|e| {
-                    damaged(format!("{e} (stored bytes {}..{})", range.start, range.end))
+            loop {
+                let out = frames.next(DOWNLOAD_PIECE).map_err(|e| {
+                    let (a, b) = self.read.clone().map_or((0, 0), |r| (r.start, r.end));
+                    damaged(format!("{e} (stored bytes {a}..{b})"))
                 })?;
                 if !out.is_empty() {
                     return Ok(Some(out));
                 }
+                let Some(range) = self.groups.next() else {
+                    break;
+                };
+                let bytes = self.store.get_range(&self.blob, range.clone()).await?;
+                frames.feed(&bytes);
+                self.read = Some(range);
             }
             // Every group asked for was read: the frames still held, checked whole when the
             // tail follows them.

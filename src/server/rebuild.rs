@@ -87,14 +87,27 @@ impl Frames {
     /// chunk's start): `Err` saying what was wrong at the first damage, gap or extra frame.
     pub fn push(&mut self, chunks: &[u8]) -> Result<Vec<u8>, String> {
         self.decoder.push(chunks);
-        self.drain()
+        self.drain(usize::MAX)
+    }
+
+    /// Takes the next bytes of the stream (as [`push`](Self::push)) without decoding them
+    /// yet: [`next`](Self::next) decodes them as their records are asked for.
+    pub fn feed(&mut self, chunks: &[u8]) {
+        self.decoder.push(chunks);
+    }
+
+    /// The BSOR records of the chunks fed and not yet decoded, a chunk at a time until
+    /// `max` bytes or more are made (empty when the decoder needs more bytes): what a
+    /// download holds decoded at once is a piece, not all it read.
+    pub fn next(&mut self, max: usize) -> Result<Vec<u8>, String> {
+        self.drain(max)
     }
 
     /// The frames still held, once every chunk was pushed: `Err` also when fewer frames
     /// came than expected.
     pub fn finish(&mut self) -> Result<Vec<u8>, String> {
         self.decoder.finish();
-        let out = self.drain()?;
+        let out = self.drain(usize::MAX)?;
         if self.written != self.expected {
             return Err(format!(
                 "{} frames of the {} the trailer counts",
@@ -108,7 +121,7 @@ impl Frames {
     /// later chunks are not (no check that every frame came).
     pub fn end(&mut self) -> Result<Vec<u8>, String> {
         self.decoder.finish();
-        self.drain()
+        self.drain(usize::MAX)
     }
 
     /// Frames written so far.
@@ -125,9 +138,9 @@ impl Frames {
         Ok(self.events)
     }
 
-    fn drain(&mut self) -> Result<Vec<u8>, String> {
+    fn drain(&mut self, max: usize) -> Result<Vec<u8>, String> {
         let mut out = Vec::new();
-        loop {
+        while out.len() < max {
             match self.decoder.next_item() {
                 Ok(Some(StreamItem::FrameRecords { first, records })) => {
                     let count = (records.len() / bsor::FRAME_SIZE) as u64;
@@ -162,6 +175,7 @@ impl Frames {
                 Err(e) => return Err(format!("the stream: {e}")),
             }
         }
+        Ok(out)
     }
 }
 
@@ -219,6 +233,44 @@ mod tests {
         assert_eq!(events.walls.records, replay.walls);
         out.extend(tail(&trailer, events).unwrap());
         assert!(out == bsor::to_vec(&replay).unwrap(), "the pieces differ");
+    }
+
+    #[test]
+    fn a_span_fed_whole_is_decoded_a_piece_at_a_time() {
+        let replay = crate::synth::replay(crate::synth::Settings {
+            seed: 5,
+            seconds: 120.0,
+            fps: 90,
+        });
+        let stream = crate::transcode::encode_replay(&replay, Settings::archive(Profile::Lossless));
+        let (header, trailer, groups) = pieces(&stream);
+        // The whole stream fed at once, as a download reads a span of several groups.
+        let all: Vec<u8> = groups.concat();
+        let mut frames = Frames::new(header.clone(), trailer.counts.frames);
+        frames.feed(&all);
+        let max = 16 << 10;
+        // A keyframe group's records at most past `max`: the largest group's.
+        let mut whole = Frames::new(header, trailer.counts.frames);
+        let largest = groups
+            .iter()
+            .map(|g| whole.push(g).unwrap().len())
+            .max()
+            .unwrap();
+        let mut out = Vec::new();
+        let mut pieces_made = 0;
+        loop {
+            let piece = frames.next(max).unwrap();
+            if piece.is_empty() {
+                break;
+            }
+            assert!(piece.len() < max + largest, "{} bytes", piece.len());
+            pieces_made += 1;
+            out.extend(piece);
+        }
+        out.extend(frames.finish().unwrap());
+        assert!(pieces_made > 2, "{pieces_made} pieces");
+        let want: Vec<u8> = replay.frames.iter().flat_map(bsor::encode_frame).collect();
+        assert!(out == want, "the pieces differ from the frames");
     }
 
     #[test]

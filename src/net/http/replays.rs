@@ -16,7 +16,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use super::rules::{self, Conditions, Plan};
 use super::{empty, full, set, value, Body, Site};
 use crate::net::gate::ReadGate;
-use crate::server::admission::{Full, Share};
+use crate::server::admission::{Full, Share, PATIENCE};
 use crate::server::{self, plan, Filter, Grant, Record, Refusal, ReplayServer, Uploaded};
 
 /// How long a small body (a key registration's) may take to arrive.
@@ -500,7 +500,12 @@ async fn verify(
 ) -> Result<Response<Body>, Refusal> {
     let r = record(srv, id).await?;
     // The stream is read whole and its signatures checked: a rebuild's share.
-    let _share = srv.admission.rebuilds.take(client.ip, 1).map_err(busy)?;
+    let _share = srv
+        .admission
+        .rebuilds
+        .wait_reply(client.ip, 1, PATIENCE)
+        .await
+        .map_err(busy)?;
     let (report, owner) = srv.verify(&r).await?;
     Ok(json(
         StatusCode::OK,
@@ -738,7 +743,8 @@ async fn download(
         let share = srv
             .admission
             .rebuilds
-            .take_reply(client.ip, 1)
+            .wait_reply(client.ip, 1, PATIENCE)
+            .await
             .map_err(busy)?;
         let out = Outgoing::new(share, client, srv);
         if fmt == Format::Bsors {
@@ -804,7 +810,8 @@ async fn export(
         let share = srv
             .admission
             .exports
-            .take_reply(client.ip, 1)
+            .wait_reply(client.ip, 1, PATIENCE)
+            .await
             .map_err(busy)?;
         let out = Outgoing::new(share, client, srv);
         let export = JsonExport::new(srv.bsor_download(r, None).await?);
@@ -1044,7 +1051,8 @@ async fn events(
         let share = srv
             .admission
             .rebuilds
-            .take_reply(client.ip, 1)
+            .wait_reply(client.ip, 1, PATIENCE)
+            .await
             .map_err(busy)?;
         let batch = srv.events(&r).await?;
         pieces(
@@ -1191,7 +1199,8 @@ async fn frames(
     let share = srv
         .admission
         .rebuilds
-        .take_reply(client.ip, 1)
+        .wait_reply(client.ip, 1, PATIENCE)
+        .await
         .map_err(busy)?;
     let read = srv.stored_read(&r, srv.frames(&r, from, to).await?);
     let len = read.len();

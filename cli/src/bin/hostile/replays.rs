@@ -784,6 +784,8 @@ struct Tally {
     round_trips: AtomicU64,
     wrong: AtomicU64,
     busy: AtomicU64,
+    /// The requests told busy, by what they asked for.
+    busy_at: Mutex<BTreeMap<&'static str, u64>>,
     failed: AtomicU64,
     /// Seconds each honest request took, answered or not.
     latencies: Mutex<Vec<f64>>,
@@ -794,6 +796,23 @@ impl Tally {
         if let Ok(mut l) = self.latencies.lock() {
             l.push(since.elapsed().as_secs_f64());
         }
+    }
+
+    fn busy(&self, what: &'static str) {
+        self.busy.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut b) = self.busy_at.lock() {
+            *b.entry(what).or_default() += 1;
+        }
+    }
+
+    /// Which requests were told busy, e.g. " (BSOR 2, verify 1)".
+    fn busy_list(&self) -> String {
+        let b = self.busy_at.lock().map(|b| b.clone()).unwrap_or_default();
+        if b.is_empty() {
+            return String::new();
+        }
+        let parts: Vec<String> = b.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        format!(" ({})", parts.join(", "))
     }
 }
 
@@ -821,7 +840,7 @@ async fn honest(ws: SocketAddr, until: Instant, tally: Arc<Tally>) {
                 .ok()
                 .and_then(|v| v["id"].as_str().map(str::to_string)),
             Some((503, _)) => {
-                tally.busy.fetch_add(1, Ordering::Relaxed);
+                tally.busy("upload");
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
             }
@@ -832,10 +851,10 @@ async fn honest(ws: SocketAddr, until: Instant, tally: Arc<Tally>) {
             continue;
         };
         let mut ok = true;
-        for (path, want) in [
-            (format!("/replays/{id}"), Some(&bytes)),
-            (format!("/replays/{id}/events"), None),
-            (format!("/replays/{id}/verify"), None),
+        for (what, path, want) in [
+            ("BSOR", format!("/replays/{id}"), Some(&bytes)),
+            ("events", format!("/replays/{id}/events"), None),
+            ("verify", format!("/replays/{id}/verify"), None),
         ] {
             let head = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
             let t = Instant::now();
@@ -848,7 +867,7 @@ async fn honest(ws: SocketAddr, until: Instant, tally: Arc<Tally>) {
                     ok = false;
                 }
                 Some((503, _)) => {
-                    tally.busy.fetch_add(1, Ordering::Relaxed);
+                    tally.busy(what);
                     ok = false;
                 }
                 _ => {
@@ -1137,9 +1156,10 @@ pub async fn exhaust(ctx: &Ctx) -> Attack {
     a.checks.push(check(
         p99 < 1.0 && busy == 0,
         format!(
-            "honest requests: p99 {:.0} ms over {} (< 1,000 ms), {busy} told busy",
+            "honest requests: p99 {:.0} ms over {} (< 1,000 ms), {busy} told busy{}",
             p99 * 1e3,
-            l.len()
+            l.len(),
+            tally.busy_list()
         ),
     ));
     a
