@@ -464,7 +464,7 @@ pub struct Caps {
 impl Default for Caps {
     fn default() -> Self {
         Caps {
-            rebuilds: 48,
+            rebuilds: 64,
             rebuilds_per_address: 6,
             exports: 4,
             exports_per_address: 1,
