@@ -17,7 +17,7 @@ const params = new URLSearchParams(location.search);
 const status = {
   ready: false, mode: "list", framesDecoded: 0, songTime: 0, score: 0, combo: 0, misses: 0,
   bytesFetched: 0, ended: false, lastError: null, firstFrameTime: null, framesRendered: 0,
-  drawRate: "full", rateChanges: 0, reads: 0, eventsTo: null, afterSeek: null, backlog: null,
+  drawRate: "full", rateChanges: 0, reads: 0, eventsTo: null, afterSeek: null, backlog: null, gaps: {},
 };
 window.bsorStatus = status;
 
@@ -66,6 +66,7 @@ function resetData() {
   status.framesDecoded = 0;
   status.ended = false;
   status.backlog = null;
+  status.gaps = {};
 }
 
 function segment(data, n) {
@@ -274,6 +275,9 @@ function handle(m) {
     if (m.events.length) addEvents(m.events);
     onMessages(m.messages);
     lastArrival = performance.now();
+  } else if (m.type === "gap") {
+    status.gaps[m.state] = (status.gaps[m.state] ?? 0) + 1;
+    if (m.state === "failed") note(`the events of skipped chunks did not come (${m.detail}): the score misses them`);
   } else if (m.type === "backlog") {
     backlog = m.state;
     status.backlog = m.state;

@@ -455,15 +455,19 @@ class Live {
   // The session's event chunks before chunk `seq` (http.md 4.1: the stream header, then
   // each event chunk after a byte saying whether a keyframe chunk came before it), decoded
   // and posted to the page; then {type: "backlog", state}.
-  async fetchBacklog(seq) {
-    postMessage({ type: "backlog", state: "loading", bytes: bytesIn });
+  // The events of the chunks before `seq` (after `after`, when a gap is filled: the chunks
+  // the relay skipped for this viewer, or those published while it reconnected), from the
+  // relay's HTTP (http.md 4.1). A late join says how it went as "backlog", a gap as "gap".
+  async fetchBacklog(seq, after = -1) {
+    const kind = after < 0 ? "backlog" : "gap";
+    postMessage({ type: kind, state: "loading", bytes: bytesIn });
     const url = new URL(`sessions/${encodeURIComponent(this.session)}/events`, this.httpBase()).href;
     let body = null;
     let why = "";
     // The page may read only its own origin (its Content-Security-Policy): a relay elsewhere
     // (`?ws=`) is refused every time, and retrying only delays the first frame.
     if (new URL(url).origin !== self.location.origin) {
-      postMessage({ type: "backlog", state: "failed", bytes: bytesIn,
+      postMessage({ type: kind, state: "failed", bytes: bytesIn,
         detail: "the relay is not this page's origin, which alone the page may read" });
       return;
     }
@@ -483,7 +487,7 @@ class Live {
     }
     if (this.gen !== generation) return;
     if (body === null) {
-      postMessage({ type: "backlog", state: "failed", detail: why, bytes: bytesIn });
+      postMessage({ type: kind, state: "failed", detail: why, bytes: bytesIn });
       return;
     }
     bytesIn += body.length;
@@ -504,6 +508,12 @@ class Live {
       if (s < 0 || s >= seq) break; // the viewer has these from the relay itself
       input(chunk);
       wasm.seek_events(newGroup);
+      // The viewer has these too; decoded all the same, since an event chunk may be coded
+      // against the ones before it in its keyframe group.
+      if (s <= after) {
+        outputMessages();
+        continue;
+      }
       const part = new Float32Array(wasm.memory.buffer, wasm.events_ptr(), wasm.events_len()).slice();
       parts.push(part);
       floats += part.length;
@@ -517,7 +527,7 @@ class Live {
     }
     postMessage({ type: "data", frames: new Float32Array(0), events: all, messages, bytes: bytesIn, reads },
       [all.buffer]);
-    postMessage({ type: "backlog", state: hlen > 0 ? "done" : "failed", detail: hlen > 0 ? "" : "no stream header",
+    postMessage({ type: kind, state: hlen > 0 ? "done" : "failed", detail: hlen > 0 ? "" : "no stream header",
       bytes: bytesIn });
   }
   // The relay's HTTP address: the page's own (the WebSocket's, given as ?ws=, for another).
@@ -591,6 +601,10 @@ class Live {
           this.fetchBacklog(seq);
         } else if (this.lastSeq < 0 && this.backlog === null) {
           this.backlog = 0;
+        } else if (this.lastSeq >= 0 && seq > this.lastSeq + 1) {
+          // Chunks skipped (the viewer fell behind, or the relay resumed it at the newest
+          // keyframe group after a reconnection): their frames are gone, their events not.
+          this.fetchBacklog(seq, this.lastSeq);
         }
         this.lastSeq = seq;
         bytesIn += body.length;
