@@ -16,7 +16,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use super::rules::{self, Conditions, Plan};
 use super::{empty, full, set, value, Body, Site};
 use crate::net::gate::ReadGate;
-use crate::server::admission::{Full, Share, PATIENCE};
+use crate::server::admission::{Full, Share, Shares, PATIENCE};
 use crate::server::{self, plan, Filter, Grant, Record, Refusal, ReplayServer, Uploaded};
 
 /// How long a small body (a key registration's) may take to arrive.
@@ -334,6 +334,14 @@ async fn slot(s: &tokio::sync::Semaphore) -> Result<tokio::sync::SemaphorePermit
         .map_err(|e| Refusal::new(500, "internal", e.to_string()))
 }
 
+/// A reply's rebuild or export slot, waited for as `http.md` §8.15 says, or `503` `busy`.
+async fn reply_slot(shares: &Arc<Shares>, client: &Client) -> Result<Share, Refusal> {
+    shares
+        .wait_reply(client.ip, 1, PATIENCE)
+        .await
+        .map_err(busy)
+}
+
 /// A request body on disk: removed when dropped, its bytes held against the spool's caps
 /// until then.
 struct Spooled {
@@ -500,12 +508,7 @@ async fn verify(
 ) -> Result<Response<Body>, Refusal> {
     let r = record(srv, id).await?;
     // The stream is read whole and its signatures checked: a rebuild's share.
-    let _share = srv
-        .admission
-        .rebuilds
-        .wait_reply(client.ip, 1, PATIENCE)
-        .await
-        .map_err(busy)?;
+    let _share = reply_slot(&srv.admission.rebuilds, client).await?;
     let (report, owner) = srv.verify(&r).await?;
     Ok(json(
         StatusCode::OK,
@@ -740,12 +743,7 @@ async fn download(
         empty()
     } else {
         // Read or rebuilt as it goes out, under one of the server's rebuild shares.
-        let share = srv
-            .admission
-            .rebuilds
-            .wait_reply(client.ip, 1, PATIENCE)
-            .await
-            .map_err(busy)?;
+        let share = reply_slot(&srv.admission.rebuilds, client).await?;
         let out = Outgoing::new(share, client, srv);
         if fmt == Format::Bsors {
             let read = srv.stored_read(&r, std::iter::once(first..first + count));
@@ -807,12 +805,7 @@ async fn export(
     } else if head {
         Response::new(empty())
     } else {
-        let share = srv
-            .admission
-            .exports
-            .wait_reply(client.ip, 1, PATIENCE)
-            .await
-            .map_err(busy)?;
+        let share = reply_slot(&srv.admission.exports, client).await?;
         let out = Outgoing::new(share, client, srv);
         let export = JsonExport::new(srv.bsor_download(r, None).await?);
         Response::new(pieces(Source::Json(Box::new(export)), out))
@@ -1048,12 +1041,7 @@ async fn events(
     let body = if head {
         empty()
     } else {
-        let share = srv
-            .admission
-            .rebuilds
-            .wait_reply(client.ip, 1, PATIENCE)
-            .await
-            .map_err(busy)?;
+        let share = reply_slot(&srv.admission.rebuilds, client).await?;
         let batch = srv.events(&r).await?;
         pieces(
             Source::Events(Box::new(EventsJson::new(batch))),
@@ -1196,12 +1184,7 @@ async fn frames(
         return Err(Refusal::new(400, "bad-query", "from is after to"));
     }
     let r = record(srv, id).await?;
-    let share = srv
-        .admission
-        .rebuilds
-        .wait_reply(client.ip, 1, PATIENCE)
-        .await
-        .map_err(busy)?;
+    let share = reply_slot(&srv.admission.rebuilds, client).await?;
     let read = srv.stored_read(&r, srv.frames(&r, from, to).await?);
     let len = read.len();
     let mut resp = Response::new(pieces(
