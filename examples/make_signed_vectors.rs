@@ -5,7 +5,7 @@
 //! cargo run --release --example make_signed_vectors
 //! ```
 //!
-//! `tests/integrity.rs` makes them again from the same recipes and checks them.
+//! `tests/it/integrity.rs` makes them again from the same recipes and checks them.
 
 #[path = "../tests/common/signed_vectors.rs"]
 mod signed_vectors;

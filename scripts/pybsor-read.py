@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reads a BSOR with py-bsor (PyPI `py-bsor`, module `bsor`), an independent reader, and
 prints what it read as JSON: the section counts and the user-data entries (key, value
-length). Used by tests/signed_bsor.rs to show that a signed BSOR stays readable by other
+length). Used by tests/it/signed_bsor.rs to show that a signed BSOR stays readable by other
 readers. Exits 3 when the package cannot be imported (the test then skips)."""
 import json
 import sys

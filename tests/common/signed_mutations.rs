@@ -1,6 +1,6 @@
 //! Mutations of a signed stream for the invariant "whatever verifies as valid decodes to
 //! exactly what was signed" (proto-spec/integrity.md §8), shared by the proptest
-//! (`tests/signed_props.rs`) and the fuzz target (`fuzz/fuzz_targets/signed_stream.rs`):
+//! (`tests/it/signed_props.rs`) and the fuzz target (`fuzz/fuzz_targets/signed_stream.rs`):
 //! bytes pick chunk removals, duplications, moves, swaps, insertions and replacements from
 //! other recordings (another play under the same key, the same play signed with other
 //! chunking and the same nonce, a forged unsigned copy), payload byte changes with the CRC

@@ -4,10 +4,8 @@
 
 #![cfg(feature = "server")]
 
-#[path = "common/replay_http.rs"]
-mod replay_http;
-#[path = "common/services.rs"]
-mod services;
+use crate::replay_http;
+use crate::services_env as services;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

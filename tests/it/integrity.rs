@@ -1,8 +1,7 @@
 //! Signed streams (proto-spec/integrity.md): the threat model's cases, each a test that can
 //! fail, and the vectors of proto-spec/vectors/signed.*.
 
-#[path = "common/signed_vectors.rs"]
-mod signed_vectors;
+use crate::signed_vectors;
 
 use bsor_stream::bsor;
 use bsor_stream::integrity::{

@@ -2,10 +2,8 @@
 //! its signing chunks in a user-data entry, verifies as a BSOR, encodes back to a stream
 //! that verifies, and stays readable by another BSOR reader (py-bsor).
 
-#[path = "common/mod.rs"]
-mod common;
-#[path = "common/signed_vectors.rs"]
-mod signed_vectors;
+use crate::common;
+use crate::signed_vectors;
 
 use bsor_stream::bsor::{self, ControllerOffsets, Replay};
 use bsor_stream::integrity::{

@@ -2,7 +2,7 @@
 //! every profile and format; repeats that do not match and disguised copies that do.
 #![cfg(feature = "integrity")]
 
-mod common;
+use crate::common;
 
 use bsor_stream::bsor::{self, Replay};
 use bsor_stream::integrity::fingerprint::eval::{disguised_copy, Evaluation};

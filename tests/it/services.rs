@@ -6,11 +6,9 @@
 
 #![cfg(feature = "server")]
 
-#[path = "common/services.rs"]
-mod services;
+use crate::services_env as services;
 
-#[path = "common/replay_http.rs"]
-mod replay_http;
+use crate::replay_http;
 
 use std::sync::Arc;
 use std::time::Duration;

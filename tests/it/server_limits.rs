@@ -13,8 +13,7 @@ use bsor_stream::server::{Config, Index, ReplayServer, Store, Uploaders};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-#[path = "common/replay_http.rs"]
-mod replay_http;
+use crate::replay_http;
 use replay_http::*;
 
 async fn open(dir: &std::path::Path, config: Config) -> Arc<ReplayServer> {

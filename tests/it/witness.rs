@@ -1,8 +1,7 @@
 //! Witnesses (proto-spec/integrity.md §12): statements a relay makes for the checkpoints it
 //! receives, the `.witness` file, and what `check_witnesses` accepts and rejects.
 
-#[path = "common/signed_vectors.rs"]
-mod signed_vectors;
+use crate::signed_vectors;
 
 use bsor_stream::integrity::witness::{
     append_record, check_witnesses, parse_file, verify_statements, verify_witnessed, Statement,

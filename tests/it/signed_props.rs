@@ -4,10 +4,7 @@
 //! verifies as `valid` decodes, by the verifier and by a plain decode, to exactly the BSOR
 //! that was signed. The fuzz target `signed_stream` runs the same mutations unbounded.
 
-#[path = "common/signed_mutations.rs"]
-mod signed_mutations;
-#[path = "common/signed_vectors.rs"]
-mod signed_vectors;
+use crate::signed_mutations;
 
 use std::sync::OnceLock;
 

@@ -9,7 +9,7 @@ use bsor_stream::{synth, transcode};
 use bytes::Bytes;
 
 /// Small queues; no flood limit, so that a peer that never reads is what is tested (the
-/// flood limit has its own tests in tests/relay.rs).
+/// flood limit has its own tests in tests/it/relay.rs).
 fn config() -> RelayConfig {
     RelayConfig {
         viewer_queue_messages: 8,

@@ -11,8 +11,7 @@ use bsor_stream::bsor::{self, BsorString, Replay};
 use bsor_stream::integrity::fingerprint::eval::repeat;
 use bsor_stream::server::{Config, Index, ReplayServer, Store, Uploaders};
 
-#[path = "common/replay_http.rs"]
-mod replay_http;
+use crate::replay_http;
 use replay_http::*;
 
 async fn open(dir: &std::path::Path) -> Arc<ReplayServer> {

@@ -1,6 +1,6 @@
 //! The stream format end to end: exact round trips, ratios, error bounds, damage.
 
-mod common;
+use crate::common;
 
 use bsor_stream::bsor::{self, Replay};
 use bsor_stream::stream::{accuracy, Profile, Settings};

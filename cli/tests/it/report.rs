@@ -1,7 +1,6 @@
 //! `bench --report`: the page, its plots and its JSON, built from real and synthetic replays.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! Profile 3, the custom lossy grid (format.md sections 3 and 10): its header, its range
 //! checks, its equivalence with fine at fine's grid, its error bounds, and forged headers.
 
-mod common;
+use crate::common;
 
 use bsor_stream::bsor::{self, Replay};
 use bsor_stream::stream::{

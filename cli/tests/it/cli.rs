@@ -1,7 +1,6 @@
 //! The command-line tool, run as a user would.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -1,7 +1,7 @@
 //! The real replays in `$BSOR_CORPUS`: exact round trips, and agreement with
 //! `expected.json` from an independent parser.
 
-mod common;
+use crate::common;
 
 use bsor_stream::bsor::{self, Event, NoteOutcomeKind, PushParser, ReplayBuilder};
 

@@ -15,8 +15,7 @@ use bsor_stream::server::{self, plan, Config, Fault, Index, ReplayServer, Store,
 use bsor_stream::stream::{split_stream, ChunkSpan, ChunkType, Profile, Settings};
 use bsor_stream::transcode;
 
-#[path = "common/replay_http.rs"]
-mod replay_http;
+use crate::replay_http;
 use replay_http::*;
 
 async fn open(dir: &std::path::Path, config: Config, tokens: &str) -> Arc<ReplayServer> {

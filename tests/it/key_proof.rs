@@ -7,8 +7,7 @@
 
 #![cfg(feature = "server")]
 
-#[path = "common/replay_http.rs"]
-mod replay_http;
+use crate::replay_http;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -547,7 +547,10 @@ mod crash {
         let d = dir("crash");
         let path = d.join("song.bsors");
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "crash::child_process_that_crashes_mid_song"])
+            .args([
+                "--exact",
+                "recorder::crash::child_process_that_crashes_mid_song",
+            ])
             .env(CHILD, &path)
             .output()
             .unwrap();
