@@ -14,16 +14,27 @@ use std::time::{Duration, Instant};
 
 /// How long a reply must have waited for its peer (or its address's pace) before its share
 /// may be given to a request that finds the server's cap full (`http.md` §8.15).
-pub const RECLAIM_AFTER: Duration = Duration::from_secs(1);
+pub const RECLAIM_AFTER: Duration = Duration::from_millis(500);
 
 /// How long a request may wait for a reply's share when the server's cap is full
 /// ([`Shares::wait_reply`]): longer than a reply must wait for its peer before its share
 /// may be taken back, so that a request that comes while every share is held by replies
 /// that have just started waiting (a burst of downloads nobody reads) still gets one.
-pub const PATIENCE: Duration = Duration::from_millis(1500);
+pub const PATIENCE: Duration = Duration::from_secs(3);
 
 /// How often a waiting request looks for a reply that started waiting for its peer.
 const RECHECK: Duration = Duration::from_millis(50);
+
+/// How fast an address's use of shares is forgotten ([`Use`]): halved every this long.
+const USE_HALF_LIFE: Duration = Duration::from_secs(10);
+
+/// Uses that differ by less than this (share-milliseconds) count as the same: a reply read
+/// at once waits a moment for its peer too.
+const USE_STEP: f64 = 250.0;
+
+/// The most addresses whose past use is remembered; beyond it the least is forgotten first
+/// (bounded memory whatever the number of addresses).
+const USE_REMEMBERED: usize = 4096;
 
 /// A capped amount (slots, bytes), per address and in all.
 #[derive(Debug)]
@@ -47,7 +58,29 @@ struct Held {
     /// The requests waiting for a reply's share ([`Shares::wait_reply`]), by number: their
     /// addresses.
     waiters: std::collections::BTreeMap<u64, Option<IpAddr>>,
+    /// How many requests of each address wait.
+    waiting: HashMap<IpAddr, u64>,
+    /// How long each address's replies waited for it lately ([`Use`]): orders the waiters
+    /// whose addresses hold as many shares now.
+    used: HashMap<IpAddr, Use>,
     next: u64,
+}
+
+/// An address's past use of shares: share-milliseconds its replies held while they waited
+/// for it to read (amount times time), decaying with [`USE_HALF_LIFE`]. A client that does
+/// not read its replies (each kept until taken back) has a large use; one that reads them
+/// as they come, none to speak of, however many requests it makes.
+#[derive(Clone, Copy, Debug)]
+struct Use {
+    amount: f64,
+    at: Instant,
+}
+
+impl Use {
+    fn now(&self, now: Instant) -> f64 {
+        let age = now.saturating_duration_since(self.at).as_secs_f64();
+        self.amount * 0.5f64.powf(age / USE_HALF_LIFE.as_secs_f64())
+    }
 }
 
 /// A request's place among the waiters; left when dropped (a share taken, the wait over,
@@ -60,7 +93,14 @@ struct Waiting {
 impl Drop for Waiting {
     fn drop(&mut self) {
         let mut h = self.shares.held.lock().unwrap_or_else(|p| p.into_inner());
-        h.waiters.remove(&self.seq);
+        if let Some(Some(ip)) = h.waiters.remove(&self.seq) {
+            if let Some(w) = h.waiting.get_mut(&ip) {
+                *w = w.saturating_sub(1);
+                if *w == 0 {
+                    h.waiting.remove(&ip);
+                }
+            }
+        }
         drop(h);
         self.shares.freed.notify_waiters();
     }
@@ -81,6 +121,8 @@ pub struct Stall {
     /// Milliseconds after the shares' epoch, plus one, since the reply waits; 0 when it
     /// works.
     since: AtomicU64,
+    /// Milliseconds the reply waited for its peer before `since`.
+    stalled: AtomicU64,
     revoked: AtomicBool,
     notify: tokio::sync::Notify,
     epoch: Instant,
@@ -89,12 +131,32 @@ pub struct Stall {
 impl Stall {
     /// The reply starts (`true`) or stops (`false`) waiting for its peer.
     pub fn waiting(&self, yes: bool) {
-        let now = if yes {
-            u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX - 1) + 1
+        let now = self.now();
+        let was = if yes {
+            self.since.swap(now, Ordering::Relaxed)
         } else {
-            0
+            self.since.swap(0, Ordering::Relaxed)
         };
-        self.since.store(now, Ordering::Relaxed);
+        if was != 0 {
+            self.stalled
+                .fetch_add(now.saturating_sub(was), Ordering::Relaxed);
+        }
+    }
+
+    /// Milliseconds after the epoch, plus one (never 0).
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX - 1) + 1
+    }
+
+    /// Milliseconds the reply has waited for its peer in all, until now.
+    fn stalled_ms(&self) -> u64 {
+        let since = self.since.load(Ordering::Relaxed);
+        let now = if since == 0 {
+            0
+        } else {
+            self.now().saturating_sub(since)
+        };
+        self.stalled.load(Ordering::Relaxed).saturating_add(now)
     }
 
     /// Whether the share was given to another request.
@@ -185,6 +247,7 @@ impl Shares {
         }
         let stall = Arc::new(Stall {
             since: AtomicU64::new(0),
+            stalled: AtomicU64::new(0),
             revoked: AtomicBool::new(false),
             notify: tokio::sync::Notify::new(),
             epoch: self.epoch,
@@ -209,9 +272,11 @@ impl Shares {
 
     /// [`Shares::take_reply`], waiting up to `patience` while the server's cap is full: for
     /// a share given back, or for a reply to have waited [`RECLAIM_AFTER`] for its peer.
-    /// Among the requests waiting, the one whose address holds fewest shares goes first
-    /// (then the one that came first): a share that comes free goes to the address that
-    /// has least, so that many addresses' requests cannot crowd out one that holds none.
+    /// Among the requests waiting, the one whose address holds fewest shares goes first,
+    /// then the one whose address has held least lately (share-time, [`Use`]), then the one
+    /// that came first: a share that comes free goes to the address that has least, so
+    /// that many addresses' requests cannot crowd out one that holds none, and addresses
+    /// whose replies sit unread until taken back go after one whose replies are read.
     /// The address's own cap refuses at once (its own replies are what it waits for). The
     /// wait holds nothing; it is bounded by `patience` and, in number, by the connections
     /// the server accepts.
@@ -254,6 +319,9 @@ impl Shares {
                             let seq = h.next;
                             h.next += 1;
                             h.waiters.insert(seq, ip);
+                            if let Some(ip) = ip {
+                                *h.waiting.entry(ip).or_default() += 1;
+                            }
                             waiter = Some(Waiting {
                                 shares: self.clone(),
                                 seq,
@@ -281,16 +349,26 @@ impl Shares {
         }
     }
 
-    /// The waiter that goes first: its address holds fewest shares, then it came first.
+    /// The waiter that goes first: its address holds fewest shares, then its replies
+    /// waited least for it lately (in steps of [`USE_STEP`]), then it has fewest requests
+    /// waiting, then it came first.
     fn first_waiter(h: &Held) -> Option<u64> {
+        let now = Instant::now();
         h.waiters
             .iter()
-            .map(|(&seq, ip)| {
-                let holds = ip.and_then(|ip| h.by_address.get(&ip).copied());
-                (holds.unwrap_or(0), seq)
+            .map(|(&seq, ip)| match ip {
+                Some(ip) => {
+                    let holds = h.by_address.get(ip).copied().unwrap_or(0);
+                    let used = h.used.get(ip).map_or(0.0, |u| u.now(now));
+                    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                    let step = (used / USE_STEP) as u64; // saturates; never negative
+                    let waiting = h.waiting.get(ip).copied().unwrap_or(0);
+                    (holds, step, waiting, seq)
+                }
+                None => (0, 0, 0, seq),
             })
             .min()
-            .map(|(_, seq)| seq)
+            .map(|(.., seq)| seq)
     }
 
     /// When the reply that has waited longest for its peer (holding at least `n`) will
@@ -331,6 +409,7 @@ impl Shares {
         r.stall.revoked.store(true, Ordering::Release);
         r.stall.notify.notify_waiters();
         Self::remove_held(h, r.ip, r.n);
+        Self::record_use(h, r.ip, r.n, r.stall.stalled_ms());
         true
     }
 
@@ -368,16 +447,44 @@ impl Shares {
         Ok(())
     }
 
-    fn remove(&self, ip: Option<IpAddr>, n: u64, reply: Option<u64>) {
+    fn remove(&self, ip: Option<IpAddr>, n: u64, reply: Option<&(u64, Arc<Stall>)>) {
         let mut h = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(id) = reply {
-            if h.replies.remove(&id).is_none() {
+        if let Some((id, stall)) = reply {
+            if h.replies.remove(id).is_none() {
                 return; // reclaimed: given back already
             }
+            Self::record_use(&mut h, ip, n, stall.stalled_ms());
         }
         Self::remove_held(&mut h, ip, n);
         drop(h);
         self.freed.notify_waiters();
+    }
+
+    /// Adds `n` held `stalled_ms` while waiting for the peer to the address's use. Past
+    /// [`USE_REMEMBERED`] addresses, the least used are forgotten (forgotten, an address
+    /// counts as having used nothing: the most it can gain is a place among those that
+    /// truly did not).
+    fn record_use(h: &mut Held, ip: Option<IpAddr>, n: u64, stalled_ms: u64) {
+        let Some(ip) = ip else { return };
+        if n == 0 || stalled_ms == 0 {
+            return;
+        }
+        let now = Instant::now();
+        #[allow(clippy::cast_precision_loss)] // exact far beyond any cap or lifetime
+        let add = stalled_ms as f64 * n as f64;
+        if !h.used.contains_key(&ip) && h.used.len() >= USE_REMEMBERED {
+            let mut all: Vec<f64> = h.used.values().map(|u| u.now(now)).collect();
+            let mid = all.len() / 2;
+            let (_, median, _) = all.select_nth_unstable_by(mid, f64::total_cmp);
+            let median = *median;
+            h.used.retain(|_, u| u.now(now) > median);
+        }
+        let u = h.used.entry(ip).or_insert(Use {
+            amount: 0.0,
+            at: now,
+        });
+        u.amount = u.now(now) + add;
+        u.at = now;
     }
 
     fn remove_held(h: &mut Held, ip: Option<IpAddr>, n: u64) {
@@ -431,8 +538,7 @@ impl Share {
 
 impl Drop for Share {
     fn drop(&mut self) {
-        self.shares
-            .remove(self.ip, self.n, self.reply.as_ref().map(|r| r.0));
+        self.shares.remove(self.ip, self.n, self.reply.as_ref());
     }
 }
 
@@ -639,6 +745,98 @@ mod tests {
         drop((r1, got_a, got_b));
         assert_eq!(s.held(None), (0, 0));
         assert!(s.held.lock().unwrap().waiters.is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn among_addresses_holding_as_many_the_one_whose_replies_waited_least_goes_first() {
+        let s = Shares::new("slots", 1, 0);
+        let (a, b, c): (IpAddr, IpAddr, IpAddr) = (
+            "10.0.0.1".parse().unwrap(),
+            "10.0.0.2".parse().unwrap(),
+            "10.0.0.3".parse().unwrap(),
+        );
+        // `a` left a reply unread 300 ms; `b` held one 300 ms, working, and read it at once.
+        let held = s.take_reply(Some(a), 1).unwrap();
+        held.stall().unwrap().waiting(true);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        drop(held);
+        let held = s.take_reply(Some(b), 1).unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        held.stall().unwrap().waiting(true);
+        held.stall().unwrap().waiting(false);
+        drop(held);
+        // `c` holds the only slot; `a` starts waiting before `b`, both holding none.
+        let held = s.take_reply(Some(c), 1).unwrap();
+        let wait = |ip| {
+            let s = s.clone();
+            tokio::spawn(async move { s.wait_reply(Some(ip), 1, Duration::from_secs(5)).await })
+        };
+        let from_a = wait(a);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let from_b = wait(b);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(held);
+        let got_b = tokio::time::timeout(Duration::from_millis(500), from_b)
+            .await
+            .expect("the freed slot goes to the address whose replies waited least")
+            .unwrap()
+            .unwrap();
+        assert!(!from_a.is_finished(), "`a` waits on");
+        drop(got_b);
+        let got_a = tokio::time::timeout(Duration::from_millis(500), from_a)
+            .await
+            .expect("then to the other")
+            .unwrap()
+            .unwrap();
+        drop(got_a);
+        assert_eq!(s.held(None), (0, 0));
+        assert!(s.held.lock().unwrap().waiting.is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_address_with_fewer_requests_waiting_goes_first() {
+        let s = Shares::new("slots", 1, 0);
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let held = s.take_reply(None, 1).unwrap();
+        let wait = |ip| {
+            let s = s.clone();
+            tokio::spawn(async move { s.wait_reply(Some(ip), 1, Duration::from_secs(5)).await })
+        };
+        // Three of `a`'s requests wait before `b`'s one.
+        let from_a: Vec<_> = (0..3).map(|_| wait(a)).collect();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let from_b = wait(b);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(s.held.lock().unwrap().waiting.get(&a), Some(&3));
+        drop(held);
+        let got_b = tokio::time::timeout(Duration::from_millis(500), from_b)
+            .await
+            .expect("the freed slot goes to the address with fewer waiting")
+            .unwrap()
+            .unwrap();
+        assert!(from_a.iter().all(|w| !w.is_finished()));
+        drop(got_b);
+        for w in from_a {
+            let got = tokio::time::timeout(Duration::from_millis(500), w)
+                .await
+                .expect("then each of the others, one at a time")
+                .unwrap()
+                .unwrap();
+            drop(got);
+        }
+        assert!(s.held.lock().unwrap().waiting.is_empty());
+    }
+
+    #[test]
+    fn past_use_is_remembered_for_a_bounded_number_of_addresses() {
+        let s = Shares::new("slots", 0, 0);
+        let mut h = s.held.lock().unwrap();
+        for i in 0..3 * USE_REMEMBERED as u32 {
+            let ip = IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            Shares::record_use(&mut h, Some(ip), 1, 1 + u64::from(i % 7));
+            assert!(h.used.len() <= USE_REMEMBERED);
+        }
+        assert!(h.used.len() > USE_REMEMBERED / 4, "{}", h.used.len());
     }
 
     #[tokio::test]

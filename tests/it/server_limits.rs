@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bsor_stream::server::admission::PATIENCE;
+use bsor_stream::server::admission::{PATIENCE, RECLAIM_AFTER};
 use bsor_stream::server::{Config, Index, ReplayServer, Store, Uploaders};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -198,9 +198,9 @@ async fn holding(addr: std::net::SocketAddr, path: &str) -> TcpStream {
 
 /// A client that does not read its replies cannot keep the server's shares from one that
 /// does, from however many addresses it asks: once the server's cap is full, the share of
-/// the reply that has waited longest for its peer (a second or more) goes to the next
-/// request, and that reply is cut (short of its length, or a chunked body without its
-/// last chunk, never ending as if whole). Until that second, the next request waits for
+/// the reply that has waited longest for its peer (`RECLAIM_AFTER` or more) goes to the
+/// next request, and that reply is cut (short of its length, or a chunked body without its
+/// last chunk, never ending as if whole). Until then, the next request waits for
 /// it (up to `PATIENCE`), holding nothing, rather than being told `busy`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replies_nobody_reads_give_their_shares_to_those_who_read() {
@@ -226,13 +226,13 @@ async fn replies_nobody_reads_give_their_shares_to_those_who_read() {
         held.push(h);
     }
     // Both slots are held by replies that have just begun to wait for their peers: the
-    // next request waits until one has waited a second, and gets its share.
+    // next request waits until one has waited `RECLAIM_AFTER`, and gets its share.
     let t = std::time::Instant::now();
     let got = request(addr, "GET", &path, &[], b"").await;
     assert_eq!(got.status, 200);
     let waited = t.elapsed();
     assert!(
-        waited > Duration::from_millis(500) && waited < PATIENCE + Duration::from_secs(1),
+        waited > RECLAIM_AFTER / 2 && waited < PATIENCE + Duration::from_secs(1),
         "answered after {waited:?}"
     );
     assert!(got.body == bytes, "the reader's download is not the BSOR");

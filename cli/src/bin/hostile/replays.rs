@@ -784,8 +784,8 @@ struct Tally {
     round_trips: AtomicU64,
     wrong: AtomicU64,
     busy: AtomicU64,
-    /// The requests told busy, by what they asked for.
-    busy_at: Mutex<BTreeMap<&'static str, u64>>,
+    /// The requests told busy, by what they asked for and the reason they were given.
+    busy_at: Mutex<BTreeMap<String, u64>>,
     failed: AtomicU64,
     /// Seconds each honest request took, answered or not.
     latencies: Mutex<Vec<f64>>,
@@ -798,14 +798,20 @@ impl Tally {
         }
     }
 
-    fn busy(&self, what: &'static str) {
+    fn busy(&self, what: &'static str, body: &[u8]) {
         self.busy.fetch_add(1, Ordering::Relaxed);
+        let reason = serde_json::from_slice::<serde_json::Value>(body)
+            .ok()
+            .and_then(|v| v["reason"].as_str().map(str::to_string))
+            .unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
+        let reason: String = reason.chars().take(80).collect();
         if let Ok(mut b) = self.busy_at.lock() {
-            *b.entry(what).or_default() += 1;
+            *b.entry(format!("{what}: {reason}")).or_default() += 1;
         }
     }
 
-    /// Which requests were told busy, e.g. " (BSOR 2, verify 1)".
+    /// Which requests were told busy and why, e.g. " (BSOR: the server's rebuild slots are
+    /// all taken … 2)".
     fn busy_list(&self) -> String {
         let b = self.busy_at.lock().map(|b| b.clone()).unwrap_or_default();
         if b.is_empty() {
@@ -839,8 +845,8 @@ async fn honest(ws: SocketAddr, until: Instant, tally: Arc<Tally>) {
             Some((201 | 200, body)) => serde_json::from_slice::<serde_json::Value>(body)
                 .ok()
                 .and_then(|v| v["id"].as_str().map(str::to_string)),
-            Some((503, _)) => {
-                tally.busy("upload");
+            Some((503, body)) => {
+                tally.busy("upload", body);
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
             }
@@ -866,8 +872,8 @@ async fn honest(ws: SocketAddr, until: Instant, tally: Arc<Tally>) {
                     tally.wrong.fetch_add(1, Ordering::Relaxed);
                     ok = false;
                 }
-                Some((503, _)) => {
-                    tally.busy(what);
+                Some((503, body)) => {
+                    tally.busy(what, &body);
                     ok = false;
                 }
                 _ => {
