@@ -387,12 +387,13 @@ impl Server {
                         batch.push(m);
                     }
                     // A `Resume` or an `Ack` says the archive holds what it names (wire.md
-                    // §3, §4.1): the archive writes the relay asked for before it are done
-                    // under the archive's lock, taken before the relay's was let go, so
-                    // taking it (still under the relay's) waits for them.
-                    let promises = batch
-                        .iter()
-                        .any(|m| matches!(m, Message::Resume(_) | Message::Ack(_)));
+                    // §3, §4.1), an `End` that the session's file is finished: the archive
+                    // writes the relay asked for before it are done under the archive's
+                    // lock, taken before the relay's was let go, so taking it (still under
+                    // the relay's) waits for them.
+                    let promises = batch.iter().any(|m| {
+                        matches!(m, Message::Resume(_) | Message::Ack(_) | Message::End(_))
+                    });
                     if let (true, Some(a)) = (promises, &out_shared.archive) {
                         drop(lock(a));
                     }
@@ -541,6 +542,10 @@ impl Shared {
         archive: Option<std::sync::MutexGuard<'_, ArchiveWriter>>,
         granted: &[(String, Option<String>)],
     ) {
+        // Writers are woken before the archive is written: a viewer's chunks go out while
+        // the file is written (a writer sending an `Ack`, a `Resume` or an `End` waits for
+        // the archive's lock, held until then); archive reads start after the writes.
+        self.wake_writers(&actions);
         let failed = match archive {
             Some(mut a) => write_archive(&mut a, &actions),
             None => Vec::new(),
@@ -548,20 +553,9 @@ impl Shared {
         if let (Some(dir), Some(tx)) = (&self.config.archive, &self.config.finished) {
             announce_finished(dir, tx, &actions, &failed, granted);
         }
-        let writers = lock(&self.writers);
         for action in actions {
             match action {
-                RelayAction::Ready(c) => {
-                    if let Some(w) = writers.get(&c) {
-                        w.wake.notify_one();
-                    }
-                }
-                RelayAction::Close(c) => {
-                    if let Some(w) = writers.get(&c) {
-                        w.closing.send_replace(true);
-                        w.wake.notify_one();
-                    }
-                }
+                RelayAction::Ready(_) | RelayAction::Close(_) => {}
                 RelayAction::Fetch(req) => self.spawn_fetch(req),
                 RelayAction::Lookup(session) => self.spawn_lookup(session),
                 RelayAction::SessionEnded(session, reason) => {
@@ -586,13 +580,33 @@ impl Shared {
                 }
             }
         }
-        drop(writers);
         if !failed.is_empty() {
             self.with_relay(|r, _| {
                 for s in &failed {
                     r.archive_failed(s);
                 }
             });
+        }
+    }
+
+    /// Wakes the writers of the connections `actions` made ready or closed.
+    fn wake_writers(&self, actions: &[RelayAction]) {
+        let writers = lock(&self.writers);
+        for action in actions {
+            match action {
+                RelayAction::Ready(c) => {
+                    if let Some(w) = writers.get(c) {
+                        w.wake.notify_one();
+                    }
+                }
+                RelayAction::Close(c) => {
+                    if let Some(w) = writers.get(c) {
+                        w.closing.send_replace(true);
+                        w.wake.notify_one();
+                    }
+                }
+                _ => {}
+            }
         }
     }
 
