@@ -273,8 +273,9 @@ impl Shares {
     /// [`Shares::take_reply`], waiting up to `patience` while the server's cap is full: for
     /// a share given back, or for a reply to have waited [`RECLAIM_AFTER`] for its peer.
     /// Among the requests waiting, the one whose address holds fewest shares goes first,
-    /// then the one whose address has held least lately (share-time, [`Use`]), then the one
-    /// that came first: a share that comes free goes to the address that has least, so
+    /// then the one whose address's replies waited least for it to read lately, then the
+    /// one whose address has fewest requests waiting, then the one that came first (`http.md`
+    /// §8.15): a share that comes free goes to the address that has least, so
     /// that many addresses' requests cannot crowd out one that holds none, and addresses
     /// whose replies sit unread until taken back go after one whose replies are read.
     /// The address's own cap refuses at once (its own replies are what it waits for). The
