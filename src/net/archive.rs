@@ -11,15 +11,17 @@
 //! (`format.md` §14: it only says where the index chunk starts, so the file is then byte
 //! for byte the publisher's finished file).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
-use super::relay::{Archived, ResumeKey, KEY_FILE_MAX};
-use super::wire::{check_chunk, EndReason, WireError};
+use super::relay::{
+    Archived, BacklogLimits, ResumeKey, KEY_CHUNK_KEPT_MAX, KEY_CHUNK_TYPE, KEY_FILE_MAX,
+};
+use super::wire::{check_chunk, check_chunk_size, EndReason, WireError};
 use crate::stream::{footer, parse_footer, ChunkHeader, ChunkType, StreamHeader, FOOTER_SIZE};
 
 /// Why the archive could not be written or read: what failed, and which session, file and
@@ -381,11 +383,164 @@ pub fn read_chunks(
     Ok(out)
 }
 
+/// Where, in an archive file, the chunks lie that a live session's backlog would hold
+/// (`wire.md` §4.1): found by [`scan_backlog`], read by [`read_backlog`]. Holds offsets
+/// only, at most [`BacklogLimits::chunks`] of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BacklogSpan {
+    /// Chunk 0, when it is a key chunk of at most 4096 bytes: its offset and length.
+    key_chunk: Option<(u64, usize)>,
+    /// The last chunks (offset and length, consecutive in the file), from the last
+    /// keyframe chunk on, within the limits.
+    chunks: VecDeque<(u64, usize)>,
+    /// Bytes of `chunks`.
+    bytes: usize,
+}
+
+impl BacklogSpan {
+    /// Chunks it names (the key chunk apart).
+    pub fn len(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// True when it names no chunk (the key chunk apart).
+    pub fn is_empty(&self) -> bool {
+        self.chunks.is_empty()
+    }
+
+    /// Bytes of the chunks it names (the key chunk apart).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The chunk of `len` bytes at `at` is the next whole chunk of the file (`head` holds
+    /// its first bytes, its header whole).
+    fn push(&mut self, limits: BacklogLimits, at: u64, len: usize, head: &[u8]) {
+        let Some((h, _)) = ChunkHeader::parse_at(head) else {
+            return;
+        };
+        if h.seq == 0 && h.kind == ChunkType::Unknown(KEY_CHUNK_TYPE) && len <= KEY_CHUNK_KEPT_MAX {
+            self.key_chunk = Some((at, len));
+        }
+        // A chunk over its type's limit or the publisher's frame limit is none the relay
+        // would have held: nothing before it can be in the backlog either.
+        let fits =
+            len <= limits.max_chunk && matches!(check_chunk_size(head), Ok(Some(n)) if n == len);
+        if h.kind == ChunkType::Keyframes || !fits {
+            // The group before it is not what a late joiner gets.
+            self.chunks.clear();
+            self.bytes = 0;
+        }
+        if !fits {
+            return;
+        }
+        self.chunks.push_back((at, len));
+        self.bytes += len;
+        // As the relay drops its oldest chunks (the newest stays).
+        while self.chunks.len() > 1
+            && (self.chunks.len() > limits.chunks.max(1) || self.bytes > limits.bytes)
+        {
+            if let Some((_, n)) = self.chunks.pop_front() {
+                self.bytes -= n;
+            }
+        }
+    }
+}
+
 /// Looks a session up in the archive: its stream header, how many whole chunks follow in
 /// sequence, where they end, and whether the file ends with its footer. `None` when there
 /// is no file. Only chunk headers are read, not payloads; the key file is not read (see
 /// [`read_key`]).
 pub fn scan(file: &Path) -> Result<Option<Archived>, ArchiveError> {
+    Ok(scan_with(file, None)?.map(|(a, _)| a))
+}
+
+/// [`scan`], and where the chunks lie that the session's live backlog would hold within
+/// `limits` (its key chunk, and its last chunks from the last keyframe chunk on), for
+/// [`read_backlog`] if the session is resumed (`wire.md` §4.1). Reads no more than `scan`.
+pub fn scan_backlog(
+    file: &Path,
+    limits: BacklogLimits,
+) -> Result<Option<(Archived, BacklogSpan)>, ArchiveError> {
+    scan_with(file, Some(limits))
+}
+
+/// Reads the chunks `span` names from `file` (as [`scan_backlog`] found them) into
+/// `archived`'s [`key_chunk`](Archived::key_chunk) and [`backlog`](Archived::backlog),
+/// checking each chunk's sequence number and CRCs. Reads at most the key chunk (4096
+/// bytes) and the span's bytes (within the limits it was found with, or one chunk within
+/// them and its type's limit).
+pub fn read_backlog(
+    file: &Path,
+    span: &BacklogSpan,
+    archived: &mut Archived,
+) -> Result<(), ArchiveError> {
+    let fail = |source| ArchiveError::Read {
+        file: file.to_path_buf(),
+        source,
+    };
+    let mut f = File::open(file).map_err(fail)?;
+    let mut read_at = |at: u64, len: usize| -> Result<Bytes, ArchiveError> {
+        f.seek(SeekFrom::Start(at)).map_err(fail)?;
+        let mut buf = vec![0u8; len];
+        if read_full(&mut f, &mut buf).map_err(fail)? < len {
+            let short = io::Error::new(io::ErrorKind::UnexpectedEof, "the file got shorter");
+            return Err(fail(short));
+        }
+        Ok(Bytes::from(buf))
+    };
+    let checked = |offset: u64, chunk: &Bytes, expected: u32| -> Result<(), ArchiveError> {
+        check_chunk(chunk).map_err(|source| ArchiveError::BadChunk {
+            file: file.to_path_buf(),
+            offset,
+            source,
+        })?;
+        match ChunkHeader::parse_at(chunk) {
+            Some((h, _)) if h.seq == expected => Ok(()),
+            found => Err(ArchiveError::OutOfSequence {
+                file: file.to_path_buf(),
+                offset,
+                expected,
+                found: found.map_or(u32::MAX, |(h, _)| h.seq),
+            }),
+        }
+    };
+    let key_chunk = match span.key_chunk {
+        Some((at, len)) => {
+            let k = read_at(at, len)?;
+            checked(at, &k, 0)?;
+            Some(k)
+        }
+        None => None,
+    };
+    let mut backlog = Vec::with_capacity(span.chunks.len());
+    if let (Some(&(start, _)), Some(first)) = (
+        span.chunks.front(),
+        u32::try_from(span.chunks.len())
+            .ok()
+            .and_then(|n| archived.chunks.checked_sub(n)),
+    ) {
+        let all = read_at(start, span.bytes)?;
+        let mut at = 0;
+        for (&(offset, len), seq) in span.chunks.iter().zip(first..) {
+            if at + len > all.len() {
+                break;
+            }
+            let chunk = all.slice(at..at + len);
+            checked(offset, &chunk, seq)?;
+            backlog.push(chunk);
+            at += len;
+        }
+    }
+    archived.key_chunk = key_chunk;
+    archived.backlog = backlog;
+    Ok(())
+}
+
+fn scan_with(
+    file: &Path,
+    limits: Option<BacklogLimits>,
+) -> Result<Option<(Archived, BacklogSpan)>, ArchiveError> {
     let io = |source| ArchiveError::Read {
         file: file.to_path_buf(),
         source,
@@ -421,6 +576,7 @@ pub fn scan(file: &Path) -> Result<Option<Archived>, ArchiveError> {
     let mut chunks = 0u32;
     let mut index_at = None;
     let mut window = [0u8; CHUNK_HEADER_MAX];
+    let mut span = BacklogSpan::default();
     loop {
         f.seek(SeekFrom::Start(at)).map_err(io)?;
         let n = read_full(&mut f, &mut window).map_err(io)?;
@@ -431,6 +587,10 @@ pub fn scan(file: &Path) -> Result<Option<Archived>, ArchiveError> {
         if h.seq != chunks || end > file_len {
             break;
         }
+        if let Some(limits) = limits {
+            let len = usize::try_from(end - at).unwrap_or(usize::MAX);
+            span.push(limits, at, len, &window[..n]);
+        }
         chunks += 1;
         index_at = (h.kind == ChunkType::Index).then_some(at);
         at = end;
@@ -440,12 +600,15 @@ pub fn scan(file: &Path) -> Result<Option<Archived>, ArchiveError> {
         f.seek(SeekFrom::Start(at)).map_err(io)?;
         read_full(&mut f, &mut tail).map_err(io)? == FOOTER_SIZE && parse_footer(&tail).is_some()
     };
-    Ok(Some(Archived {
+    let archived = Archived {
         header: Bytes::from(head),
         chunks,
         end: at,
         index_at,
         finished,
         key: None,
-    }))
+        key_chunk: None,
+        backlog: Vec::new(),
+    };
+    Ok(Some((archived, span)))
 }

@@ -638,26 +638,60 @@ impl Shared {
             return;
         };
         let me = self.clone();
-        tokio::task::spawn_blocking(move || {
-            let found = match archive::scan(&archive::path(&dir, &session)) {
-                Ok(found) => found,
-                Err(err) => {
-                    tracing::warn!(%session, %err, "archive lookup failed");
-                    None
-                }
+        tokio::spawn(async move {
+            let file = archive::path(&dir, &session);
+            let scanned = {
+                let (file, session, me) = (file.clone(), session.clone(), me.clone());
+                tokio::task::spawn_blocking(move || {
+                    // As much of the stream as a backlog may hold now (the relay checks
+                    // again when it takes it).
+                    let limits = lock(&me.relay).backlog_limits();
+                    let found = match archive::scan_backlog(&file, limits) {
+                        Ok(found) => found,
+                        Err(err) => {
+                            tracing::warn!(%session, %err, "archive lookup failed");
+                            None
+                        }
+                    };
+                    // Its key file, if it may be resumed (wire.md §4.1); one that cannot be
+                    // read resumes nothing.
+                    found.map(|(mut a, span)| {
+                        if !a.finished {
+                            a.key = archive::read_key(&dir, &session).unwrap_or_else(|err| {
+                                tracing::warn!(%session, %err, "reading the key file failed");
+                                None
+                            });
+                        }
+                        (a, span)
+                    })
+                })
+                .await
             };
-            // Its key file, if it may be resumed (wire.md §4.1); one that cannot be read
-            // resumes nothing.
-            let found = found.map(|mut a| {
-                if !a.finished {
-                    a.key = archive::read_key(&dir, &session).unwrap_or_else(|err| {
-                        tracing::warn!(%session, %err, "reading the key file failed");
-                        None
-                    });
-                }
-                a
-            });
-            me.with_relay(|r, now| r.restored(&session, found, now));
+            let Ok(found) = scanned else {
+                return;
+            };
+            // A resumable session gets back the live backlog it held, for its late joiners
+            // (§4.1): one archive read among the READERS at once, of at most the backlog's
+            // byte limit.
+            let resumable = found.as_ref().is_some_and(|(a, _)| a.key.is_some());
+            let permit = if resumable {
+                me.readers.clone().acquire_owned().await.ok()
+            } else {
+                None
+            };
+            let _ = tokio::task::spawn_blocking(move || {
+                let found = found.map(|(mut a, span)| {
+                    if a.key.is_some() {
+                        if let Err(err) = archive::read_backlog(&file, &span, &mut a) {
+                            tracing::warn!(%session, %err, "reading the backlog back failed; late joiners start at the next keyframe");
+                        }
+                    }
+                    a
+                });
+                drop(permit);
+                me.with_relay(|r, now| r.restored(&session, found, now));
+            })
+            .await;
         });
     }
 }

@@ -2,6 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use bsor_stream::net::archive;
 use bsor_stream::net::relay::{
     Archived, ConnId, Relay, RelayAction, RelayConfig, ResumeKey, Tokens,
 };
@@ -49,6 +50,9 @@ struct Net {
     finished: HashSet<String>,
     /// Archive files reopened after a restart, and the length each was cut to.
     reopened: Vec<(String, u64)>,
+    /// Backlogs read back from an archive file for a resumable session: the session, and
+    /// the chunks and bytes read.
+    backlog_reads: Vec<(String, usize, usize)>,
     config: RelayConfig,
 }
 
@@ -70,6 +74,7 @@ impl Net {
             keys: HashMap::new(),
             finished: HashSet::new(),
             reopened: Vec::new(),
+            backlog_reads: Vec::new(),
             config,
         }
     }
@@ -129,14 +134,29 @@ impl Net {
                             chunks += 1;
                             end = next;
                         }
-                        Archived {
+                        let mut a = Archived {
                             header: Bytes::copy_from_slice(&file[..header_len]),
                             chunks,
                             end: end as u64,
                             index_at,
                             finished,
                             key: key.filter(|_| !finished),
+                            key_chunk: None,
+                            backlog: Vec::new(),
+                        };
+                        if a.key.is_some() {
+                            // Resumable: the shell reads the backlog back, with the archive's
+                            // own functions on the file as it stands.
+                            let tmp = tempfile::NamedTempFile::new().unwrap();
+                            std::fs::write(tmp.path(), file).unwrap();
+                            let limits = self.relay.backlog_limits();
+                            let (_, span) =
+                                archive::scan_backlog(tmp.path(), limits).unwrap().unwrap();
+                            archive::read_backlog(tmp.path(), &span, &mut a).unwrap();
+                            self.backlog_reads
+                                .push((s.clone(), span.len(), span.bytes()));
                         }
+                        a
                     });
                     self.relay.restored(&s, found, self.now);
                 }
@@ -957,7 +977,9 @@ fn a_publisher_resumes_its_session_after_a_relay_restart() {
     assert!(net.received(p).1.contains(&Message::Resume(20)));
     assert_eq!(net.reopened, vec![("song".to_string(), whole.len() as u64)]);
     assert!(net.archive["song"] == whole, "only the torn tail was cut");
-    // A live viewer right after the resume: the header, then the chunks as they come.
+    // A live viewer right after the resume: the header, the backlog's group as the relay
+    // held it before the restart (the last 8 chunks at most, here), then the chunks as they
+    // come.
     let live = net.viewer("song", ViewMode::Live);
     // The publisher sends its header and its unacknowledged chunks again (18 and 19 were,
     // say, still unacknowledged): acknowledged and dropped.
@@ -986,7 +1008,9 @@ fn a_publisher_resumes_its_session_after_a_relay_restart() {
     assert!(bsor::to_vec(&back).unwrap() == bsor::to_vec(&r).unwrap());
     let (bytes, rest) = net.received(live);
     assert_eq!(rest.last(), Some(&Message::End(EndReason::Finished)));
-    assert!(bytes == [&header[..], &chunks[20..].concat()[..]].concat());
+    let group = late_group(&chunks[..20], 8);
+    let want = [&header[..], &group.concat()[..], &chunks[20..].concat()[..]].concat();
+    assert!(bytes == want);
     // Ended: its key file is gone, and the name is the archive's for good.
     assert!(!net.keys.contains_key("song"));
 }
@@ -1123,4 +1147,317 @@ fn a_viewer_that_comes_before_the_publisher_is_back_reads_through_to_the_end() {
     let (bytes, rest) = net.received(v);
     assert_eq!(rest.last(), Some(&Message::End(EndReason::Finished)));
     assert!(bytes == [&header[..], &chunks.concat()[..]].concat());
+}
+
+/// What a late joiner of a stream cut after `chunks` gets from a backlog of at most
+/// `limit` chunks: from the last keyframe chunk on, or the whole backlog if it holds none.
+fn late_group(chunks: &[Bytes], limit: usize) -> Vec<Bytes> {
+    let kept = &chunks[chunks.len().saturating_sub(limit)..];
+    let start = kept
+        .iter()
+        .rposition(|c| kind(c) == ChunkType::Keyframes)
+        .unwrap_or(0);
+    kept[start..].to_vec()
+}
+
+/// What a live viewer of `song` receives when it joins after the publisher sent `header`
+/// and `chunks` (and before anything more), on a relay with an archive and `config`: the
+/// stream header, chunks and skip notices. With `restart`, the relay is killed after those
+/// chunks and started again, and the viewer joins after the publisher resumed (or, with
+/// `before`, before the publisher is back).
+fn late_joiner(
+    config: RelayConfig,
+    header: &Bytes,
+    chunks: &[Bytes],
+    restart: bool,
+    before: bool,
+) -> (Vec<Message>, Net) {
+    let mut net = Net::new(RelayConfig {
+        archive: true,
+        ..config
+    });
+    publish_part(&mut net, "sekrit", 1, header, chunks);
+    let v = if restart {
+        net.restart();
+        let early = before.then(|| net.viewer("song", ViewMode::Live));
+        let p = net.publisher("song", "sekrit", true, 1);
+        assert!(net
+            .received(p)
+            .1
+            .contains(&Message::Resume(chunks.len() as u32)));
+        net.send(p, Message::StreamHeader(header.clone()));
+        early.unwrap_or_else(|| net.viewer("song", ViewMode::Live))
+    } else {
+        net.viewer("song", ViewMode::Live)
+    };
+    let got = net.inbox[&v]
+        .iter()
+        .filter(|m| {
+            matches!(
+                m,
+                Message::StreamHeader(_) | Message::Chunk(_) | Message::Skipped { .. }
+            )
+        })
+        .cloned()
+        .collect();
+    (got, net)
+}
+
+/// A live viewer that joins a session resumed after a restart gets what it would have got
+/// had the relay not restarted (wire.md §4.1): the header and the group of the backlog the
+/// relay held, read back from the archive file within the backlog's limits; whatever the
+/// limits, wherever the stream was cut, and whether it joins before or after the
+/// publisher is back.
+#[test]
+fn a_late_joiner_after_a_restart_gets_what_it_would_have_got_without_one() {
+    let (r, header, chunks) = stream();
+    let keyframes: Vec<usize> = (0..chunks.len())
+        .filter(|&i| kind(&chunks[i]) == ChunkType::Keyframes)
+        .collect();
+    assert!(keyframes.len() > 10, "{keyframes:?}");
+    let configs = [
+        RelayConfig::default(),
+        // The group cut by the chunk limit, or by the bytes limit.
+        RelayConfig {
+            backlog_chunks: 4,
+            ..RelayConfig::default()
+        },
+        RelayConfig {
+            backlog_bytes: 3_000,
+            ..RelayConfig::default()
+        },
+        RelayConfig {
+            total_backlog_bytes: 2_000,
+            ..RelayConfig::default()
+        },
+        // A group longer than the viewer's queue: skipped to the next keyframe.
+        RelayConfig {
+            viewer_queue_messages: 4,
+            ..RelayConfig::default()
+        },
+    ];
+    let cuts = [
+        1,
+        keyframes[3],
+        keyframes[3] + 1,
+        keyframes[5] + 4,
+        chunks.len() - 1,
+    ];
+    for config in configs {
+        for &cut in &cuts {
+            let (want, _) = late_joiner(config, &header, &chunks[..cut], false, false);
+            for before in [false, true] {
+                let (got, net) = late_joiner(config, &header, &chunks[..cut], true, before);
+                assert!(
+                    got == want,
+                    "cut at {cut}, {config:?}, before: {before}: {} messages, not {}",
+                    got.len(),
+                    want.len()
+                );
+                // Read back within the backlog's limits, and held within them.
+                let (_, read, bytes) = net.backlog_reads.last().cloned().unwrap();
+                assert!(read <= config.backlog_chunks.max(1), "{read}");
+                assert!(read <= 1 || bytes <= config.backlog_bytes, "{bytes}");
+                assert!(net.relay.backlog_bytes() <= config.total_backlog_bytes);
+            }
+        }
+    }
+    // With the default limits the late joiner decodes at once, from a keyframe chunk, the
+    // frames of the source from there on.
+    let cut = keyframes[5] + 4;
+    let (got, _) = late_joiner(RelayConfig::default(), &header, &chunks[..cut], true, false);
+    let data: Vec<&Bytes> = got
+        .iter()
+        .filter_map(|m| match m {
+            Message::Chunk(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kind(data[0]), ChunkType::Keyframes);
+    assert_eq!(
+        ChunkHeader::parse_at(data[0]).unwrap().0.seq,
+        keyframes[5] as u32
+    );
+    assert_eq!(data.len(), 4);
+    let bytes = [
+        &header[..],
+        &data.iter().map(|c| &c[..]).collect::<Vec<_>>().concat()[..],
+    ]
+    .concat();
+    let (back, _) = decode(&bytes);
+    assert!(!back.frames.is_empty());
+    let first = r
+        .frames
+        .iter()
+        .position(|f| f.time == back.frames[0].time)
+        .unwrap();
+    assert!(back.frames[..] == r.frames[first..first + back.frames.len()]);
+}
+
+/// A signed session's late joiner after a restart gets the key chunk first, then the group
+/// it would have got without the restart, and what it got verifies (integrity.md §8) as a
+/// late joiner's stream of the publisher's key.
+#[cfg(feature = "integrity")]
+#[test]
+fn a_late_joiner_of_a_signed_session_after_a_restart_gets_the_key_chunk() {
+    use bsor_stream::integrity::{self, Signer, SigningKey, Verdict, KEY_CHUNK};
+    let r = synth::replay(synth::Settings {
+        seed: 21,
+        seconds: 8.0,
+        fps: 60,
+    });
+    let signer = Signer::new(SigningKey::from_bytes(&[0x42; 32]), [0x4e; 16]);
+    let public = signer.public_key();
+    let s = integrity::sign_replay(&r, Settings::live(Profile::Lossless), signer).unwrap();
+    let (_, header_len, spans) = split_stream(&s).unwrap();
+    let header = Bytes::copy_from_slice(&s[..header_len]);
+    let chunks: Vec<Bytes> = spans
+        .iter()
+        .map(|c| Bytes::copy_from_slice(c.bytes(&s)))
+        .collect();
+    let cut = chunks.len() / 2;
+    let (want, _) = late_joiner(
+        RelayConfig::default(),
+        &header,
+        &chunks[..cut],
+        false,
+        false,
+    );
+    let (got, net) = late_joiner(RelayConfig::default(), &header, &chunks[..cut], true, false);
+    assert!(got == want, "{} messages, not {}", got.len(), want.len());
+    let data: Vec<&Bytes> = got
+        .iter()
+        .filter_map(|m| match m {
+            Message::Chunk(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    let head = |c: &Bytes| ChunkHeader::parse_at(c).unwrap().0;
+    assert_eq!(head(data[0]).seq, 0);
+    assert_eq!(head(data[0]).kind, ChunkType::Unknown(KEY_CHUNK));
+    assert_eq!(head(data[1]).kind, ChunkType::Keyframes);
+    assert!(head(data[1]).seq > 1, "joined after the first group");
+    assert!(net.relay.backlog_bytes() > 0);
+    let bytes = [
+        &header[..],
+        &data.iter().map(|c| &c[..]).collect::<Vec<_>>().concat()[..],
+    ]
+    .concat();
+    let rep = integrity::verify_stream(&bytes);
+    assert_eq!(rep.verdict, Verdict::Incomplete, "{:?}", rep.reason);
+    assert!(rep.reason.as_deref().unwrap_or("").contains("joined late"));
+    assert_eq!(rep.signer_key, Some(public));
+}
+
+/// A hostile or huge archive file is read back within the backlog's limits: of a file of
+/// 100,000 tiny chunks only the chunk limit's last are noted and read; a chunk longer than
+/// a publisher could send leaves nothing before it; a damaged chunk in the group is an
+/// error (nothing is read back). The relay checks what it is handed again: chunks that are
+/// not the session's last, in sequence, are not kept, and the budgets hold.
+#[test]
+fn an_archive_file_is_read_back_within_the_backlogs_limits() {
+    use bsor_stream::net::relay::BacklogLimits;
+    let (_, header, chunks) = stream();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("song.bsors");
+    let mut file = header.to_vec();
+    let n = 100_000u32;
+    for seq in 0..n {
+        ChunkHeader::new(ChunkType::Unknown(0x20), seq, 0, 0, 0.0).write_to(&[1, 2, 3], &mut file);
+    }
+    std::fs::write(&path, &file).unwrap();
+    let relay = Relay::new(RelayConfig::default(), Tokens::parse(TOKENS));
+    let limits = relay.backlog_limits();
+    assert_eq!(
+        limits,
+        BacklogLimits {
+            chunks: 4096,
+            bytes: 8 << 20,
+            max_chunk: RelayConfig::default().publisher_frame_limit as usize,
+        }
+    );
+    let (mut a, span) = archive::scan_backlog(&path, limits).unwrap().unwrap();
+    assert_eq!(a.chunks, n);
+    assert_eq!(span.len(), 4096);
+    archive::read_backlog(&path, &span, &mut a).unwrap();
+    assert_eq!(a.backlog.len(), 4096);
+    let seq = |c: &Bytes| ChunkHeader::parse_at(c).unwrap().0.seq;
+    assert_eq!(seq(&a.backlog[0]), n - 4096);
+    assert_eq!(seq(a.backlog.last().unwrap()), n - 1);
+    assert_eq!(a.key_chunk, None);
+    // By bytes: the newest chunk always, then as many as fit.
+    let small = BacklogLimits {
+        bytes: 100,
+        ..limits
+    };
+    let (_, span) = archive::scan_backlog(&path, small).unwrap().unwrap();
+    assert!(span.len() > 1 && span.bytes() <= 100, "{span:?}");
+    let tiny = BacklogLimits { bytes: 1, ..limits };
+    let (_, span) = archive::scan_backlog(&path, tiny).unwrap().unwrap();
+    assert_eq!(span.len(), 1);
+    // A last chunk longer than a publisher's frame: counted, but none is read back.
+    let mut long = file.clone();
+    ChunkHeader::new(ChunkType::Unknown(0x20), n, 0, 0, 0.0).write_to(&[7; 500], &mut long);
+    std::fs::write(&path, &long).unwrap();
+    let strict = BacklogLimits {
+        max_chunk: 400,
+        ..limits
+    };
+    let (a, span) = archive::scan_backlog(&path, strict).unwrap().unwrap();
+    assert_eq!(a.chunks, n + 1);
+    assert!(span.is_empty());
+    // A damaged chunk in the group: an error, and the session holds nothing back.
+    let mut damaged = header.to_vec();
+    for c in &chunks[..30] {
+        damaged.extend_from_slice(c);
+    }
+    let last = damaged.len() - 1;
+    damaged[last] ^= 0xFF;
+    std::fs::write(&path, &damaged).unwrap();
+    let (mut a, span) = archive::scan_backlog(&path, limits).unwrap().unwrap();
+    assert_eq!(a.chunks, 30, "scanning reads headers only");
+    assert!(archive::read_backlog(&path, &span, &mut a).is_err());
+    assert!(a.backlog.is_empty());
+    // The relay keeps only the session's last chunks, in sequence, within its budgets.
+    let resumable = |backlog: Vec<Bytes>, chunks: u32| Archived {
+        header: header.clone(),
+        chunks,
+        end: 0,
+        index_at: None,
+        finished: false,
+        key: Some(ResumeKey::new(&[1; 16], None)),
+        key_chunk: None,
+        backlog,
+    };
+    let mut relay = Relay::new(
+        RelayConfig {
+            archive: true,
+            backlog_chunks: 5,
+            ..RelayConfig::default()
+        },
+        Tokens::parse(TOKENS),
+    );
+    // Not ending at the session's last chunk, or with a gap: none of it.
+    relay.restored("a", Some(resumable(chunks[10..20].to_vec(), 21)), 1);
+    let gap = [&chunks[10..12], &chunks[13..16]].concat();
+    relay.restored("b", Some(resumable(gap, 16)), 1);
+    assert_eq!(relay.backlog_bytes(), 0);
+    // More than the backlog keeps: its last 5 chunks.
+    relay.restored("c", Some(resumable(chunks[10..20].to_vec(), 20)), 1);
+    let want: usize = chunks[15..20].iter().map(Bytes::len).sum();
+    assert_eq!(relay.backlog_bytes(), want);
+    // And never over the budget of all backlogs.
+    let mut relay = Relay::new(
+        RelayConfig {
+            archive: true,
+            total_backlog_bytes: want,
+            ..RelayConfig::default()
+        },
+        Tokens::parse(TOKENS),
+    );
+    relay.restored("c", Some(resumable(chunks[15..20].to_vec(), 20)), 1);
+    assert_eq!(relay.backlog_bytes(), want);
+    relay.restored("d", Some(resumable(chunks[15..20].to_vec(), 20)), 1);
+    assert_eq!(relay.backlog_bytes(), want, "no room left for d");
+    assert_eq!(relay.backlog_limits().bytes, 0);
 }

@@ -68,6 +68,7 @@ use bytes::Bytes;
 
 use self::connection::{Connection, Stage};
 pub use self::resume::{ResumeKey, KEY_FILE_MAGIC, KEY_FILE_MAX, KEY_FILE_PLAYER_MAX};
+pub(crate) use self::session::{KEY_CHUNK_KEPT_MAX, KEY_CHUNK_TYPE};
 use self::timers::Timers;
 pub use self::tokens::{Publisher, Tokens};
 use super::wire::{self, EndReason, ErrorCode, Message, Role, VERSION};
@@ -241,6 +242,29 @@ pub struct Archived {
     pub key: Option<ResumeKey>,
     /// The file ends with a footer: the publisher finished the song.
     pub finished: bool,
+    /// For a session its publisher may resume (not finished, with a key file): its key
+    /// chunk, when chunk 0 is one of at most 4096 bytes (a signed stream, `wire.md` §3),
+    /// read back for its late joiners. `None` otherwise.
+    pub key_chunk: Option<Bytes>,
+    /// For a session its publisher may resume: the live backlog the relay would have held
+    /// (`wire.md` §4.1), read back from the file within [`Relay::backlog_limits`]: the last
+    /// chunks, in sequence order up to chunk `chunks - 1`, from the last keyframe chunk on
+    /// (or as many of the last as the limits allow). Empty otherwise.
+    pub backlog: Vec<Bytes>,
+}
+
+/// How much of a session's stream the relay keeps in its backlog: what a shell reads back
+/// from an archive file for a session resumed after a restart ([`Archived::backlog`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BacklogLimits {
+    /// At most this many chunks (1 at least).
+    pub chunks: usize,
+    /// At most this many bytes of chunks, unless the last chunk alone is larger (it is
+    /// kept, as the newest chunk of a backlog always is).
+    pub bytes: usize,
+    /// The longest chunk a publisher could have sent (its frame limit): a longer one in a
+    /// file was never the relay's, and is not read back.
+    pub max_chunk: usize,
 }
 
 /// A session the relay holds, as `GET /sessions` shows it.
@@ -377,6 +401,21 @@ impl Relay {
     /// Bytes of chunks all sessions' backlogs hold.
     pub fn backlog_bytes(&self) -> usize {
         self.backlog_total
+    }
+
+    /// What a session's backlog may hold now: its chunk and byte limits, the bytes no more
+    /// than the room left in the budget of all backlogs. The shell reads no more than this
+    /// back from an archive file for a session cut short by a restart ([`Archived::backlog`]).
+    pub fn backlog_limits(&self) -> BacklogLimits {
+        let room = self
+            .config
+            .total_backlog_bytes
+            .saturating_sub(self.backlog_total);
+        BacklogLimits {
+            chunks: self.config.backlog_chunks.max(1),
+            bytes: self.config.backlog_bytes.min(room),
+            max_chunk: usize::try_from(self.config.publisher_frame_limit).unwrap_or(usize::MAX),
+        }
     }
 
     /// What the shell must do next, if anything.

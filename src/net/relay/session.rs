@@ -97,12 +97,12 @@ type Claimer = (ConnId, [u8; 16], bool, Option<String>);
 /// The chunk type byte of a signed stream's key chunk (`integrity.md` §2), a type from the
 /// skippable range the relay otherwise forwards without looking. Named here rather than
 /// taken from `crate::integrity`, which the `net` layer does not require.
-pub(super) const KEY_CHUNK_TYPE: u8 = 0x10;
+pub(crate) const KEY_CHUNK_TYPE: u8 = 0x10;
 
 /// The longest key chunk a session keeps for late joiners (`wire.md` §3), so that what a
 /// session holds outside its backlog budget stays small: a key chunk with real info strings
 /// is about 180 bytes.
-pub(super) const KEY_CHUNK_KEPT_MAX: usize = 4096;
+pub(crate) const KEY_CHUNK_KEPT_MAX: usize = 4096;
 
 /// Is this chunk a session's key chunk: sequence number 0, type `0x10`?
 pub(super) fn is_key_chunk(chunk: &[u8]) -> bool {
@@ -296,7 +296,8 @@ impl Relay {
     /// The answer to [`RelayAction::Lookup`]: the session as found in the archive, if it is
     /// there. It comes back as an ended session whose viewers read it from the archive; or,
     /// cut short by a relay restart and with a key file, as a live session waiting for its
-    /// publisher to resume it (`wire.md` §4.1).
+    /// publisher to resume it (`wire.md` §4.1), holding the key chunk and backlog read back
+    /// ([`Archived::key_chunk`], [`Archived::backlog`]) as far as they check out.
     pub fn restored(&mut self, name: &str, found: Option<Archived>, now: u64) {
         self.now = now;
         self.lookups.remove(name);
@@ -316,10 +317,18 @@ impl Relay {
             s.next_seq = a.chunks;
             if !a.finished && a.key.is_some() {
                 // Cut short by a restart, and resumable: live, waiting for its publisher
-                // as after a lost connection (the publisher timeout runs from now).
+                // as after a lost connection (the publisher timeout runs from now), with
+                // the backlog it held before the restart, as far as the file gives it back.
                 s.reopen = Some((a.end, a.index_at));
                 s.publisher_gone_since = Some(now);
                 s.player = a.key.and_then(|k| k.player);
+                s.key_chunk = a
+                    .key_chunk
+                    .filter(|k| k.len() <= KEY_CHUNK_KEPT_MAX && is_key_chunk(k));
+                let kept = self.restore_backlog(a.backlog, a.chunks);
+                s.backlog_bytes = kept.iter().map(|k| k.bytes.len()).sum();
+                self.backlog_total += s.backlog_bytes;
+                s.backlog = kept;
             } else {
                 s.ended = Some(if a.finished {
                     EndReason::Finished
@@ -350,6 +359,55 @@ impl Relay {
                 );
             }
         }
+    }
+
+    /// The backlog of a session resumed after a restart, from the chunks the shell read
+    /// back ([`Archived::backlog`]): kept only if they are the session's last chunks, whole
+    /// and in sequence up to chunk `chunks - 1`, and only as many of the last as the
+    /// backlog's limits and the budget of all backlogs allow, as for chunks that come live
+    /// (the newest stays over the session's bytes limit, not over the budget).
+    fn restore_backlog(&self, read: Vec<Bytes>, chunks: u32) -> VecDeque<Kept> {
+        let first = u32::try_from(read.len())
+            .ok()
+            .and_then(|n| chunks.checked_sub(n));
+        let max_chunk = usize::try_from(self.config.publisher_frame_limit).unwrap_or(usize::MAX);
+        let mut kept = VecDeque::with_capacity(read.len());
+        for (c, want) in read.into_iter().zip(first.unwrap_or(0)..) {
+            match chunk_info(&c) {
+                Some((seq, keyframe))
+                    if first.is_some()
+                        && seq == want
+                        && c.len() <= max_chunk
+                        && matches!(
+                            crate::net::wire::check_chunk_size(&c),
+                            Ok(Some(n)) if n == c.len()
+                        ) =>
+                {
+                    kept.push_back(Kept {
+                        seq,
+                        bytes: c,
+                        keyframe,
+                    });
+                }
+                // Not what the session held: none of it.
+                _ => return VecDeque::new(),
+            }
+        }
+        let limit = self.config.backlog_chunks.max(1);
+        let room = self
+            .config
+            .total_backlog_bytes
+            .saturating_sub(self.backlog_total);
+        let mut bytes: usize = kept.iter().map(|k| k.bytes.len()).sum();
+        while !kept.is_empty()
+            && ((kept.len() > 1 && (kept.len() > limit || bytes > self.config.backlog_bytes))
+                || bytes > room)
+        {
+            if let Some(k) = kept.pop_front() {
+                bytes -= k.bytes.len();
+            }
+        }
+        kept
     }
 
     /// The shell could not write a session's archive: its viewers are served from memory
