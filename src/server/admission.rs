@@ -803,8 +803,18 @@ mod tests {
             let s = s.clone();
             tokio::spawn(async move { s.wait_reply(Some(ip), 1, Duration::from_secs(5)).await })
         };
-        // Three of `a`'s requests wait before `b`'s one.
-        let from_a: Vec<_> = (0..3).map(|_| wait(a)).collect();
+        // Three of `a`'s requests wait before `b`'s one; each gives its slot back once it
+        // has it (which of them goes first is theirs to race for).
+        let from_a: Vec<_> = (0..3)
+            .map(|_| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    s.wait_reply(Some(a), 1, Duration::from_secs(5))
+                        .await
+                        .map(drop)
+                })
+            })
+            .collect();
         tokio::time::sleep(Duration::from_millis(50)).await;
         let from_b = wait(b);
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -818,12 +828,11 @@ mod tests {
         assert!(from_a.iter().all(|w| !w.is_finished()));
         drop(got_b);
         for w in from_a {
-            let got = tokio::time::timeout(Duration::from_millis(500), w)
+            tokio::time::timeout(Duration::from_secs(2), w)
                 .await
                 .expect("then each of the others, one at a time")
                 .unwrap()
                 .unwrap();
-            drop(got);
         }
         assert!(s.held.lock().unwrap().waiting.is_empty());
     }
