@@ -621,11 +621,12 @@ fn calls_after_finish_keep_nothing() {
 /// after its retries, and the other sinks go on.
 #[test]
 fn an_unreachable_relay_shows_as_connecting_then_failed_after_the_retries() {
-    // A port nobody listens on any more.
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
+    // A port held without listening: connections to it are refused, and no other test of
+    // this binary (they run side by side) can start listening on it meanwhile.
+    let held = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    held.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
         .unwrap();
+    let addr = held.local_addr().unwrap().as_socket().unwrap();
     let mut live = LiveConfig::new(&addr.to_string(), "away", "tok");
     live.retry_every = Duration::from_millis(20);
     live.max_retries = 3;

@@ -238,10 +238,13 @@ async fn an_unreachable_store_refuses_the_upload_and_a_retry_is_kept() {
     };
     let db = Db::create(&pg).await;
     let prefix = unique("retry");
-    // A port nothing listens on: the store is down.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = closed.local_addr().unwrap().port();
-    drop(closed);
+    // A port held without listening: the store is down (and no test beside this one can
+    // start listening on it meanwhile).
+    let closed = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    closed
+        .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    let port = closed.local_addr().unwrap().as_socket().unwrap().port();
     let down = AmazonS3Builder::new()
         .with_endpoint(format!("http://127.0.0.1:{port}"))
         .with_allow_http(true)
