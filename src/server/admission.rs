@@ -20,10 +20,20 @@ pub const RECLAIM_AFTER: Duration = Duration::from_millis(500);
 /// ([`Shares::wait_reply`]): longer than a reply must wait for its peer before its share
 /// may be taken back, so that a request that comes while every share is held by replies
 /// that have just started waiting (a burst of downloads nobody reads) still gets one.
-pub const PATIENCE: Duration = Duration::from_secs(3);
+pub const PATIENCE: Duration = Duration::from_secs(5);
 
 /// How often a waiting request looks for a reply that started waiting for its peer.
 const RECHECK: Duration = Duration::from_millis(50);
+
+/// The part of one wait for the peer that a reader's own waits stay under: a piece waiting
+/// for the one before it to go (on a fast link, milliseconds; a slow one, tens) is not
+/// counted in its address's use ([`Use`]), only what a wait lasts beyond this.
+const READER_WAIT_MS: u64 = 100;
+
+/// Milliseconds of one wait for the peer counted in its address's use.
+fn unread(waited_ms: u64) -> u64 {
+    waited_ms.saturating_sub(READER_WAIT_MS)
+}
 
 /// How fast an address's use of shares is forgotten ([`Use`]): halved every this long.
 const USE_HALF_LIFE: Duration = Duration::from_secs(10);
@@ -139,7 +149,7 @@ impl Stall {
         };
         if was != 0 {
             self.stalled
-                .fetch_add(now.saturating_sub(was), Ordering::Relaxed);
+                .fetch_add(unread(now.saturating_sub(was)), Ordering::Relaxed);
         }
     }
 
@@ -154,7 +164,7 @@ impl Stall {
         let now = if since == 0 {
             0
         } else {
-            self.now().saturating_sub(since)
+            unread(self.now().saturating_sub(since))
         };
         self.stalled.load(Ordering::Relaxed).saturating_add(now)
     }
@@ -272,12 +282,12 @@ impl Shares {
 
     /// [`Shares::take_reply`], waiting up to `patience` while the server's cap is full: for
     /// a share given back, or for a reply to have waited [`RECLAIM_AFTER`] for its peer.
-    /// Among the requests waiting, the one whose address holds fewest shares goes first,
-    /// then the one whose address's replies waited least for it to read lately, then the
-    /// one whose address has fewest requests waiting, then the one that came first (`http.md`
-    /// §8.15): a share that comes free goes to the address that has least, so
-    /// that many addresses' requests cannot crowd out one that holds none, and addresses
-    /// whose replies sit unread until taken back go after one whose replies are read.
+    /// Among the requests waiting, the one whose address's replies waited least for it to
+    /// read lately goes first, then the one whose address holds fewest shares, then the one
+    /// whose address has fewest requests waiting, then the one that came first (`http.md`
+    /// §8.15): addresses whose replies sit unread until taken back go after those whose
+    /// replies are read, and a share that comes free goes to the address that has least, so
+    /// that many addresses' requests cannot crowd out one that holds none.
     /// The address's own cap refuses at once (its own replies are what it waits for). The
     /// wait holds nothing; it is bounded by `patience` and, in number, by the connections
     /// the server accepts.
@@ -350,8 +360,8 @@ impl Shares {
         }
     }
 
-    /// The waiter that goes first: its address holds fewest shares, then its replies
-    /// waited least for it lately (in steps of [`USE_STEP`]), then it has fewest requests
+    /// The waiter that goes first: its address's replies waited least for it lately (in
+    /// steps of [`USE_STEP`]), then it holds fewest shares, then it has fewest requests
     /// waiting, then it came first.
     fn first_waiter(h: &Held) -> Option<u64> {
         let now = Instant::now();
@@ -364,7 +374,7 @@ impl Shares {
                     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
                     let step = (used / USE_STEP) as u64; // saturates; never negative
                     let waiting = h.waiting.get(ip).copied().unwrap_or(0);
-                    (holds, step, waiting, seq)
+                    (step, holds, waiting, seq)
                 }
                 None => (0, 0, 0, seq),
             })
@@ -749,25 +759,42 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn among_addresses_holding_as_many_the_one_whose_replies_waited_least_goes_first() {
-        let s = Shares::new("slots", 1, 0);
+    async fn the_address_whose_replies_waited_least_goes_first() {
+        let s = Shares::new("slots", 2, 0);
         let (a, b, c): (IpAddr, IpAddr, IpAddr) = (
             "10.0.0.1".parse().unwrap(),
             "10.0.0.2".parse().unwrap(),
             "10.0.0.3".parse().unwrap(),
         );
-        // `a` left a reply unread 300 ms; `b` held one 300 ms, working, and read it at once.
+        // `a` left a reply unread 500 ms; `b` held one 300 ms, working, and read it as a
+        // reader does, its pieces waiting a few tens of milliseconds each.
         let held = s.take_reply(Some(a), 1).unwrap();
         held.stall().unwrap().waiting(true);
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
         drop(held);
         let held = s.take_reply(Some(b), 1).unwrap();
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        held.stall().unwrap().waiting(true);
-        held.stall().unwrap().waiting(false);
+        for _ in 0..6 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            held.stall().unwrap().waiting(true);
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            held.stall().unwrap().waiting(false);
+        }
         drop(held);
-        // `c` holds the only slot; `a` starts waiting before `b`, both holding none.
+        {
+            let h = s.held.lock().unwrap();
+            assert!(
+                !h.used.contains_key(&b),
+                "a reader's short waits are not counted"
+            );
+            assert!(
+                h.used[&a].now(Instant::now()) >= USE_STEP,
+                "an unread reply's wait is"
+            );
+        }
+        // `c` holds the only slot; `a` (holding none) starts waiting before `b`, which
+        // holds another share of its own: `b` goes first all the same.
         let held = s.take_reply(Some(c), 1).unwrap();
+        let b_holds = s.take(Some(b), 1).unwrap();
         let wait = |ip| {
             let s = s.clone();
             tokio::spawn(async move { s.wait_reply(Some(ip), 1, Duration::from_secs(5)).await })
@@ -789,7 +816,7 @@ mod tests {
             .expect("then to the other")
             .unwrap()
             .unwrap();
-        drop(got_a);
+        drop((got_a, b_holds));
         assert_eq!(s.held(None), (0, 0));
         assert!(s.held.lock().unwrap().waiting.is_empty());
     }

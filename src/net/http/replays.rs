@@ -847,6 +847,7 @@ impl Source {
 /// What a reply's pieces are sent under: the share that admitted it (held until the last
 /// piece went or the peer left) and the pace of its address.
 struct Outgoing {
+    threads: Option<tokio::runtime::Handle>,
     share: Share,
     site: Arc<Site>,
     ip: Option<std::net::IpAddr>,
@@ -856,6 +857,7 @@ struct Outgoing {
 impl Outgoing {
     fn new(share: Share, client: &Client, srv: &ReplayServer) -> Outgoing {
         Outgoing {
+            threads: srv.reply_threads(),
             share,
             site: client.site.clone(),
             ip: client.ip,
@@ -876,8 +878,10 @@ fn pieces(mut source: Source, out: Outgoing) -> Body {
     // reclaimed share).
     let whole = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let whole_task = whole.clone();
-    tokio::spawn(async move {
+    let threads = out.threads.clone();
+    let work = async move {
         let Outgoing {
+            threads: _,
             share,
             site,
             ip,
@@ -937,7 +941,12 @@ fn pieces(mut source: Source, out: Outgoing) -> Body {
             whole_task.store(true, std::sync::atomic::Ordering::Release);
         }
         drop(share);
-    });
+    };
+    // On the replies' threads (`ReplayServer::reply_threads`), apart from the relay's.
+    match threads {
+        Some(rt) => drop(rt.spawn(work)),
+        None => drop(tokio::spawn(work)),
+    }
     // A body whose task stopped before the last piece ends with an error, never as if whole
     // (a chunked body would otherwise end cleanly, short).
     let pieces = futures_util::stream::unfold(Some(rx), move |rx| {
