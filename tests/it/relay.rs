@@ -1245,7 +1245,12 @@ fn a_late_joiner_after_a_restart_gets_what_it_would_have_got_without_one() {
     ];
     for config in configs {
         for &cut in &cuts {
-            let (want, _) = late_joiner(config, &header, &chunks[..cut], false, false);
+            let (want, unrestarted) = late_joiner(config, &header, &chunks[..cut], false, false);
+            let shown = |net: &Net| {
+                let v = net.relay.session_views(10);
+                assert_eq!(v.len(), 1);
+                (v[0].live, v[0].bytes, v[0].song_time)
+            };
             for before in [false, true] {
                 let (got, net) = late_joiner(config, &header, &chunks[..cut], true, before);
                 assert!(
@@ -1253,6 +1258,12 @@ fn a_late_joiner_after_a_restart_gets_what_it_would_have_got_without_one() {
                     "cut at {cut}, {config:?}, before: {before}: {} messages, not {}",
                     got.len(),
                     want.len()
+                );
+                // `GET /sessions` shows the session as it did before the restart.
+                assert_eq!(
+                    shown(&net),
+                    shown(&unrestarted),
+                    "cut at {cut}, {config:?}, before: {before}"
                 );
                 // Read back within the backlog's limits, and held within them.
                 let (_, read, bytes) = net.backlog_reads.last().cloned().unwrap();

@@ -326,6 +326,15 @@ impl Relay {
                     .key_chunk
                     .filter(|k| k.len() <= KEY_CHUNK_KEPT_MAX && is_key_chunk(k));
                 let kept = self.restore_backlog(a.backlog, a.chunks);
+                // As `GET /sessions` showed them before the restart: the stream's bytes
+                // (the file up to its last chunk of the publisher's, not an index written
+                // as it stopped) and the latest frame chunk's song time (in the backlog
+                // read back, which ends with the session's last chunk).
+                s.bytes = a.index_at.unwrap_or(a.end);
+                s.song_time = kept
+                    .iter()
+                    .filter_map(|k| frames_t0(&k.bytes))
+                    .fold(0.0, f32::max);
                 s.backlog_bytes = kept.iter().map(|k| k.bytes.len()).sum();
                 self.backlog_total += s.backlog_bytes;
                 s.backlog = kept;
@@ -513,11 +522,8 @@ impl Relay {
         if seq == 0 && c.len() <= KEY_CHUNK_KEPT_MAX && is_key_chunk(&c) {
             s.key_chunk = Some(c.clone());
         }
-        if let Some((h, _)) = ChunkHeader::parse_at(&c) {
-            let frames = matches!(h.kind, ChunkType::Keyframes | ChunkType::Frames);
-            if frames && h.t0.is_finite() && h.t0 > s.song_time {
-                s.song_time = h.t0;
-            }
+        if let Some(t0) = frames_t0(&c) {
+            s.song_time = s.song_time.max(t0);
         }
         s.backlog.push_back(Kept {
             seq,
@@ -610,4 +616,11 @@ impl Relay {
         }
         self.rearm_session(name);
     }
+}
+
+/// The song time of a frame chunk's first frame (its `t0`), for `GET /sessions`; `None` for
+/// another chunk or a time that is not finite.
+fn frames_t0(chunk: &[u8]) -> Option<f32> {
+    let (h, _) = ChunkHeader::parse_at(chunk)?;
+    (matches!(h.kind, ChunkType::Keyframes | ChunkType::Frames) && h.t0.is_finite()).then_some(h.t0)
 }
