@@ -521,7 +521,7 @@ fn scenario(
             started: None,
         },
         None => {
-            let files = Files::in_dir(&dir.0);
+            let files = Files::in_dir(dir.path());
             std::fs::write(
                 &files.tokens,
                 format!(
@@ -656,7 +656,7 @@ fn scenario(
             Scenario::ServerRequests | Scenario::ServerBodies | Scenario::ServerExhaust
         )
     {
-        let spool = Files::in_dir(&dir.0).store().join("spool");
+        let spool = Files::in_dir(dir.path()).store().join("spool");
         let until = std::time::Instant::now() + Duration::from_secs(10);
         while std::time::Instant::now() < until
             && std::fs::read_dir(&spool).is_ok_and(|mut d| d.next().is_some())
@@ -667,7 +667,7 @@ fn scenario(
     // After the relay ended: its log and archive as it left them.
     drop(process.take());
     if args.relay.is_none() {
-        let files = Files::in_dir(&dir.0);
+        let files = Files::in_dir(dir.path());
         after_checks(which, &files, big, (n, args.per_address), &mut attack);
     }
     let mut checks = attack.checks;

@@ -87,7 +87,7 @@ fn scenario(
         }
         None => {
             let dir = TempDir::new("bsor-stream-load")?;
-            let tokens = dir.0.join("tokens");
+            let tokens = dir.path().join("tokens");
             std::fs::write(&tokens, format!("{}\n", args.token))
                 .map_err(|e| (tokens.as_path(), e))?;
             // Every client comes from 127.0.0.1: past the default per-address cap.

@@ -134,7 +134,7 @@ impl Drop for Server {
 }
 
 fn start_server(args: &Args, dir: &TempDir) -> Result<(Server, SocketAddr), Failure> {
-    let tokens = dir.0.join("tokens");
+    let tokens = dir.path().join("tokens");
     std::fs::write(
         &tokens,
         format!("serverload-publisher\nplayer:{PLAYER}:{}\n", args.token),
@@ -144,7 +144,7 @@ fn start_server(args: &Args, dir: &TempDir) -> Result<(Server, SocketAddr), Fail
     let server_exe = exe.with_file_name(format!("bsor-stream{}", std::env::consts::EXE_SUFFIX));
     let store = match &args.store {
         Some(s) => s.clone(),
-        None => dir.0.join("store").display().to_string(),
+        None => dir.path().join("store").display().to_string(),
     };
     let mut command = Command::new(&server_exe);
     command

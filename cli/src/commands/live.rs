@@ -558,9 +558,9 @@ pub fn demo(file: Option<&Path>, speed: f32, exit: bool) -> Result<Outcome, Fail
         println!("open http://{web_addr}/?session=demo");
         // The demo's archive, so that the page can replay the song after it ends; removed
         // when the demo exits.
-        let archive = DemoArchive::new()?;
+        let archive = demo_archive()?;
         let config = ServerConfig {
-            archive: Some(archive.0.clone()),
+            archive: Some(archive.path().to_path_buf()),
             ..ServerConfig::default()
         };
         let relay = Server::new(RelayConfig::default(), Tokens::parse("demo-token"), config)
@@ -614,23 +614,13 @@ fn linger() -> bool {
     std::env::var_os("BSOR_DEMO_EXIT").is_none() && std::io::stdin().is_terminal()
 }
 
-/// The demo's archive folder in the system's temporary folder, removed when dropped.
-struct DemoArchive(std::path::PathBuf);
-
-impl DemoArchive {
-    fn new() -> Result<Self, Failure> {
-        let dir = std::env::temp_dir().join(format!("bsor-stream-demo-{}", std::process::id()));
-        // A folder left by a killed demo of the same process id holds nothing of use.
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
-        Ok(DemoArchive(dir))
-    }
-}
-
-impl Drop for DemoArchive {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// The demo's archive folder in the system's temporary folder (a name nobody can guess or
+/// take first), removed when dropped.
+fn demo_archive() -> Result<tempfile::TempDir, Failure> {
+    tempfile::Builder::new()
+        .prefix("bsor-stream-demo-")
+        .tempdir()
+        .map_err(|e| Failure(format!("{}: {e}", std::env::temp_dir().display())))
 }
 
 /// One of the demo's viewers: frames, bytes and the worst latency against when the publisher

@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -230,23 +230,22 @@ pub async fn publisher(
 }
 
 /// A directory removed on drop (token file, archive, relay log).
-pub struct TempDir(pub PathBuf);
+pub struct TempDir(tempfile::TempDir);
 
 impl TempDir {
-    /// A new empty directory under the system's temporary directory, named for `tool`.
+    /// A new empty directory under the system's temporary directory, named for `tool` and
+    /// made with a name nobody can guess or take first.
     pub fn new(tool: &str) -> Result<TempDir, Failure> {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("{tool}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| (dir.as_path(), e))?;
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{tool}-"))
+            .tempdir()
+            .map_err(|e| Failure(format!("{}: {e}", std::env::temp_dir().display())))?;
         Ok(TempDir(dir))
     }
-}
 
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        self.0.path()
     }
 }
 
