@@ -3,18 +3,29 @@
 
 use std::path::PathBuf;
 
-/// The real-replay corpus named by `BSOR_CORPUS` (default `../shared/corpus`), or `None`
-/// with a notice on the terminal when it is absent.
+/// The real-replay corpus named by `BSOR_CORPUS` (default `shared/corpus` beside the
+/// repository, for the tests of every crate of the workspace), or `None` with a notice on
+/// the terminal when it is absent.
 pub fn corpus_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("BSOR_CORPUS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"));
+        .unwrap_or_else(|| repository().join("../shared/corpus"));
     if dir.join("expected.json").is_file() {
         Some(dir)
     } else {
         skip_notice(&dir);
         None
     }
+}
+
+/// The repository's root: the nearest folder above this crate's (or its own) that holds
+/// the workspace's `Cargo.lock` (a member crate such as the CLI's lives in a subfolder).
+fn repository() -> PathBuf {
+    let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    crate_dir
+        .ancestors()
+        .find(|d| d.join("Cargo.lock").is_file())
+        .map_or(crate_dir.clone(), std::path::Path::to_path_buf)
 }
 
 /// Says once per test binary that the corpus checks are skipped. The test runner captures
