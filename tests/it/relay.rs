@@ -19,12 +19,18 @@ fn stream() -> (bsor::Replay, Bytes, Vec<Bytes>) {
         fps: 60,
     });
     let s = transcode::encode_replay(&r, Settings::live(Profile::Lossless));
-    let (_, header_len, spans) = split_stream(&s).unwrap();
+    let (header, chunks) = header_and_chunks(&s);
+    (r, header, chunks)
+}
+
+/// A stream's header and its chunks, as a publisher sends them.
+fn header_and_chunks(s: &[u8]) -> (Bytes, Vec<Bytes>) {
+    let (_, header_len, spans) = split_stream(s).unwrap();
     let chunks = spans
         .iter()
-        .map(|c| Bytes::copy_from_slice(c.bytes(&s)))
+        .map(|c| Bytes::copy_from_slice(c.bytes(s)))
         .collect();
-    (r, Bytes::copy_from_slice(&s[..header_len]), chunks)
+    (Bytes::copy_from_slice(&s[..header_len]), chunks)
 }
 
 fn kind(c: &[u8]) -> ChunkType {
@@ -1320,12 +1326,7 @@ fn a_late_joiner_of_a_signed_session_after_a_restart_gets_the_key_chunk() {
     let signer = Signer::new(SigningKey::from_bytes(&[0x42; 32]), [0x4e; 16]);
     let public = signer.public_key();
     let s = integrity::sign_replay(&r, Settings::live(Profile::Lossless), signer).unwrap();
-    let (_, header_len, spans) = split_stream(&s).unwrap();
-    let header = Bytes::copy_from_slice(&s[..header_len]);
-    let chunks: Vec<Bytes> = spans
-        .iter()
-        .map(|c| Bytes::copy_from_slice(c.bytes(&s)))
-        .collect();
+    let (header, chunks) = header_and_chunks(&s);
     let cut = chunks.len() / 2;
     let (want, _) = late_joiner(
         RelayConfig::default(),

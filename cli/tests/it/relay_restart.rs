@@ -88,13 +88,18 @@ fn stream() -> (bsor::Replay, Vec<u8>, Bytes, Vec<Bytes>) {
         fps: 60,
     });
     let file = transcode::encode_replay(&r, Settings::live(Profile::Lossless));
-    let (_, header_len, spans) = split_stream(&file).unwrap();
+    let (header, chunks) = header_and_chunks(&file);
+    (r, file, header, chunks)
+}
+
+/// A stream's header and its chunks, as a publisher sends them.
+fn header_and_chunks(file: &[u8]) -> (Bytes, Vec<Bytes>) {
+    let (_, header_len, spans) = split_stream(file).unwrap();
     let chunks = spans
         .iter()
-        .map(|c| Bytes::copy_from_slice(c.bytes(&file)))
+        .map(|c| Bytes::copy_from_slice(c.bytes(file)))
         .collect();
-    let header = Bytes::copy_from_slice(&file[..header_len]);
-    (r, file, header, chunks)
+    (Bytes::copy_from_slice(&file[..header_len]), chunks)
 }
 
 fn target(addr: &str, key: [u8; 16]) -> Target {
@@ -478,12 +483,7 @@ fn a_live_viewer_joining_a_signed_session_after_a_restart_gets_the_key_chunk_and
     let signer = Signer::new(SigningKey::from_bytes(&[0x31; 32]), [0x4e; 16]);
     let public = signer.public_key();
     let file = integrity::sign_replay(&r, Settings::live(Profile::Lossless), signer).unwrap();
-    let (_, header_len, spans) = split_stream(&file).unwrap();
-    let header = Bytes::copy_from_slice(&file[..header_len]);
-    let chunks: Vec<Bytes> = spans
-        .iter()
-        .map(|c| Bytes::copy_from_slice(c.bytes(&file)))
-        .collect();
+    let (header, chunks) = header_and_chunks(&file);
     let mut part = chunks.len() / 2;
     while seq_kind(&chunks[part]).1 == ChunkType::Keyframes {
         part += 1;

@@ -878,15 +878,14 @@ fn pieces(mut source: Source, out: Outgoing) -> Body {
     // reclaimed share).
     let whole = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let whole_task = whole.clone();
-    let threads = out.threads.clone();
+    let Outgoing {
+        threads,
+        share,
+        site,
+        ip,
+        rate,
+    } = out;
     let work = async move {
-        let Outgoing {
-            threads: _,
-            share,
-            site,
-            ip,
-            rate,
-        } = out;
         // While the reply waits for its peer (or its address's pace) its share may be given
         // to another request once the server's cap is full (`http.md` §8.15): it ends then.
         let stall = share.stall();

@@ -379,14 +379,14 @@ impl Relay {
         let first = u32::try_from(read.len())
             .ok()
             .and_then(|n| chunks.checked_sub(n));
-        let max_chunk = usize::try_from(self.config.publisher_frame_limit).unwrap_or(usize::MAX);
+        let limits = self.backlog_limits();
         let mut kept = VecDeque::with_capacity(read.len());
         for (c, want) in read.into_iter().zip(first.unwrap_or(0)..) {
             match chunk_info(&c) {
                 Some((seq, keyframe))
                     if first.is_some()
                         && seq == want
-                        && c.len() <= max_chunk
+                        && c.len() <= limits.max_chunk
                         && matches!(
                             crate::net::wire::check_chunk_size(&c),
                             Ok(Some(n)) if n == c.len()
@@ -402,14 +402,14 @@ impl Relay {
                 _ => return VecDeque::new(),
             }
         }
-        let limit = self.config.backlog_chunks.max(1);
         let room = self
             .config
             .total_backlog_bytes
             .saturating_sub(self.backlog_total);
         let mut bytes: usize = kept.iter().map(|k| k.bytes.len()).sum();
         while !kept.is_empty()
-            && ((kept.len() > 1 && (kept.len() > limit || bytes > self.config.backlog_bytes))
+            && ((kept.len() > 1
+                && (kept.len() > limits.chunks || bytes > self.config.backlog_bytes))
                 || bytes > room)
         {
             if let Some(k) = kept.pop_front() {
