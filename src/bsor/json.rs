@@ -31,23 +31,13 @@ pub(crate) mod f32 {
     }
 }
 
-fn hex(b: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(b.len() * 2);
-    for &x in b {
-        out.push(char::from(DIGITS[usize::from(x >> 4)]));
-        out.push(char::from(DIGITS[usize::from(x & 15)]));
-    }
-    out
-}
-
 pub(crate) fn bytes<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&hex(b))
+    s.serialize_str(&hex::encode(b))
 }
 
 pub(crate) fn opt_bytes<S: Serializer>(b: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
     match b {
-        Some(b) => s.serialize_str(&hex(b)),
+        Some(b) => s.serialize_str(&hex::encode(b)),
         None => s.serialize_none(),
     }
 }
@@ -73,6 +63,26 @@ pub struct JsonWriter {
 }
 
 #[cfg(feature = "json")]
+/// Why [`JsonWriter::event`] wrote nothing: events out of the order a parser yields them, or
+/// a value JSON cannot hold.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JsonError {
+    /// An event after [`Event::End`](super::Event::End).
+    #[error("an event after the end")]
+    AfterEnd,
+    /// A record before the info block.
+    #[error("a record before the info block")]
+    BeforeInfo,
+    /// A record of this section outside its section.
+    #[error("a record of {0} outside its section")]
+    OutsideSection(&'static str),
+    /// The JSON serializer's own error.
+    #[error("JSON: {0}")]
+    Serialize(#[from] serde_json::Error),
+}
+
+#[cfg(feature = "json")]
 impl JsonWriter {
     /// A writer before the info block.
     pub fn new() -> JsonWriter {
@@ -81,13 +91,13 @@ impl JsonWriter {
 
     /// Appends what `event` adds to the JSON to `out`. Events after the end, or records
     /// before the info block, are an `Err` naming them (a parser never yields them so).
-    pub fn event(&mut self, event: super::Event, out: &mut Vec<u8>) -> Result<(), String> {
+    pub fn event(&mut self, event: super::Event, out: &mut Vec<u8>) -> Result<(), JsonError> {
         use super::{Event, Section};
         if self.ended {
-            return Err("an event after the end".into());
+            return Err(JsonError::AfterEnd);
         }
         if !self.started && !matches!(event, Event::Info(_)) {
-            return Err("a record before the info block".into());
+            return Err(JsonError::BeforeInfo);
         }
         let written = match event {
             Event::Info(info) => {
@@ -132,22 +142,19 @@ impl JsonWriter {
                 self.ended = true;
                 self.close(out);
                 out.extend_from_slice(b",\"controllerOffsets\":");
-                serde_json::to_writer(&mut *out, &self.controller_offsets)
-                    .map_err(|e| e.to_string())?;
+                serde_json::to_writer(&mut *out, &self.controller_offsets)?;
                 out.extend_from_slice(b",\"userData\":");
                 match &self.user_data {
-                    Some(d) => serde_json::to_writer(&mut *out, &hex(d)),
+                    Some(d) => serde_json::to_writer(&mut *out, &hex::encode(d)),
                     None => serde_json::to_writer(&mut *out, &()),
-                }
-                .map_err(|e| e.to_string())?;
+                }?;
                 out.extend_from_slice(b",\"trailing\":");
-                serde_json::to_writer(&mut *out, &hex(&self.trailing))
-                    .map_err(|e| e.to_string())?;
+                serde_json::to_writer(&mut *out, &hex::encode(&self.trailing))?;
                 out.push(b'}');
                 Ok(())
             }
         };
-        written.map_err(|e| e.to_string())
+        Ok(written?)
     }
 
     /// True once the end was written.
@@ -160,7 +167,7 @@ impl JsonWriter {
         section: &'static str,
         value: &T,
         out: &mut Vec<u8>,
-    ) -> Result<Result<(), serde_json::Error>, String> {
+    ) -> Result<Result<(), serde_json::Error>, JsonError> {
         match &mut self.open {
             Some((name, n)) if *name == section => {
                 if *n > 0 {
@@ -169,7 +176,7 @@ impl JsonWriter {
                 *n += 1;
                 Ok(serde_json::to_writer(&mut *out, value))
             }
-            _ => Err(format!("a record of {section} outside its section")),
+            _ => Err(JsonError::OutsideSection(section)),
         }
     }
 

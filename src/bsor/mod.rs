@@ -37,7 +37,7 @@ pub use ids::{
     ScoringType, WallId,
 };
 #[cfg(feature = "json")]
-pub use json::JsonWriter;
+pub use json::{JsonError, JsonWriter};
 pub use model::{
     BsorString, ControllerOffsets, CutInfo, Frame, Height, Info, NoteEvent, NoteOutcome, Pause,
     Pose, Quat, RawBool, Replay, UnknownEventType, Vec3, Wall,

@@ -80,6 +80,53 @@ fn put_string(s: &BsorString, out: &mut Vec<u8>) {
     out.extend_from_slice(&s.bytes);
 }
 
+/// Why a signing chunk's payload (key chunk, checkpoint, final checkpoint) was refused, with
+/// the byte in the payload where that is known.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LayoutError {
+    /// The payload ends inside a field.
+    #[error("payload ends at byte {len} inside a field of {field} bytes at byte {at}")]
+    Truncated {
+        /// The payload's length.
+        len: usize,
+        /// The field's length.
+        field: usize,
+        /// Where the field starts.
+        at: usize,
+    },
+    /// A string's length field is negative.
+    #[error("negative string length {length} at byte {at}")]
+    NegativeLength {
+        /// The length field.
+        length: i32,
+        /// Where the string's bytes would start.
+        at: usize,
+    },
+    /// A layout version this implementation does not know.
+    #[error("unknown version {0} at byte 0")]
+    UnknownVersion(u8),
+    /// Bytes after the signature, which ends the payload.
+    #[error("{0} bytes after the signature")]
+    Trailing(usize),
+    /// A fixed-size payload of another size.
+    #[error("{what} payload is {len} bytes, not {expected}")]
+    Length {
+        /// Which payload: "checkpoint" or "final checkpoint".
+        what: &'static str,
+        /// Its length.
+        len: usize,
+        /// The length its layout has.
+        expected: usize,
+    },
+    /// The key chunk's public key is not one a verifier may take.
+    #[error("public key at byte 1 {0}")]
+    Key(KeyError),
+    /// The signature (at this byte) does not verify under the key.
+    #[error("signature at byte {0} does not verify")]
+    Signature(usize),
+}
+
 /// A little-endian cursor over a payload; every read is checked.
 struct Cursor<'a> {
     buf: &'a [u8],
@@ -87,33 +134,35 @@ struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], LayoutError> {
         let end = self.at.checked_add(n).filter(|&e| e <= self.buf.len());
         let Some(end) = end else {
-            return Err(format!(
-                "payload ends at byte {} inside a field of {n} bytes at byte {}",
-                self.buf.len(),
-                self.at
-            ));
+            return Err(LayoutError::Truncated {
+                len: self.buf.len(),
+                field: n,
+                at: self.at,
+            });
         };
         let s = &self.buf[self.at..end];
         self.at = end;
         Ok(s)
     }
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], LayoutError> {
         let s = self.take(N)?;
         let mut a = [0u8; N];
         a.copy_from_slice(s);
         Ok(a)
     }
-    fn u32(&mut self) -> Result<u32, String> {
+    fn u32(&mut self) -> Result<u32, LayoutError> {
         Ok(u32::from_le_bytes(self.array()?))
     }
-    fn string(&mut self) -> Result<BsorString, String> {
+    fn string(&mut self) -> Result<BsorString, LayoutError> {
         let length_field = i32::from_le_bytes(self.array()?);
         let at = self.at;
-        let len = usize::try_from(length_field)
-            .map_err(|_| format!("negative string length {length_field} at byte {at}"))?;
+        let len = usize::try_from(length_field).map_err(|_| LayoutError::NegativeLength {
+            length: length_field,
+            at,
+        })?;
         Ok(BsorString {
             bytes: self.take(len)?.to_vec(),
             length_field,
@@ -192,9 +241,9 @@ impl Unchecked {
     }
 
     /// Checks the signature alone with `verify_strict`.
-    pub(crate) fn check(&self, key: &VerifyingKey) -> Result<(), String> {
+    pub(crate) fn check(&self, key: &VerifyingKey) -> Result<(), LayoutError> {
         key.verify_strict(&self.message, &Signature::from_bytes(&self.signature))
-            .map_err(|_| format!("signature at byte {} does not verify", self.at))
+            .map_err(|_| LayoutError::Signature(self.at))
     }
 }
 
@@ -222,7 +271,7 @@ impl KeyChunk {
 
     /// Parses a key chunk payload and checks its signature: the chunk and its public key,
     /// or what is wrong (with the byte in the payload).
-    pub fn parse(payload: &[u8]) -> Result<(KeyChunk, VerifyingKey), String> {
+    pub fn parse(payload: &[u8]) -> Result<(KeyChunk, VerifyingKey), LayoutError> {
         let (k, vk, sig) = Self::parse_unchecked(payload)?;
         sig.check(&vk)?;
         Ok((k, vk))
@@ -231,14 +280,14 @@ impl KeyChunk {
     /// [`parse`](Self::parse) without checking the signature: it is returned.
     pub(crate) fn parse_unchecked(
         payload: &[u8],
-    ) -> Result<(KeyChunk, VerifyingKey, Unchecked), String> {
+    ) -> Result<(KeyChunk, VerifyingKey, Unchecked), LayoutError> {
         let mut c = Cursor {
             buf: payload,
             at: 0,
         };
         let [v] = c.array::<1>()?;
         if v != VERSION {
-            return Err(format!("unknown version {v} at byte 0"));
+            return Err(LayoutError::UnknownVersion(v));
         }
         let key: [u8; 32] = c.array()?;
         let nonce = c.array()?;
@@ -252,12 +301,9 @@ impl KeyChunk {
         let body_len = c.at;
         let sig: [u8; 64] = c.array()?;
         if c.at != payload.len() {
-            return Err(format!(
-                "{} bytes after the signature",
-                payload.len() - c.at
-            ));
+            return Err(LayoutError::Trailing(payload.len() - c.at));
         }
-        let vk = strict_key(&key).map_err(|why| format!("public key at byte 1 {why}"))?;
+        let vk = strict_key(&key).map_err(LayoutError::Key)?;
         Ok((
             KeyChunk {
                 key,
@@ -285,12 +331,16 @@ pub struct Checkpoint {
     pub records: [u8; 32],
 }
 
-fn split_signed<const N: usize>(payload: &[u8], what: &str) -> Result<(u8, [u8; 64]), String> {
+fn split_signed<const N: usize>(
+    payload: &[u8],
+    what: &'static str,
+) -> Result<(u8, [u8; 64]), LayoutError> {
     if payload.len() != N {
-        return Err(format!(
-            "{what} payload is {} bytes, not {N}",
-            payload.len()
-        ));
+        return Err(LayoutError::Length {
+            what,
+            len: payload.len(),
+            expected: N,
+        });
     }
     let mut sig = [0u8; 64];
     sig.copy_from_slice(&payload[N - 64..]);
@@ -315,17 +365,17 @@ impl Checkpoint {
     }
 
     /// Parses a checkpoint payload and checks its signature against `key`.
-    pub fn parse(payload: &[u8], key: &VerifyingKey) -> Result<Checkpoint, String> {
+    pub fn parse(payload: &[u8], key: &VerifyingKey) -> Result<Checkpoint, LayoutError> {
         let (c, sig) = Self::parse_unchecked(payload)?;
         sig.check(key)?;
         Ok(c)
     }
 
     /// [`parse`](Self::parse) without checking the signature: it is returned.
-    pub(crate) fn parse_unchecked(payload: &[u8]) -> Result<(Checkpoint, Unchecked), String> {
+    pub(crate) fn parse_unchecked(payload: &[u8]) -> Result<(Checkpoint, Unchecked), LayoutError> {
         let (v, sig) = split_signed::<CHECKPOINT_LEN>(payload, "checkpoint")?;
         if v != VERSION {
-            return Err(format!("unknown version {v} at byte 0"));
+            return Err(LayoutError::UnknownVersion(v));
         }
         let mut c = Cursor {
             buf: payload,
@@ -385,17 +435,19 @@ impl FinalCheckpoint {
     }
 
     /// Parses a final checkpoint payload and checks its signature against `key`.
-    pub fn parse(payload: &[u8], key: &VerifyingKey) -> Result<FinalCheckpoint, String> {
+    pub fn parse(payload: &[u8], key: &VerifyingKey) -> Result<FinalCheckpoint, LayoutError> {
         let (f, sig) = Self::parse_unchecked(payload)?;
         sig.check(key)?;
         Ok(f)
     }
 
     /// [`parse`](Self::parse) without checking the signature: it is returned.
-    pub(crate) fn parse_unchecked(payload: &[u8]) -> Result<(FinalCheckpoint, Unchecked), String> {
+    pub(crate) fn parse_unchecked(
+        payload: &[u8],
+    ) -> Result<(FinalCheckpoint, Unchecked), LayoutError> {
         let (v, sig) = split_signed::<FINAL_LEN>(payload, "final checkpoint")?;
         if v != VERSION {
-            return Err(format!("unknown version {v} at byte 0"));
+            return Err(LayoutError::UnknownVersion(v));
         }
         let mut c = Cursor {
             buf: payload,

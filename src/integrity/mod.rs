@@ -26,7 +26,7 @@ pub use entry::{
     ADDED_USER_DATA, ENTRY_KEY, ENTRY_VERSION,
 };
 pub use layout::{
-    final_hash, strict_key, Checkpoint, FinalCheckpoint, KeyChunk, KeyError, Ranges,
+    final_hash, strict_key, Checkpoint, FinalCheckpoint, KeyChunk, KeyError, LayoutError, Ranges,
     CHECKPOINT_CHUNK, CHECKPOINT_LEN, FINAL_CHUNK, FINAL_LEN, KEY_CHUNK, MAX_KEY_LEN, NONCE_LEN,
     VERSION,
 };
@@ -60,21 +60,11 @@ pub fn random_nonce() -> Result<[u8; NONCE_LEN], getrandom::Error> {
 
 /// Lower-case hex of some bytes (keys and hashes in reports).
 pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    ::hex::encode(bytes)
 }
 
-/// The bytes of a hex string (either case), or `None` if it is not one.
+/// The bytes of a hex string (either case, surrounding white space ignored), or `None` if
+/// it is not one.
 pub fn from_hex(s: &str) -> Option<Vec<u8>> {
-    let s = s.trim().as_bytes();
-    if s.len() % 2 != 0 {
-        return None;
-    }
-    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-    s.chunks(2)
-        .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
-        .collect()
+    ::hex::decode(s.trim()).ok()
 }

@@ -32,7 +32,7 @@ pub use self::index::{
     Committed, Filter, Index, IndexError, Issued, KeyRow, Play, Record, Registered, Review, Spent,
 };
 pub use self::keys::{KeyOwner, Ownership};
-pub use self::store::{Reads, Store, StoreError};
+pub use self::store::{OpenError, Reads, Store, StoreError};
 use crate::bsor::{self, Replay};
 use crate::integrity::{fingerprint::event_digest, hex, SigningKey};
 use crate::stream::{
@@ -523,6 +523,32 @@ pub fn statement_key(blob: &str) -> String {
     format!("{blob}.statement.json")
 }
 
+/// Why [`ReplayServer::open`] could not start a server.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The store could not be opened.
+    #[error(transparent)]
+    Store(#[from] OpenError),
+    /// An S3 store was given without an index.
+    #[error(
+        "{0}: an S3 store needs --index (postgres://… for several servers, or sqlite://FILE for one)"
+    )]
+    IndexNeeded(String),
+    /// The spool folder (what a killed server left there) could not be cleared.
+    #[error("{}: {source}", path.display())]
+    Spool {
+        /// The folder.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The index could not be opened.
+    #[error(transparent)]
+    Index(#[from] IndexError),
+}
+
 /// A replay server: its store, index, settings and uploaders.
 #[derive(Debug)]
 pub struct ReplayServer {
@@ -608,15 +634,10 @@ impl ReplayServer {
         index_url: Option<&str>,
         config: Config,
         uploaders: Uploaders,
-    ) -> Result<Arc<Self>, String> {
+    ) -> Result<Arc<Self>, StartError> {
         let (store, url) = if location.starts_with("s3://") {
             // An S3 bucket holds no SQLite file: the index is named.
-            let url = index_url.ok_or_else(|| {
-                format!(
-                    "{location}: an S3 store needs --index (postgres://… for several servers, \
-                     or sqlite://FILE for one)"
-                )
-            })?;
+            let url = index_url.ok_or_else(|| StartError::IndexNeeded(location.to_string()))?;
             (Store::s3(location)?, url.to_string())
         } else {
             let dir = std::path::Path::new(location);
@@ -631,10 +652,13 @@ impl ReplayServer {
             // Bodies spool beside the blobs, in `LOCATION/spool`: what a killed server left
             // there is removed now (one server owns a directory store).
             let spool = std::path::Path::new(location).join("spool");
-            clear_spool(&spool).map_err(|e| format!("{}: {e}", spool.display()))?;
+            clear_spool(&spool).map_err(|source| StartError::Spool {
+                path: spool.clone(),
+                source,
+            })?;
             config.spool_dir = Some(spool);
         }
-        let index = Index::open(&url).await.map_err(|e| e.to_string())?;
+        let index = Index::open(&url).await?;
         Ok(ReplayServer::new(store, index, config, uploaders))
     }
 
@@ -1414,9 +1438,9 @@ impl BsorDownload {
             // Every group asked for was read: the frames still held, checked whole when the
             // tail follows them.
             let out = if self.trailer.is_some() {
-                frames.finish().map_err(damaged)?
+                frames.finish().map_err(|e| damaged(e.to_string()))?
             } else {
-                frames.end().map_err(damaged)?
+                frames.end().map_err(|e| damaged(e.to_string()))?
             };
             if !out.is_empty() {
                 return Ok(Some(out));

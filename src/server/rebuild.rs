@@ -11,19 +11,70 @@ use crate::bsor::{self, Replay};
 use crate::stream::{EventBatch, StreamDecoder, StreamHeader, StreamItem, Trailer};
 use crate::transcode::EventSections;
 
+/// Why a stored stream's BSOR could not be rebuilt: what does not match, and where.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RebuildError {
+    /// The trailer's frame count does not fit in memory's addresses.
+    #[error("the trailer counts {0} frames")]
+    FrameCount(u64),
+    /// The BSOR writer refused the info or the records.
+    #[error("{0}")]
+    Write(#[from] bsor::WriteError),
+    /// A section's records are not as many as the trailer counts.
+    #[error("the trailer counts {counted} {what}, the event chunks hold {found}")]
+    EventCount {
+        /// The section: "notes", "walls", "heights" or "pauses".
+        what: &'static str,
+        /// The trailer's count.
+        counted: u64,
+        /// The records the event chunks hold.
+        found: usize,
+    },
+    /// Frames out of order, or more than the trailer counts.
+    #[error("frames {first} to {last} where frame {due} of {expected} was due")]
+    FrameOrder {
+        /// The first frame of the chunk.
+        first: u64,
+        /// Its last frame.
+        last: u64,
+        /// The frame due next.
+        due: u64,
+        /// The trailer's frame count.
+        expected: u64,
+    },
+    /// Fewer frames than the trailer counts.
+    #[error("{written} frames of the {expected} the trailer counts")]
+    MissingFrames {
+        /// The frames that came.
+        written: u64,
+        /// The trailer's count.
+        expected: u64,
+    },
+    /// A section of events with a gap.
+    #[error("the event chunks leave a gap")]
+    EventGap,
+    /// Damage the stream decoder found.
+    #[error("the stream: {0}")]
+    Damage(crate::stream::Damage),
+    /// The stream decoder's error.
+    #[error("the stream: {0}")]
+    Stream(#[from] crate::stream::StreamError),
+}
+
 /// The BSOR's bytes before its frames, for a stream whose trailer is `trailer`.
-pub fn head(trailer: &Trailer) -> Result<Vec<u8>, String> {
+pub fn head(trailer: &Trailer) -> Result<Vec<u8>, RebuildError> {
     let frames = usize::try_from(trailer.counts.frames)
-        .map_err(|_| format!("the trailer counts {} frames", trailer.counts.frames))?;
+        .map_err(|_| RebuildError::FrameCount(trailer.counts.frames))?;
     let mut head = Vec::new();
-    bsor::write_head(&trailer.info, frames, &mut head).map_err(|e| e.to_string())?;
+    bsor::write_head(&trailer.info, frames, &mut head)?;
     Ok(head)
 }
 
 /// The BSOR's bytes after its frames, for a stream whose trailer is `trailer` and whose
 /// events are `events` (gathered in order, each section from its first record): `Err`
 /// saying what does not match when the events are not the ones the trailer counts.
-pub fn tail(trailer: &Trailer, events: EventBatch) -> Result<Vec<u8>, String> {
+pub fn tail(trailer: &Trailer, events: EventBatch) -> Result<Vec<u8>, RebuildError> {
     let c = &trailer.counts;
     let have = [
         ("notes", c.notes, events.notes.records.len()),
@@ -33,9 +84,11 @@ pub fn tail(trailer: &Trailer, events: EventBatch) -> Result<Vec<u8>, String> {
     ];
     for (what, counted, found) in have {
         if counted != found as u64 {
-            return Err(format!(
-                "the trailer counts {counted} {what}, the event chunks hold {found}"
-            ));
+            return Err(RebuildError::EventCount {
+                what,
+                counted,
+                found,
+            });
         }
     }
     let tail = Replay {
@@ -49,7 +102,7 @@ pub fn tail(trailer: &Trailer, events: EventBatch) -> Result<Vec<u8>, String> {
         ..Replay::default()
     };
     let mut out = Vec::new();
-    bsor::write_tail(&tail, &mut out).map_err(|e| e.to_string())?;
+    bsor::write_tail(&tail, &mut out)?;
     Ok(out)
 }
 
@@ -85,7 +138,7 @@ impl Frames {
 
     /// The BSOR records of the frames in `chunks` (the next bytes of the stream, from a
     /// chunk's start): `Err` saying what was wrong at the first damage, gap or extra frame.
-    pub fn push(&mut self, chunks: &[u8]) -> Result<Vec<u8>, String> {
+    pub fn push(&mut self, chunks: &[u8]) -> Result<Vec<u8>, RebuildError> {
         self.decoder.push(chunks);
         self.drain(usize::MAX)
     }
@@ -99,27 +152,27 @@ impl Frames {
     /// The BSOR records of the chunks fed and not yet decoded, a chunk at a time until
     /// `max` bytes or more are made (empty when the decoder needs more bytes): what a
     /// download holds decoded at once is a piece, not all it read.
-    pub fn next(&mut self, max: usize) -> Result<Vec<u8>, String> {
+    pub fn next(&mut self, max: usize) -> Result<Vec<u8>, RebuildError> {
         self.drain(max)
     }
 
     /// The frames still held, once every chunk was pushed: `Err` also when fewer frames
     /// came than expected.
-    pub fn finish(&mut self) -> Result<Vec<u8>, String> {
+    pub fn finish(&mut self) -> Result<Vec<u8>, RebuildError> {
         self.decoder.finish();
         let out = self.drain(usize::MAX)?;
         if self.written != self.expected {
-            return Err(format!(
-                "{} frames of the {} the trailer counts",
-                self.written, self.expected
-            ));
+            return Err(RebuildError::MissingFrames {
+                written: self.written,
+                expected: self.expected,
+            });
         }
         Ok(out)
     }
 
     /// The frames still held, once every chunk asked for was pushed, when the stream's
     /// later chunks are not (no check that every frame came).
-    pub fn end(&mut self) -> Result<Vec<u8>, String> {
+    pub fn end(&mut self) -> Result<Vec<u8>, RebuildError> {
         self.decoder.finish();
         self.drain(usize::MAX)
     }
@@ -131,26 +184,26 @@ impl Frames {
 
     /// The events gathered from the chunks pushed, once [`finish`](Self::finish) returned:
     /// `Err` when a section has a gap.
-    pub fn events(self) -> Result<EventBatch, String> {
+    pub fn events(self) -> Result<EventBatch, RebuildError> {
         if self.gaps {
-            return Err("the event chunks leave a gap".into());
+            return Err(RebuildError::EventGap);
         }
         Ok(self.events)
     }
 
-    fn drain(&mut self, max: usize) -> Result<Vec<u8>, String> {
+    fn drain(&mut self, max: usize) -> Result<Vec<u8>, RebuildError> {
         let mut out = Vec::new();
         while out.len() < max {
             match self.decoder.next_item() {
                 Ok(Some(StreamItem::FrameRecords { first, records })) => {
                     let count = (records.len() / bsor::FRAME_SIZE) as u64;
                     if u64::from(first) != self.written || self.written + count > self.expected {
-                        return Err(format!(
-                            "frames {first} to {} where frame {} of {} was due",
-                            u64::from(first) + count.saturating_sub(1),
-                            self.written,
-                            self.expected
-                        ));
+                        return Err(RebuildError::FrameOrder {
+                            first: u64::from(first),
+                            last: u64::from(first) + count.saturating_sub(1),
+                            due: self.written,
+                            expected: self.expected,
+                        });
                     }
                     if out.is_empty() {
                         out = records;
@@ -169,10 +222,10 @@ impl Frames {
                     }
                     .place(&b, &mut self.gaps);
                 }
-                Ok(Some(StreamItem::Damage(d))) => return Err(format!("the stream: {d}")),
+                Ok(Some(StreamItem::Damage(d))) => return Err(RebuildError::Damage(d)),
                 Ok(Some(_)) => {}
                 Ok(None) => return Ok(out),
-                Err(e) => return Err(format!("the stream: {e}")),
+                Err(e) => return Err(e.into()),
             }
         }
         Ok(out)
@@ -299,10 +352,16 @@ mod tests {
         for g in &groups {
             frames.push(g).unwrap();
         }
-        assert!(frames.finish().unwrap_err().contains("frames of the"));
+        let e = frames.finish().unwrap_err();
+        assert!(matches!(e, RebuildError::MissingFrames { .. }), "{e}");
+        assert!(e.to_string().contains("frames of the"), "{e}");
         // Event counts that do not match the trailer's.
         let mut short = EventBatch::default();
         short.notes.records.push(replay.notes[0]);
-        assert!(tail(&trailer, short).unwrap_err().contains("notes"));
+        let e = tail(&trailer, short).unwrap_err();
+        assert!(
+            matches!(e, RebuildError::EventCount { what: "notes", counted, found: 1 } if counted == replay.notes.len() as u64),
+            "{e}"
+        );
     }
 }

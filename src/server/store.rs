@@ -30,6 +30,54 @@ impl StoreError {
     }
 }
 
+/// Why a store could not be opened: its location and what is wrong with it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// A directory store's folder could not be made or used.
+    #[error("{}: {source}", path.display())]
+    Directory {
+        /// The folder.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A directory store's folder, refused by the object store.
+    #[error("{}: {source}", path.display())]
+    Local {
+        /// The folder.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: object_store::Error,
+    },
+    /// The location is not `s3://BUCKET[/PREFIX]`.
+    #[error("{0}: not an s3:// location")]
+    NotS3(String),
+    /// The bucket's name is not one S3 allows.
+    #[error("{0}: the bucket name must be 3 to 63 lowercase letters, digits, dots or dashes")]
+    BucketName(String),
+    /// The prefix is not a valid object key.
+    #[error("{url}: the prefix: {source}")]
+    Prefix {
+        /// The location.
+        url: String,
+        /// Why.
+        #[source]
+        source: object_store::path::Error,
+    },
+    /// The S3 client could not be built from the settings.
+    #[error("{url}: {source}")]
+    S3 {
+        /// The location.
+        url: String,
+        /// Why.
+        #[source]
+        source: object_store::Error,
+    },
+}
+
 /// Bytes and requests read from a store so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Reads {
@@ -59,13 +107,19 @@ pub struct Store {
 
 impl Store {
     /// A store in the directory `dir` (created if missing).
-    pub fn directory(dir: &Path) -> Result<Store, String> {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    pub fn directory(dir: &Path) -> Result<Store, OpenError> {
+        std::fs::create_dir_all(dir).map_err(|source| OpenError::Directory {
+            path: dir.to_path_buf(),
+            source,
+        })?;
         // Durable before acknowledged (http.md §8.3): each blob and its folder are synced
         // before the write returns, so the index row committed after it never names a
         // file a power cut could lose.
         let fs = LocalFileSystem::new_with_prefix(dir)
-            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .map_err(|source| OpenError::Local {
+                path: dir.to_path_buf(),
+                source,
+            })?
             .with_fsync(true);
         Ok(Store {
             dir: Some(dir.to_path_buf()),
@@ -79,16 +133,16 @@ impl Store {
     /// `AWS_ALLOW_HTTP` for a server of one's own). A request times out after 30 s (5 s to
     /// connect) and is retried at most 3 times within 15 s, so that an unreachable store
     /// fails an upload with an error the client can retry instead of holding it minutes.
-    pub fn s3(url: &str) -> Result<Store, String> {
+    pub fn s3(url: &str) -> Result<Store, OpenError> {
         Store::s3_from(url, AmazonS3Builder::from_env())
     }
 
     /// A store in the bucket `url` names (as [`Store::s3`]) with the settings of `builder`
     /// instead of the environment's (the bucket, timeouts and retries are set here).
-    pub fn s3_from(url: &str, builder: AmazonS3Builder) -> Result<Store, String> {
+    pub fn s3_from(url: &str, builder: AmazonS3Builder) -> Result<Store, OpenError> {
         let rest = url
             .strip_prefix("s3://")
-            .ok_or_else(|| format!("{url}: not an s3:// location"))?;
+            .ok_or_else(|| OpenError::NotS3(url.to_string()))?;
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         let prefix = prefix.trim_matches('/');
         let bucket_ok = (3..=63).contains(&bucket.len())
@@ -96,11 +150,12 @@ impl Store {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
         if !bucket_ok {
-            return Err(format!(
-                "{url}: the bucket name must be 3 to 63 lowercase letters, digits, dots or dashes"
-            ));
+            return Err(OpenError::BucketName(url.to_string()));
         }
-        let prefix = Key::parse(prefix).map_err(|e| format!("{url}: the prefix: {e}"))?;
+        let prefix = Key::parse(prefix).map_err(|source| OpenError::Prefix {
+            url: url.to_string(),
+            source,
+        })?;
         // reqwest is built with rustls and no provider of its own (Cargo.toml): ring's, for
         // the whole process, unless the embedding program installed one first.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -114,7 +169,10 @@ impl Store {
                 ..Default::default()
             })
             .build()
-            .map_err(|e| format!("{url}: {e}"))?;
+            .map_err(|source| OpenError::S3 {
+                url: url.to_string(),
+                source,
+            })?;
         let inner: Arc<dyn ObjectStore> = if prefix.as_ref().is_empty() {
             Arc::new(s3)
         } else {
@@ -315,6 +373,7 @@ mod tests {
         Store::s3_from(url, AmazonS3Builder::new().with_region("us-east-1"))
             .err()
             .unwrap_or_else(|| panic!("{url} was accepted"))
+            .to_string()
     }
 
     #[test]
@@ -345,6 +404,10 @@ mod tests {
         let Err(e) = opened else {
             panic!("opened without an index");
         };
-        assert!(e.contains("--index"), "{e}");
+        assert!(
+            matches!(e, crate::server::StartError::IndexNeeded(_)),
+            "{e}"
+        );
+        assert!(e.to_string().contains("--index"), "{e}");
     }
 }

@@ -1015,7 +1015,7 @@ impl JsonExport {
             self.parser.push(&step);
             let written = (|| {
                 while let Some(e) = self.parser.next_event().map_err(|e| e.to_string())? {
-                    self.writer.event(e, &mut out)?;
+                    self.writer.event(e, &mut out).map_err(|e| e.to_string())?;
                 }
                 Ok::<_, String>(())
             })();
