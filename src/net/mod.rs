@@ -1,7 +1,8 @@
 //! The live spectating protocol (`proto-spec/wire.md`).
 //!
 //! Without I/O: its framing and messages (`wire`), the relay's session logic (`relay`), the
-//! client's (`client`) with the publisher's bounded outbox (`outbox`). With I/O over `std`:
+//! client's (`client`) with the publisher's bounded outbox (`outbox`), and the rates with bursts
+//! both limit clients by (`pace`). With I/O over `std`:
 //! the archive's files (`archive`), the publisher's spill file (`spool`) and the publisher
 //! on a plain thread (`publisher::thread`). With the `tokio` feature, the async shells: the
 //! relay server shared by every transport (`server`), TCP (`tcp`) and WebSocket (`ws`) in
@@ -15,6 +16,7 @@ pub mod gate;
 #[cfg(feature = "tokio")]
 pub mod http;
 pub mod outbox;
+pub mod pace;
 pub mod publisher;
 pub mod relay;
 #[cfg(feature = "tokio")]

@@ -20,7 +20,7 @@
 //! archive's list is built by one task at a time and reused for [`LIST_TTL`], and the whole
 //! `/sessions` answer for [`SESSIONS_TTL`]. What requests cost is paced (`http.md` §1.1):
 //! each request and each byte of a body is charged to its address ([`ADDRESS_RATE`]) and to
-//! the listener ([`TOTAL_RATE`]), with [`rules::Pace`]; a request that would wait more than
+//! the listener ([`TOTAL_RATE`]), with [`Pace`]; a request that would wait more than
 //! [`MAX_WAIT`] is answered `503` and its connection closed.
 
 pub mod catalog;
@@ -51,10 +51,11 @@ use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::WebSocketStream;
 
 use self::catalog::Catalog;
-use self::rules::{Conditions, Entry, Pace, Plan, Target};
+use self::rules::{Conditions, Entry, Plan, Target};
 use super::gate::ReadGate;
 use super::server::{HandshakeSlot, Server};
 use super::ws::{self, WsOptions, SUBPROTOCOL};
+use crate::net::pace::Pace;
 use crate::stream::StreamHeader;
 
 /// Bytes of a file read and sent at a time.
@@ -153,6 +154,8 @@ pub(crate) struct Site {
     reads: Arc<tokio::sync::Semaphore>,
     /// What requests have cost, per address and in all.
     paces: Mutex<Paces>,
+    /// The origin of the paces' clock.
+    origin: Instant,
     /// The last `/sessions` body and when it was built.
     answer: tokio::sync::Mutex<Option<(Instant, Bytes)>>,
     /// What the replay server's replies have cost each address (`http.md` §8.15).
@@ -176,10 +179,16 @@ impl Site {
                 total: Pace::new(TOTAL_RATE, TOTAL_BURST),
                 by_address: HashMap::new(),
             }),
+            origin: Instant::now(),
             answer: tokio::sync::Mutex::new(None),
             #[cfg(feature = "server")]
             replay_paces: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The paces' clock: the time since the site was made.
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
     }
 
     /// Charges `n` bytes of a replay server reply to `ip` at `rate` bytes a second (a burst
@@ -190,7 +199,7 @@ impl Site {
             return;
         };
         let wait = {
-            let now = Instant::now();
+            let now = self.now();
             let mut paces = self.replay_paces.lock().unwrap_or_else(|p| p.into_inner());
             if paces.len() >= PACED_ADDRESSES && !paces.contains_key(&ip) {
                 paces.retain(|_, p| !p.idle(now));
@@ -213,7 +222,7 @@ impl Site {
         cost: u64,
         refuse_past: Option<Duration>,
     ) -> Option<Duration> {
-        let now = Instant::now();
+        let now = self.now();
         let mut paces = self.paces.lock().unwrap_or_else(|p| p.into_inner());
         let Paces { total, by_address } = &mut *paces;
         let fresh = Pace::new(ADDRESS_RATE, ADDRESS_BURST);

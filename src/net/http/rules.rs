@@ -2,8 +2,6 @@
 //! resource a path names, byte ranges, entity tags and conditional requests, and the
 //! `GET /sessions` list. The shell (`mod.rs`) reads files and writes replies as these say.
 
-use std::time::{Duration, Instant};
-
 use serde::Serialize;
 
 use crate::net::wire::valid_session_name;
@@ -329,66 +327,6 @@ pub fn session_list(mut live: Vec<Entry>, archived: Vec<Entry>) -> String {
     serde_json::to_string(&Body { sessions }).unwrap_or_else(|_| "{\"sessions\":[]}".into())
 }
 
-/// A byte rate with a burst, as the generic cell rate algorithm keeps it (one instant, the
-/// theoretical arrival time): a charge of `cost` bytes waits until the bytes charged before
-/// it, less `burst`, have drained at `rate` (`http.md` §1.1). Time is given, never read.
-#[derive(Debug, Clone, Copy)]
-pub struct Pace {
-    /// Bytes a second (at least 1).
-    rate: u64,
-    /// How far ahead of now charges may run before one waits (`burst` bytes at `rate`).
-    burst: Duration,
-    /// When everything charged so far has drained; `None` before the first charge.
-    tat: Option<Instant>,
-}
-
-impl Pace {
-    /// A pace of `rate` bytes a second that lets `burst` bytes through at once.
-    pub fn new(rate: u64, burst: u64) -> Pace {
-        let rate = rate.max(1);
-        Pace {
-            rate,
-            burst: drain_time(burst, rate),
-            tat: None,
-        }
-    }
-
-    /// How long a charge of `cost` bytes made at `now` would wait (nothing is charged).
-    pub fn wait(&self, now: Instant, cost: u64) -> Duration {
-        let from = self.tat.map_or(now, |t| t.max(now));
-        let done = later(from, drain_time(cost, self.rate));
-        done.saturating_duration_since(now)
-            .saturating_sub(self.burst)
-    }
-
-    /// Charges `cost` bytes at `now`; returns how long the charge must wait.
-    pub fn charge(&mut self, now: Instant, cost: u64) -> Duration {
-        let wait = self.wait(now, cost);
-        let from = self.tat.map_or(now, |t| t.max(now));
-        self.tat = Some(later(from, drain_time(cost, self.rate)));
-        wait
-    }
-
-    /// Whether everything charged has drained by `now` (the pace can be forgotten: a new
-    /// one behaves the same).
-    pub fn idle(&self, now: Instant) -> bool {
-        self.tat.is_none_or(|t| t <= now)
-    }
-}
-
-/// `t + d`, or a year after `t` where the clock cannot hold that (never a panic).
-fn later(t: Instant, d: Duration) -> Instant {
-    t.checked_add(d)
-        .or_else(|| t.checked_add(Duration::from_secs(365 * 86_400)))
-        .unwrap_or(t)
-}
-
-/// How long `bytes` take at `rate` bytes a second (at most about 584 years).
-fn drain_time(bytes: u64, rate: u64) -> Duration {
-    let nanos = u128::from(bytes) * 1_000_000_000 / u128::from(rate.max(1));
-    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -629,38 +567,5 @@ mod tests {
         assert_eq!(seconds(f32::NAN), 0.0);
         assert_eq!(seconds(-1.0), 0.0);
         assert_eq!(seconds(2.5), 2.5);
-    }
-
-    #[test]
-    fn a_pace_lets_its_burst_through_then_waits_at_its_rate() {
-        let t0 = Instant::now();
-        // 1,000 bytes a second, 500 at once.
-        let mut p = Pace::new(1000, 500);
-        assert!(p.idle(t0));
-        assert_eq!(p.charge(t0, 300), Duration::ZERO);
-        assert_eq!(p.charge(t0, 200), Duration::ZERO);
-        // Past the burst: the next 100 bytes wait until 100 have drained.
-        assert_eq!(p.wait(t0, 100), Duration::from_millis(100));
-        assert_eq!(p.charge(t0, 100), Duration::from_millis(100));
-        assert!(!p.idle(t0 + Duration::from_millis(599)));
-        assert!(p.idle(t0 + Duration::from_millis(600)));
-        // Later, time has drained it: 250 ms later 250 bytes left, so 250 more go at once
-        // and one more byte waits 1 ms.
-        let t1 = t0 + Duration::from_millis(350);
-        assert_eq!(p.charge(t1, 250), Duration::ZERO);
-        assert_eq!(p.wait(t1, 1), Duration::from_millis(1));
-        // Long idle: back to a full burst, not more.
-        let t2 = t0 + Duration::from_secs(60);
-        assert_eq!(p.charge(t2, 500), Duration::ZERO);
-        assert_eq!(p.wait(t2, 10), Duration::from_millis(10));
-    }
-
-    #[test]
-    fn a_pace_never_overflows() {
-        let t0 = Instant::now();
-        let mut p = Pace::new(0, u64::MAX);
-        assert_eq!(p.charge(t0, 1), Duration::ZERO);
-        let q = Pace::new(1, 0);
-        assert!(q.wait(t0, u64::MAX) >= Duration::from_secs(365 * 86_400));
     }
 }

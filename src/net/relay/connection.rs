@@ -57,13 +57,14 @@ pub(super) struct Connection {
 }
 
 impl Connection {
-    /// A connection opened at `now`, with a full flood allowance.
-    pub(super) fn new(now: u64, burst: u32) -> Self {
+    /// A connection opened at `now`, with a full flood allowance of `burst` messages
+    /// refilled at `rate` a second.
+    pub(super) fn new(now: u64, rate: u32, burst: u32) -> Self {
         Connection {
             stage: Stage::New { since: now },
             queue: VecDeque::new(),
             queued_bytes: 0,
-            meter: Meter::new(now, burst),
+            meter: Meter::new(now, rate, burst),
             armed: None,
             addr: None,
         }

@@ -1,28 +1,29 @@
 //! Flood metering and liveness: when a connection was last heard from and pinged, and how
 //! many messages it may still send at once.
 
-/// A connection's flood allowance (a token bucket in thousandths of a message) and the
-/// times its idle and ping deadlines are counted from.
+use std::time::Duration;
+
+use crate::net::pace::Pace;
+
+/// A connection's flood allowance (messages at a rate, with a burst) and the times its idle
+/// and ping deadlines are counted from.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Meter {
     /// When the connection last sent anything.
     heard: u64,
     /// When the relay last asked it for a sign of life.
     pinged: u64,
-    /// Allowance in thousandths of a message.
-    level: u64,
-    /// When `level` was last brought up to date.
-    at: u64,
+    /// The allowance.
+    allowance: Pace,
 }
 
 impl Meter {
-    /// A full allowance of `burst` messages, at `now`.
-    pub(super) fn new(now: u64, burst: u32) -> Self {
+    /// A full allowance of `burst` messages at `now`, refilled at `rate` a second.
+    pub(super) fn new(now: u64, rate: u32, burst: u32) -> Self {
         Meter {
             heard: now,
             pinged: now,
-            level: u64::from(burst) * 1000,
-            at: now,
+            allowance: Pace::new(u64::from(rate), u64::from(burst)),
         }
     }
 
@@ -31,20 +32,9 @@ impl Meter {
         self.heard = now;
     }
 
-    /// Spends one message of the allowance at `rate` messages a second, up to `burst` at
-    /// once; false when none is left (a flood).
-    pub(super) fn spend(&mut self, now: u64, rate: u32, burst: u32) -> bool {
-        let elapsed = now.saturating_sub(self.at);
-        self.level = self
-            .level
-            .saturating_add(elapsed.saturating_mul(u64::from(rate)))
-            .min(u64::from(burst) * 1000);
-        self.at = now;
-        if self.level < 1000 {
-            return false;
-        }
-        self.level -= 1000;
-        true
+    /// Spends one message of the allowance at `now`; false when none is left (a flood).
+    pub(super) fn spend(&mut self, now: u64) -> bool {
+        self.allowance.spend(Duration::from_millis(now), 1)
     }
 
     /// Silent for more than `idle` at `now`.
@@ -78,7 +68,7 @@ mod tests {
 
     #[test]
     fn the_deadline_is_the_first_time_a_check_holds() {
-        let mut m = Meter::new(100, 10);
+        let mut m = Meter::new(100, 1, 10);
         let d = m.deadline(3_000, 1_000);
         assert_eq!(d, 1_100);
         assert!(m.ping_due(d, 1_000) && !m.ping_due(d - 1, 1_000));
@@ -95,9 +85,9 @@ mod tests {
 
     #[test]
     fn a_burst_is_spent_then_refilled_at_the_rate() {
-        let mut m = Meter::new(0, 2);
-        assert!(m.spend(0, 1, 2) && m.spend(0, 1, 2));
-        assert!(!m.spend(0, 1, 2));
-        assert!(m.spend(1_000, 1, 2));
+        let mut m = Meter::new(0, 1, 2);
+        assert!(m.spend(0) && m.spend(0));
+        assert!(!m.spend(0));
+        assert!(m.spend(1_000));
     }
 }

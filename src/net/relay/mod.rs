@@ -101,7 +101,7 @@ pub struct RelayConfig {
     /// pinged for as long; 0 counts as 1, so that a ping is not due again the same moment).
     pub ping_interval_ms: u64,
     /// Messages per second a connection may send, on average (a publisher's chunks are not
-    /// counted); more is `Flood`.
+    /// counted; 0 counts as 1); more is `Flood`.
     pub flood_rate: u32,
     /// Messages a connection may send in a burst above `flood_rate`.
     pub flood_burst: u32,
@@ -351,8 +351,10 @@ impl Relay {
         self.now = now;
         let id = self.next_conn;
         self.next_conn += 1;
-        self.conns
-            .insert(id, Connection::new(now, self.config.flood_burst));
+        self.conns.insert(
+            id,
+            Connection::new(now, self.config.flood_rate, self.config.flood_burst),
+        );
         self.rearm(id);
         id
     }
@@ -510,11 +512,7 @@ impl Relay {
         // everything else counts against the connection's allowance.
         let counted = !matches!((&c.stage, &m), (Stage::Publisher { .. }, Message::Chunk(_)));
         c.meter.heard(now);
-        if counted
-            && !c
-                .meter
-                .spend(now, self.config.flood_rate, self.config.flood_burst)
-        {
+        if counted && !c.meter.spend(now) {
             return self.fail(conn, ErrorCode::Flood, "too many messages too fast");
         }
         let stage = c.stage.clone();
