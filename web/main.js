@@ -17,7 +17,7 @@ const params = new URLSearchParams(location.search);
 const status = {
   ready: false, mode: "list", framesDecoded: 0, songTime: 0, score: 0, combo: 0, misses: 0,
   bytesFetched: 0, ended: false, lastError: null, firstFrameTime: null, framesRendered: 0,
-  drawRate: "full", rateChanges: 0, reads: 0, eventsTo: null, afterSeek: null, backlog: null, gaps: {},
+  drawRate: "full", rateChanges: 0, samples: null, glError: null, reads: 0, eventsTo: null, afterSeek: null, backlog: null, gaps: {},
 };
 window.bsorStatus = status;
 
@@ -37,6 +37,12 @@ let streamEnded = false;
 // shows no frame at or after it: the HUD must be right from the first frame shown).
 let eventsTo = Infinity;
 let cutShort = false; // a stored stream without its index, read whole
+// Live: the song time up to which every event is in. The project's encoder sends a chunk's
+// events right after its frames (src/stream/encoder.rs), so once frames past a chunk come,
+// the events up to that chunk's last frame came before them; a live view shows no later
+// frame (its HUD right at every frame, a late joiner's first included). The live delay
+// (0.25 s) is longer than a live chunk (0.1 s): only a join waits for it.
+let liveEventsTo = -Infinity;
 // Live, joined late: the events before the join point, from the relay's HTTP: null (joined
 // at the start), "loading", "done" or "failed". No frame is shown while they load (for at
 // most BACKLOG_WAIT ms), so the HUD is right from the first frame.
@@ -58,6 +64,7 @@ function resetData() {
   info = null;
   streamEnded = false;
   eventsTo = Infinity;
+  liveEventsTo = -Infinity;
   cutShort = false;
   backlog = null;
   endedDetail = "";
@@ -270,6 +277,7 @@ function handle(m) {
     status.eventsTo = Number.isFinite(eventsTo) ? eventsTo : "all";
   }
   if (m.type === "data") {
+    if (status.mode === "live" && m.frames.length && totalFrames > 0) liveEventsTo = liveEdge();
     if (m.frames.length) addFrames(m.frames, m.group ?? -1);
     if (m.group !== undefined && groups) groups[m.group].state = "loaded";
     if (m.events.length) addEvents(m.events);
@@ -344,15 +352,17 @@ function step(dt) {
   if (totalFrames === 0 && !groups) return;
   const first = firstTime();
   const last = liveEdge();
+  // Live: no frame past the events that are in (until the stream ends).
+  const shown = status.mode === "live" && !streamEnded ? Math.min(last, liveEventsTo) : last;
   if (playhead === null) {
-    if (status.mode === "live") playhead = Math.max(first, last - LIVE_DELAY);
+    if (status.mode === "live") playhead = Math.max(first, Math.min(last - LIVE_DELAY, shown));
     else playhead = Math.min(startAt() ?? first, last);
   }
   if (status.mode === "live" && followLive && !streamEnded) {
     // Follow the newest frame; a tab that fell far behind jumps to it (the relay has
     // already moved it to the newest keyframe group when its queue overflowed).
-    if (last - playhead > 3) playhead = last - LIVE_DELAY;
-    else if (playing) playhead = Math.min(playhead + dt, last);
+    if (last - playhead > 3) playhead = Math.min(last - LIVE_DELAY, shown);
+    else if (playing) playhead = Math.min(playhead + dt, shown);
   } else if (playing && !(groups && !loaded(playhead))) {
     // (A stored stream's part, or the events before it, not loaded yet: wait for them.)
     playhead = Math.min(playhead + dt * speed, last);
@@ -554,6 +564,7 @@ function tick(now) {
   step(dt);
   if (groups && playhead !== null) wantGroups(playhead);
   const waiting = (groups && playhead >= eventsTo) ||
+    (status.mode === "live" && !streamEnded && !(playhead <= liveEventsTo)) ||
     (backlog === "loading" && performance.now() - backlogSince < BACKLOG_WAIT);
   const at = playhead === null || waiting ? null : frameAt(playhead);
   if (sceneView && at) {
@@ -583,6 +594,8 @@ function tick(now) {
     }
     movePopups(t);
     status.framesRendered++;
+    status.samples = sceneView.samples;
+    status.glError = sceneView.smoothError;
     if (status.firstFrameTime === null) {
       status.firstFrameTime = performance.now();
       performance.mark("bsor-first-frame"); // where the benchmark's trace starts counting

@@ -344,7 +344,12 @@ export class View {
 
 export class Scene {
   constructor(canvas) {
-    const gl = canvas.getContext("webgl2", { antialias: true, preserveDrawingBuffer: true });
+    // No multisampling in the canvas's own buffer: where WebGL runs in software (SwiftShader)
+    // a context with it takes longer to make, on the way to the first frame; frames after
+    // the first draw into a multisampled framebuffer instead (`smooth`). The drawing buffer
+    // is kept between frames so that what is on screen can be read back (the tests do, in
+    // frames the page does not draw at half rate).
+    const gl = canvas.getContext("webgl2", { antialias: false, preserveDrawingBuffer: true });
     if (!gl) throw new Error("this browser has no WebGL 2");
     this.gl = gl;
     this.canvas = canvas;
@@ -364,6 +369,10 @@ export class Scene {
     // first frame.
     this.prog = prog;
     this.linked = false;
+    this.drawn = 0; // frames rendered
+    this.samples = null; // samples per pixel of frames after the first (0: none), once known
+    this.msaa = null;
+    this.smoothError = null; // the GL error after the first multisampled frame (0: none)
     this.parallel = gl.getExtension("KHR_parallel_shader_compile");
     this.meshes = {
       cube: this.mesh(cubeMesh()),
@@ -461,6 +470,39 @@ export class Scene {
     }
   }
 
+  // The multisampled framebuffer frames are drawn into and then resolved to the canvas,
+  // made (again) at the canvas's size; null where the context offers no multisampling.
+  smooth() {
+    const gl = this.gl;
+    const w = this.canvas.width;
+    const h = this.canvas.height;
+    if (this.msaa && this.msaa.w === w && this.msaa.h === h) return this.msaa;
+    if (this.samples === 0) return null; // tried: none
+    const samples = Math.min(4, gl.getParameter(gl.MAX_SAMPLES) || 0);
+    if (samples < 2) {
+      this.samples = 0;
+      return null;
+    }
+    if (this.msaa) {
+      gl.deleteFramebuffer(this.msaa.fb);
+      for (const rb of this.msaa.rbs) gl.deleteRenderbuffer(rb);
+    }
+    const fb = gl.createFramebuffer();
+    gl.bindFramebuffer(gl.FRAMEBUFFER, fb);
+    const rbs = [[gl.RGBA8, gl.COLOR_ATTACHMENT0], [gl.DEPTH_COMPONENT24, gl.DEPTH_ATTACHMENT]].map(([format, at]) => {
+      const rb = gl.createRenderbuffer();
+      gl.bindRenderbuffer(gl.RENDERBUFFER, rb);
+      gl.renderbufferStorageMultisample(gl.RENDERBUFFER, samples, format, w, h);
+      gl.framebufferRenderbuffer(gl.FRAMEBUFFER, at, gl.RENDERBUFFER, rb);
+      return rb;
+    });
+    const complete = gl.checkFramebufferStatus(gl.FRAMEBUFFER) === gl.FRAMEBUFFER_COMPLETE;
+    gl.bindFramebuffer(gl.FRAMEBUFFER, null);
+    this.msaa = complete ? { fb, rbs, w, h } : null;
+    this.samples = complete ? samples : 0;
+    return this.msaa;
+  }
+
   // Where scene point (x, y, z) lands on the canvas, in CSS pixels, into out (2); false
   // when it is behind the camera.
   project(x, y, z, out) {
@@ -500,6 +542,11 @@ export class Scene {
     const gl = this.gl;
     if (!this.linked) this.checkProgram();
     this.resize();
+    // The first frame straight into the canvas (its multisampled buffers would add their
+    // allocation to it), the next ones multisampled.
+    const msaa = this.drawn > 0 ? this.smooth() : null;
+    this.drawn++;
+    gl.bindFramebuffer(gl.FRAMEBUFFER, msaa ? msaa.fb : null);
     gl.viewport(0, 0, this.canvas.width, this.canvas.height);
     gl.clearColor(0.035, 0.04, 0.07, 1);
     gl.clear(gl.COLOR_BUFFER_BIT | gl.DEPTH_BUFFER_BIT);
@@ -529,6 +576,16 @@ export class Scene {
     for (let k = 0; k < v.nEffects; k++) {
       const o = k * EFFECT;
       this.drawEffect(e[o], e[o + 1], e[o + 2], e[o + 3], e[o + 4], e[o + 5], e[o + 6], e[o + 7], e[o + 8]);
+    }
+    if (msaa) {
+      // Resolved into the canvas's buffer.
+      gl.bindFramebuffer(gl.READ_FRAMEBUFFER, msaa.fb);
+      gl.bindFramebuffer(gl.DRAW_FRAMEBUFFER, null);
+      // (Same size and format, RGBA8, as a multisampled blit requires.)
+      gl.blitFramebuffer(0, 0, msaa.w, msaa.h, 0, 0, msaa.w, msaa.h, gl.COLOR_BUFFER_BIT, gl.NEAREST);
+      gl.bindFramebuffer(gl.FRAMEBUFFER, null);
+      // The first multisampled frame's GL error, asked once (the call waits for the GPU).
+      if (this.smoothError === null) this.smoothError = gl.getError();
     }
   }
 

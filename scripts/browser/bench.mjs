@@ -148,11 +148,19 @@ const liveFirst = await live.evaluate(() => window.bsorStatus.firstFrameTime);
 console.log(`live session: first frame ${liveFirst.toFixed(0)} ms after navigation start`);
 await live.close();
 
-const stored = await browser.newPage();
-await stored.goto(`${base}?src=long.bsors`);
-await stored.waitForFunction(() => window.bsorStatus.firstFrameTime !== null, null, { timeout: 20000 });
-const storedFirst = await stored.evaluate(() => window.bsorStatus.firstFrameTime);
-console.log(`4-minute stored replay (${readFileSync(join(tmp, "long.bsors")).length} bytes): first frame ${storedFirst.toFixed(0)} ms after navigation start`);
+// The 4-minute stored replay (archive settings): median of 9 loads, with the range.
+const storedFirsts = [];
+for (let i = 0; i < 9; i++) {
+  const stored = await browser.newPage();
+  await stored.goto(`${base}?src=long.bsors`);
+  await stored.waitForFunction(() => window.bsorStatus.firstFrameTime !== null, null, { timeout: 20000 });
+  storedFirsts.push(await stored.evaluate(() => window.bsorStatus.firstFrameTime));
+  await stored.close();
+}
+storedFirsts.sort((a, b) => a - b);
+console.log(`4-minute stored replay (${readFileSync(join(tmp, "long.bsors")).length} bytes): first frame ` +
+  `${storedFirsts[4].toFixed(0)} ms after navigation start (median of 9; ${storedFirsts[0].toFixed(0)} to ` +
+  `${storedFirsts[8].toFixed(0)})`);
 
 // Stored replays as a publisher's archive holds them: the first frame (its HUD includes
 // every event before it), every event in, and the requests, median of 5 loads each.

@@ -498,6 +498,28 @@ await test("local_bsor_plays", async (page) => {
   assert.equal(s.framesDecoded, expectedFrames);
   assert.equal(s.lastError, null);
   assert.ok(await page.isHidden("#list"));
+  // The first frame is drawn without multisampling (its buffers would delay it), the next
+  // ones into a multisampled framebuffer resolved into the canvas: edges stay smooth, the
+  // resolve raises no GL error (a blit between unlike formats would), and the scene is on
+  // the canvas (more than its clear colour).
+  const later = await until(page, "multisampled frames", (st) => st.framesRendered > 30 && st.glError !== null, 20);
+  assert.ok(later.samples >= 2, `frames after the first drawn with ${later.samples} samples a pixel`);
+  assert.equal(later.glError, 0, "GL error after the first multisampled frame");
+  const drawn = await page.evaluate(() => {
+    const src = document.getElementById("view");
+    const c = document.createElement("canvas");
+    c.width = 96;
+    c.height = 60;
+    const g = c.getContext("2d");
+    g.drawImage(src, 0, 0, 96, 60);
+    const d = g.getImageData(0, 0, 96, 60).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4) {
+      if (Math.abs(d[i] - 9) + Math.abs(d[i + 1] - 10) + Math.abs(d[i + 2] - 18) > 24) n++;
+    }
+    return n;
+  });
+  assert.ok(drawn > 200, `${drawn} of 5,760 pixels differ from the clear colour`);
 });
 
 // web/pace.js, by its times: a steady display keeps the full rate; one that misses 1 frame
