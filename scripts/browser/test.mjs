@@ -206,24 +206,28 @@ async function until(page, what, pred, seconds) {
 }
 
 // Pixels of the WebGL canvas close to each saber's colour.
-function saberPixels(page) {
-  return page.evaluate(() => {
+// The scene's pixels read back from the canvas (scaled to width x height, or at its own
+// size): saber red, saber blue, and any other than the clear colour (0.035, 0.04, 0.07).
+function saberPixels(page, width = 0, height = 0) {
+  return page.evaluate(([width, height]) => {
     const src = document.getElementById("view");
     const c = document.createElement("canvas");
-    c.width = src.width;
-    c.height = src.height;
+    c.width = width || src.width;
+    c.height = height || src.height;
     const g = c.getContext("2d");
-    g.drawImage(src, 0, 0);
+    g.drawImage(src, 0, 0, c.width, c.height);
     const d = g.getImageData(0, 0, c.width, c.height).data;
     let red = 0;
     let blue = 0;
+    let drawn = 0;
     for (let i = 0; i < d.length; i += 4) {
       const [r, gr, b] = [d[i], d[i + 1], d[i + 2]];
       if (r > 120 && r > 2.5 * gr && r > 2.5 * b) red++;
       if (b > 120 && b > 1.6 * r && b > 1.3 * gr) blue++;
+      if (Math.abs(r - 9) + Math.abs(gr - 10) + Math.abs(b - 18) > 24) drawn++;
     }
-    return { red, blue };
-  });
+    return { red, blue, drawn };
+  }, [width, height]);
 }
 
 async function test(name, body) {
@@ -505,20 +509,7 @@ await test("local_bsor_plays", async (page) => {
   const later = await until(page, "multisampled frames", (st) => st.framesRendered > 30 && st.glError !== null, 20);
   assert.ok(later.samples >= 2, `frames after the first drawn with ${later.samples} samples a pixel`);
   assert.equal(later.glError, 0, "GL error after the first multisampled frame");
-  const drawn = await page.evaluate(() => {
-    const src = document.getElementById("view");
-    const c = document.createElement("canvas");
-    c.width = 96;
-    c.height = 60;
-    const g = c.getContext("2d");
-    g.drawImage(src, 0, 0, 96, 60);
-    const d = g.getImageData(0, 0, 96, 60).data;
-    let n = 0;
-    for (let i = 0; i < d.length; i += 4) {
-      if (Math.abs(d[i] - 9) + Math.abs(d[i + 1] - 10) + Math.abs(d[i + 2] - 18) > 24) n++;
-    }
-    return n;
-  });
+  const { drawn } = await saberPixels(page, 96, 60);
   assert.ok(drawn > 200, `${drawn} of 5,760 pixels differ from the clear colour`);
 });
 

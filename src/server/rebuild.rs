@@ -19,7 +19,7 @@ pub enum RebuildError {
     #[error("the trailer counts {0} frames")]
     FrameCount(u64),
     /// The BSOR writer refused the info or the records.
-    #[error("{0}")]
+    #[error(transparent)]
     Write(#[from] bsor::WriteError),
     /// A section's records are not as many as the trailer counts.
     #[error("the trailer counts {counted} {what}, the event chunks hold {found}")]
