@@ -5,9 +5,9 @@
 //! cargo run --release --example make_signed_vectors
 //! ```
 //!
-//! `tests/it/integrity.rs` makes them again from the same recipes and checks them.
+//! `core/tests/it/integrity.rs` makes them again from the same recipes and checks them.
 
-#[path = "../tests/common/signed_vectors.rs"]
+#[path = "../core/tests/common/signed_vectors.rs"]
 mod signed_vectors;
 
 use std::path::PathBuf;

@@ -46,20 +46,17 @@ export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc
 export CC_x86_64_pc_windows_gnu=x86_64-w64-mingw32-gcc
 export AR_x86_64_pc_windows_gnu=x86_64-w64-mingw32-ar
 
-# The library's tests under qemu (the command-line tool's, in cli/, run its binary, which the
-# kernel cannot exec without binfmt_misc). The C example is built and run below.
-# The layers a headset runs (the format, the recorder and its live sink, signing) and the
-# relay their tests publish to; not the replay server or the legacy import, which run on
-# servers (their tests run on x86_64 in .ci/run) and would build SQLite and the S3 client
-# for aarch64 too.
-# The library's and the C ABI crate's tests in one build, so that the library is compiled
-# once for them with the features of both (each set of features is another compilation of
-# the whole library: 2 to 3 minutes).
+# The core's and the C ABI crate's tests under qemu (the command-line tool's, in cli/, run
+# its binary, which the kernel cannot exec without binfmt_misc). The C example is built and
+# run below. What a headset runs: the format, the recorder and its live sink over TLS,
+# signing, and the sans-IO relay its tests publish to; no tokio, no replay server (their
+# tests run on x86_64 in .ci/run). In one build, so that the core is compiled once with the
+# features of both.
 arm_features=(--no-default-features --features
-    bsor-stream/live,bsor-stream/integrity,bsor-stream/tokio,bsor-stream-ffi/live,bsor-stream-ffi/sign,bsor-stream-ffi/tls)
-echo "cross-test: library and C ABI tests on $arm under qemu"
+    bsor-stream-core/live,bsor-stream-core/integrity,bsor-stream-core/tls,bsor-stream-ffi/live,bsor-stream-ffi/sign,bsor-stream-ffi/tls)
+echo "cross-test: core and C ABI tests on $arm under qemu"
 # The crash test re-executes its own binary (which, aarch64, needs qemu too): skipped here.
-BSRS_SKIP_C_EXAMPLE=1 cargo test --release --target $arm -p bsor-stream -p bsor-stream-ffi \
+BSRS_SKIP_C_EXAMPLE=1 cargo test --release --target $arm -p bsor-stream-core -p bsor-stream-ffi \
     --lib --tests "${arm_features[@]}" -- --skip crash::
 
 # The C programs link the library as a mod ships it by default (no `tls`: the misuse

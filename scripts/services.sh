@@ -15,7 +15,7 @@
 # (docs/benchmarks.md); building Garage takes about 30 min of 2 cores (1,540 s user CPU,
 # 1.34 GB peak), more than CI's budget has left, so CI and the default stay on moto.
 #
-# `eval "$(scripts/services.sh start)"` sets, for the tests (tests/common/services.rs):
+# `eval "$(scripts/services.sh start)"` sets, for the tests (server/tests/common/services.rs):
 #   BSRS_TEST_POSTGRES=postgres://postgres@127.0.0.1:PORT/bsrs_test
 #   BSRS_TEST_S3_ENDPOINT=http://127.0.0.1:PORT   BSRS_TEST_S3_BUCKET=bsrs-test
 #   AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT, AWS_ALLOW_HTTP

@@ -1,45 +1,55 @@
 //! # bsor-stream
 //!
-//! A streaming runtime for Beat Saber replays.
+//! A streaming runtime for Beat Saber replays: the crate users depend on. It re-exports the
+//! crates of each layer under one name, so that `use bsor_stream::…` reaches all of them:
 //!
-//! The crate is layered so that each module depends only on the ones below it:
+//! - `bsor-stream-core`, always: [`bsor`] (the classic BSOR v1 codec: a typed model, a
+//!   whole-buffer parser, a sans-IO push parser and a byte-exact writer), [`stream`] (the
+//!   `.bsors` stream format, a sans-IO encoder and decoder), [`transcode`] (BSOR to the stream
+//!   format and back), [`synth`] (synthetic replays), and with their features `integrity`
+//!   (signed streams), `legacy` (legacy ScoreSaber JSON imported as BSOR), `recorder` (the
+//!   runtime a game mod embeds) and `net` (the live protocol without an async runtime).
+//! - `bsor-stream-relay` (feature `relay`): the relay server, its TCP, WebSocket and HTTP,
+//!   and the async publisher and viewer, with tokio, under [`net`] beside the core's protocol.
+//! - `bsor-stream-server` (feature `server`): the replay server, as `server`.
 //!
-//! - [`bsor`]: the classic BSOR v1 codec (BeatLeader's open replay format): a typed model,
-//!   a whole-buffer parser, a sans-IO push parser and a byte-exact writer.
-//! - [`stream`]: the `.bsors` stream format: keyframe groups, delta frames, lossless and lossy
-//!   profiles, event chunks, trailer, index; a sans-IO encoder and decoder.
-//! - [`transcode`]: classic BSOR to the stream format and back, whole or as bytes arrive.
-//! - [`net`]: the live protocol: framing, messages and the relay's session logic (sans-IO).
-//! - [`recorder`]: the runtime a game mod embeds: pushes from the render thread into a
-//!   bounded ring, a background thread that encodes and feeds file, live and classic sinks.
-//! - `integrity` (feature `integrity`): signed streams: a signer the stream encoder drives
-//!   and a verifier of signatures, checkpoint chains and the records they cover.
-//! - `legacy` (feature `legacy`): legacy ScoreSaber replay JSON imported as BSOR.
-//! - `server` (feature `server`): the replay server: uploads validated and kept as streams
-//!   in an object store, indexed with SQL, served whole, by song time or as events.
-//! - [`synth`]: synthetic replays from a seed, for demos, tests and benchmarks.
-//!
-//! Features: `recorder` (the runtime), `net` (the protocol without I/O, and its blocking
-//! `std::net` shells), `live` (the recorder's live sink), `tokio` (the async relay server,
-//! transports and publisher); all on by default. With `--no-default-features` the crate is
-//! the classic codec, the stream format and transcoding, and builds for
-//! `wasm32-unknown-unknown`. The command-line tool (crate `bsor-stream-cli`) and the C ABI
-//! (crate `bsor-stream-ffi`) sit on top and are not part of the library.
+//! Default features: the core's `recorder`, `live`, `integrity` and `legacy`; no async
+//! runtime, HTTP, database or object store is in the tree without `relay` or `server`. With
+//! `--no-default-features` the crate is the classic codec, the stream format and
+//! transcoding. The command-line tool (crate `bsor-stream-cli`) and the C ABI (crate
+//! `bsor-stream-ffi`) sit on top and are not part of the library.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod bsor;
+pub use bsor_stream_core::{bsor, stream, synth, transcode};
+
 #[cfg(feature = "integrity")]
-pub mod integrity;
+pub use bsor_stream_core::integrity;
 #[cfg(feature = "legacy")]
-pub mod legacy;
-#[cfg(feature = "net")]
-pub mod net;
+pub use bsor_stream_core::legacy;
 #[cfg(feature = "recorder")]
-pub mod recorder;
+pub use bsor_stream_core::recorder;
 #[cfg(feature = "server")]
-pub mod server;
-pub mod stream;
-pub mod synth;
-pub mod transcode;
+pub use bsor_stream_server as server;
+
+/// The live spectating protocol (`proto-spec/wire.md`): the core's framing, relay and
+/// client sessions, archive files and plain-thread publisher, and with `relay` the tokio
+/// shells (`server`, `tcp`, `ws`, `http`, `gate`, `viewer`, `publisher::publish`).
+#[cfg(feature = "net")]
+pub mod net {
+    pub use bsor_stream_core::net::{archive, client, outbox, pace, relay, spool, wire};
+
+    #[cfg(feature = "tls")]
+    pub use bsor_stream_core::net::tls;
+    #[cfg(feature = "relay")]
+    pub use bsor_stream_relay::{gate, http, server, tcp, viewer, ws};
+
+    /// The publishing side: the core's ([`Target`], [`Input`], [`Progress`] and the
+    /// plain-thread shell [`thread`]), and with `relay` the async [`publish`].
+    pub mod publisher {
+        pub use bsor_stream_core::net::publisher::*;
+        #[cfg(feature = "relay")]
+        pub use bsor_stream_relay::publish::publish;
+    }
+}

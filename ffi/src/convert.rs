@@ -5,14 +5,14 @@ use std::ffi::{c_char, CStr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use bsor_stream::bsor::{
+use bsor_stream_core::bsor::{
     BsorString, ControllerOffsets, CutInfo, Frame, Height, Info, NoteEvent, NoteOutcome, Pause,
     Pose, Quat, RawBool, UnknownEventType, Vec3, Wall,
 };
 #[cfg(feature = "live")]
-use bsor_stream::recorder::LiveConfig;
-use bsor_stream::recorder::{Config, OnFull, SinkState, Status};
-use bsor_stream::stream::{Profile, Settings};
+use bsor_stream_core::recorder::LiveConfig;
+use bsor_stream_core::recorder::{Config, OnFull, SinkState, Status};
+use bsor_stream_core::stream::{Profile, Settings};
 
 use crate::log::log_fn;
 use crate::types::*;
@@ -330,7 +330,7 @@ const MAX_IDLE_FLUSH_SECONDS: f32 = 86_400.0;
 const MIN_QUEUE_CAPACITY: u32 = 64;
 
 fn queue_capacity(q: u32) -> Result<usize, String> {
-    let max = bsor_stream::recorder::MAX_QUEUE_CAPACITY;
+    let max = bsor_stream_core::recorder::MAX_QUEUE_CAPACITY;
     let q = q as usize;
     if (MIN_QUEUE_CAPACITY as usize..=max).contains(&q) {
         Ok(q)
@@ -577,7 +577,7 @@ pub(crate) unsafe fn config(c: &BsrsConfig) -> Result<Config, String> {
 #[cfg(feature = "sign")]
 pub(crate) unsafe fn signing_key(
     p: *const u8,
-) -> Result<Option<bsor_stream::integrity::SigningKey>, String> {
+) -> Result<Option<bsor_stream_core::integrity::SigningKey>, String> {
     if p.is_null() {
         return Ok(None);
     }
@@ -585,7 +585,7 @@ pub(crate) unsafe fn signing_key(
     // SAFETY: not NULL, and the caller guarantees 32 readable bytes; `seed` is a distinct
     // local of 32 bytes; any bytes are a valid seed.
     unsafe { std::ptr::copy_nonoverlapping(p, seed.as_mut_ptr(), 32) };
-    let key = bsor_stream::integrity::SigningKey::from_bytes(&seed);
+    let key = bsor_stream_core::integrity::SigningKey::from_bytes(&seed);
     // The copy on the stack goes; the key wipes itself when dropped (`zeroize`).
     seed.fill(0);
     std::hint::black_box(&seed);

@@ -1,6 +1,6 @@
 //! The C ABI of the bsor-stream recorder runtime, for game mods (C++ on Quest, C# on PC).
 //!
-//! Everything here is a thin layer over [`bsor_stream::recorder`]: plain C structs are
+//! Everything here is a thin layer over [`bsor_stream_core::recorder`]: plain C structs are
 //! copied into the library's types, errors become codes plus a per-thread last-error
 //! message, and every entry point catches panics so that none unwinds into the game. This
 //! crate is the only place in the project with `unsafe`: each block says why it is sound.
@@ -20,7 +20,7 @@ mod types;
 use std::ffi::c_char;
 use std::time::Duration;
 
-use bsor_stream::recorder::{Push, Recorder, StartError};
+use bsor_stream_core::recorder::{Push, Recorder, StartError};
 
 use crate::convert::{
     controller_offsets, default_config, frame, height, note, pause, status_out, wall,
@@ -512,7 +512,7 @@ unsafe fn sign_key_challenge(
     server: &str,
     challenge: &[u8; 32],
 ) -> Result<([u8; 64], [u8; 32]), String> {
-    use bsor_stream::integrity;
+    use bsor_stream_core::integrity;
     // SAFETY: forwarded from the caller; not NULL (checked by the caller).
     let key = unsafe { convert::signing_key(secret_key) }?
         .ok_or_else(|| "secret_key: NULL".to_string())?;

@@ -9,7 +9,7 @@
 use std::ffi::{c_char, c_void, CString};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use bsor_stream::recorder::{LogFn, LogLevel};
+use bsor_stream_core::recorder::{LogFn, LogLevel};
 
 /// The C function and the pointer it is given back.
 struct Callback {

@@ -4,7 +4,7 @@
 
 use std::ffi::{c_char, c_void};
 
-use bsor_stream::recorder::Recorder;
+use bsor_stream_core::recorder::Recorder;
 
 /// Success.
 pub const BSRS_OK: i32 = 0;

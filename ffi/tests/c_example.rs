@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use bsor_stream::{bsor, transcode};
+use bsor_stream_core::{bsor, transcode};
 
 /// The static library cargo built with this test: in target/<profile>/deps/ beside the
 /// test, or uplifted to target/<profile>/.

@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use bsor_stream::integrity::{take_entry, verify_bsor, verify_stream, SigningKey, Verdict};
-use bsor_stream::{bsor, transcode};
+use bsor_stream_core::integrity::{take_entry, verify_bsor, verify_stream, SigningKey, Verdict};
+use bsor_stream_core::{bsor, transcode};
 
 fn static_lib() -> PathBuf {
     let exe = std::env::current_exe().unwrap();

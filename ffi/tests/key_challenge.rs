@@ -5,7 +5,7 @@
 
 use std::ffi::CString;
 
-use bsor_stream::integrity::{verify_key_registration, SigningKey};
+use bsor_stream_core::integrity::{verify_key_registration, SigningKey};
 use bsor_stream_ffi::{
     bsrs_last_error, bsrs_sign_key_challenge, BSRS_ERR_INVALID, BSRS_ERR_NULL, BSRS_OK,
 };

@@ -484,7 +484,7 @@ fn config(u: &mut Unstructured) -> Result<RelayConfig> {
         flood_rate: *u.choose(&[1, 50, 1_000_000])?,
         flood_burst: *u.choose(&[1, 200, 1_000_000])?,
         // No archive: the harness plays no file system (archive reads have tests of their
-        // own in tests/it/relay.rs and tests/it/tcp.rs).
+        // own in core/tests/it/relay.rs and relay/tests/it/tcp.rs).
         ..RelayConfig::default()
     })
 }

@@ -1,4 +1,5 @@
-//! The live protocol's frame decoder (`WireCodec`) on arbitrary bytes in arbitrary pieces.
+//! The live protocol's frame decoder (`WireCodec`, as the relay's `tcp::Framing` runs it under
+//! tokio_util) on arbitrary bytes in arbitrary pieces.
 //!
 //! The first input byte is a control byte: its low two bits pick the frame limit (64, 1024,
 //! 65536 bytes or the relay's default of 8 MiB, so that small inputs reach `FrameTooLarge`
@@ -16,6 +17,7 @@
 
 #![no_main]
 
+use bsor_stream::net::tcp::Framing;
 use bsor_stream::net::wire::{Message, WireCodec, WireError, DEFAULT_MAX_FRAME};
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
@@ -54,7 +56,7 @@ fn error_of(e: &WireError) -> (u16, String) {
 }
 
 /// Decodes what `buf` holds, appending to `run`; false once an error stopped it.
-fn drain(codec: &mut WireCodec, buf: &mut BytesMut, run: &mut Run, max_frame: u32) -> bool {
+fn drain(codec: &mut Framing, buf: &mut BytesMut, run: &mut Run, max_frame: u32) -> bool {
     loop {
         let before = buf.clone();
         match codec.decode(buf) {
@@ -82,7 +84,7 @@ fn drain(codec: &mut WireCodec, buf: &mut BytesMut, run: &mut Run, max_frame: u3
 
 /// Pushes `data` in pieces of `piece()` bytes, decoding after each.
 fn run(data: &[u8], max_frame: u32, mut piece: impl FnMut() -> usize) -> Run {
-    let mut codec = WireCodec::new(max_frame);
+    let mut codec = Framing(WireCodec::new(max_frame));
     let mut buf = BytesMut::new();
     let mut run = Run {
         messages: Vec::new(),

@@ -33,12 +33,12 @@
 
 use std::cell::RefCell;
 
-use bsor_stream::bsor::{self, Frame, Info, NoteEvent, NoteOutcome, Pose, ScoringType};
-use bsor_stream::stream::{
+use bsor_stream_core::bsor::{self, Frame, Info, NoteEvent, NoteOutcome, Pose, ScoringType};
+use bsor_stream_core::stream::{
     parse_footer, ChunkHeader, EventBatch, Profile, Records, StreamDecoder, StreamHeader,
     StreamItem,
 };
-use bsor_stream::transcode;
+use bsor_stream_core::transcode;
 use serde_json::{json, Value};
 
 /// Floats in one frame record: time, then 3 poses of position (3) and rotation (4).

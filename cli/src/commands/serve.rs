@@ -251,7 +251,9 @@ pub fn serve(
                 };
                 let mut page = crate::assets::web();
                 if let Some(r) = &replay_server {
-                    page = page.with_replays(r.clone());
+                    page = page.with_mount(std::sync::Arc::new(
+                        bsor_stream::server::http::Routes::new(r.clone()),
+                    ));
                 }
                 tasks.push(tokio::spawn(ws::serve_site(
                     l,

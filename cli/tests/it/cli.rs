@@ -396,7 +396,6 @@ fn serve_prints_its_address_and_answers_hello() {
     use bsor_stream::net::wire::{Message, Role, WireCodec};
     use bytes::BytesMut;
     use std::io::{Read, Write};
-    use tokio_util::codec::Decoder;
     let dir = scratch();
     let (mut child, addr) = relay(&dir, "tokens.txt", "tok\n");
     let mut s = std::net::TcpStream::connect(&addr).unwrap();
@@ -414,7 +413,7 @@ fn serve_prints_its_address_and_answers_hello() {
     let mut buf = BytesMut::new();
     let mut codec = WireCodec::default();
     let reply = loop {
-        if let Some(m) = codec.decode(&mut buf).unwrap() {
+        if let Some(m) = codec.decode_from(&mut buf).unwrap() {
             break m;
         }
         let mut piece = [0u8; 256];
@@ -550,7 +549,6 @@ fn serve_over_websocket_with_an_archive_that_ctrl_c_finishes() {
     use bsor_stream::net::wire::{Message, Role, WireCodec};
     use bytes::BytesMut;
     use std::io::{BufRead, BufReader, Read, Write};
-    use tokio_util::codec::Decoder;
 
     let dir = scratch();
     let replay = tmp(&dir, "archived.bsor");
@@ -682,7 +680,7 @@ fn serve_over_websocket_with_an_archive_that_ctrl_c_finishes() {
     let mut buf = BytesMut::new();
     let mut codec = WireCodec::default();
     'resumed: loop {
-        while let Some(m) = codec.decode(&mut buf).unwrap() {
+        while let Some(m) = codec.decode_from(&mut buf).unwrap() {
             if let Message::Resume(next) = m {
                 assert_eq!(next, 0, "a new session");
                 break 'resumed;
@@ -700,7 +698,7 @@ fn serve_over_websocket_with_an_archive_that_ctrl_c_finishes() {
     }
     s.write_all(&out).unwrap();
     'acked: loop {
-        while let Some(m) = codec.decode(&mut buf).unwrap() {
+        while let Some(m) = codec.decode_from(&mut buf).unwrap() {
             if m == Message::Ack(19) {
                 break 'acked;
             }
@@ -794,7 +792,6 @@ fn try_publish(addr: &str, session: &str, token: &str) -> bsor_stream::net::wire
     use bsor_stream::net::wire::{Message, Role, WireCodec};
     use bytes::BytesMut;
     use std::io::{Read, Write};
-    use tokio_util::codec::Decoder;
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();
@@ -816,7 +813,7 @@ fn try_publish(addr: &str, session: &str, token: &str) -> bsor_stream::net::wire
     s.write_all(&out).unwrap();
     let (mut buf, mut codec) = (BytesMut::new(), WireCodec::default());
     loop {
-        while let Some(m) = codec.decode(&mut buf).unwrap() {
+        while let Some(m) = codec.decode_from(&mut buf).unwrap() {
             if !matches!(m, Message::Hello { .. }) {
                 return m;
             }

@@ -2,7 +2,7 @@
 //! as a user would (the binaries cargo builds for it), over 127.0.0.1. Built as one crate so
 //! that the suite links once, not once per file.
 
-#[path = "../../../tests/common/mod.rs"]
+#[path = "../../../core/tests/common/mod.rs"]
 mod common;
 
 mod cli;

@@ -8,7 +8,7 @@
 pub mod butter;
 /// Where the corpus is, for the unit tests (the integration tests' helper).
 #[cfg(test)]
-#[path = "../../../../tests/common/mod.rs"]
+#[path = "../../../../core/tests/common/mod.rs"]
 mod common;
 mod html;
 mod plot;

@@ -1,0 +1,20 @@
+//! The live spectating protocol (`proto-spec/wire.md`), without an async runtime.
+//!
+//! Without I/O: its framing and messages (`wire`), the relay's session logic (`relay`), the
+//! client's (`client`) with the publisher's bounded outbox (`outbox`), and the rates with
+//! bursts both limit clients by (`pace`). With blocking I/O over `std`: the archive's files
+//! (`archive`), the publisher's spill file (`spool`) and the publisher on a plain thread
+//! (`publisher::thread`). With the `tls` feature, TLS from PEM files (`tls`). The tokio
+//! shells (the relay server, TCP, WebSocket, HTTP, the async publisher and viewer) are the
+//! relay crate's (`bsor-stream-relay`).
+
+pub mod archive;
+pub mod client;
+pub mod outbox;
+pub mod pace;
+pub mod publisher;
+pub mod relay;
+pub mod spool;
+#[cfg(feature = "tls")]
+pub mod tls;
+pub mod wire;

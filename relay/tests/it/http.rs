@@ -1,0 +1,311 @@
+//! The relay's HTTP through the library (`proto-spec/http.md`), on 127.0.0.1 with assets
+//! the test supplies: the page and its headers, conditional requests, keep-alive, the
+//! per-address cap, the idle timeout, and the WebSocket on the same port.
+
+use std::time::Duration;
+
+use bsor_stream_core::net::relay::{RelayConfig, Tokens};
+use bsor_stream_core::net::wire::DEFAULT_MAX_FRAME;
+use bsor_stream_relay::http::{rules, Assets};
+use bsor_stream_relay::server::{Server, ServerConfig};
+use bsor_stream_relay::ws;
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// A reply: status, headers (names lowercase), body.
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Reads one reply from `sock` (`head`: a reply to HEAD, with no body).
+async fn read_reply(sock: &mut TcpStream, head: bool) -> Reply {
+    let mut buf = Vec::new();
+    let mut piece = [0u8; 4096];
+    let end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = tokio::time::timeout(Duration::from_secs(5), sock.read(&mut piece))
+            .await
+            .expect("a reply within 5 s")
+            .unwrap();
+        assert!(n > 0, "closed before a reply: {buf:?}");
+        buf.extend_from_slice(&piece[..n]);
+    };
+    let text = String::from_utf8_lossy(&buf[..end]).into_owned();
+    let mut lines = text.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let len: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .map_or(0, |(_, v)| v.parse().unwrap());
+    let want = if head || status == 304 { 0 } else { len };
+    let mut body = buf[end..].to_vec();
+    while body.len() < want {
+        let n = sock.read(&mut piece).await.unwrap();
+        assert!(n > 0, "closed inside a body");
+        body.extend_from_slice(&piece[..n]);
+    }
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+async fn request(sock: &mut TcpStream, method: &str, path: &str, extra: &str) -> Reply {
+    let req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}\r\n");
+    sock.write_all(req.as_bytes()).await.unwrap();
+    read_reply(sock, method == "HEAD").await
+}
+
+/// A new connection to `addr` that sends a request and is closed before any reply.
+async fn closed_at_once(addr: &str) -> TcpStream {
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    let _ = c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+        .await
+        .expect("closed within 5 s");
+    assert!(matches!(n, Ok(0) | Err(_)), "{n:?}");
+    c
+}
+
+async fn relay(config: RelayConfig, assets: Assets) -> String {
+    relay_with(config, ServerConfig::default(), assets).await
+}
+
+async fn relay_with(config: RelayConfig, shell: ServerConfig, assets: Assets) -> String {
+    let server = Server::new(config, Tokens::parse("tok\n"), shell).unwrap();
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    tokio::spawn(ws::serve_site(l, server, ws::WsOptions::default(), assets));
+    addr
+}
+
+fn page() -> Assets {
+    Assets::new([
+        (
+            "index.html",
+            Bytes::from_static(b"<!doctype html><p>player</p>"),
+        ),
+        ("app.js", Bytes::from_static(b"export const x = 1;\n")),
+        ("decoder.wasm", Bytes::from_static(b"\0asm\x01\0\0\0")),
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_is_served_from_memory_with_its_policy_on_one_connection() {
+    tokio::time::timeout(LIMIT, async {
+        let addr = relay(RelayConfig::default(), page()).await;
+        let mut sock = TcpStream::connect(&addr).await.unwrap();
+        // Several requests on one kept-alive connection.
+        let index = request(&mut sock, "GET", "/", "").await;
+        assert_eq!(index.status, 200);
+        assert_eq!(index.body, b"<!doctype html><p>player</p>");
+        assert_eq!(
+            index.header("content-type"),
+            Some("text/html; charset=utf-8")
+        );
+        assert_eq!(index.header("content-security-policy"), Some(rules::CSP));
+        assert_eq!(index.header("x-content-type-options"), Some("nosniff"));
+        let js = request(&mut sock, "GET", "/app.js", "").await;
+        assert_eq!(js.status, 200);
+        assert_eq!(js.header("content-type"), Some("text/javascript"));
+        assert_eq!(js.header("content-security-policy"), Some(rules::CSP));
+        let wasm = request(&mut sock, "HEAD", "/decoder.wasm", "").await;
+        assert_eq!(wasm.status, 200);
+        assert_eq!(wasm.header("content-type"), Some("application/wasm"));
+        assert_eq!(wasm.header("content-length"), Some("8"));
+        assert!(wasm.body.is_empty());
+        // The entity tag makes a second load a 304.
+        let tag = js.header("etag").unwrap().to_string();
+        let again = request(
+            &mut sock,
+            "GET",
+            "/app.js",
+            &format!("If-None-Match: {tag}\r\n"),
+        )
+        .await;
+        assert_eq!(again.status, 304);
+        assert!(again.body.is_empty());
+        assert_eq!(
+            request(&mut sock, "GET", "/missing.js", "").await.status,
+            404
+        );
+        assert_eq!(
+            request(&mut sock, "GET", "/..%2fCargo.toml", "")
+                .await
+                .status,
+            400
+        );
+        let list = request(&mut sock, "GET", "/sessions", "").await;
+        assert_eq!(list.status, 200);
+        assert_eq!(list.body, b"{\"sessions\":[]}");
+        let head = request(&mut sock, "HEAD", "/sessions", "").await;
+        let len = list.body.len().to_string();
+        assert_eq!(head.header("content-length"), Some(len.as_str()));
+        // No archive: no replay.
+        assert_eq!(
+            request(&mut sock, "GET", "/replays/x.bsors", "")
+                .await
+                .status,
+            404
+        );
+        let post = request(&mut sock, "POST", "/", "Content-Length: 0\r\n").await;
+        assert_eq!(post.status, 405);
+        assert_eq!(post.header("allow"), Some("GET, HEAD"));
+        // The WebSocket on the same port, as before.
+        let (mut tx, mut rx) = ws::connect(&addr, DEFAULT_MAX_FRAME).await.unwrap();
+        use bsor_stream_core::net::wire::{Message, Role};
+        use futures_util::{SinkExt, StreamExt};
+        tx.send(Message::Hello {
+            min_version: 1,
+            max_version: 1,
+            role: Role::Viewer,
+            agent: "http test".into(),
+        })
+        .await
+        .unwrap();
+        let welcome = tokio::time::timeout(Duration::from_secs(5), rx.next())
+            .await
+            .unwrap();
+        assert!(
+            matches!(welcome, Some(Ok(Message::Hello { .. }))),
+            "{welcome:?}"
+        );
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_capped_per_address_and_idle_ones_closed() {
+    tokio::time::timeout(LIMIT, async {
+        let config = RelayConfig {
+            connections_per_address: 2,
+            handshake_timeout_ms: 300,
+            ..RelayConfig::default()
+        };
+        let addr = relay(config, page()).await;
+        let mut a = TcpStream::connect(&addr).await.unwrap();
+        let mut b = TcpStream::connect(&addr).await.unwrap();
+        assert_eq!(request(&mut a, "GET", "/", "").await.status, 200);
+        assert_eq!(request(&mut b, "GET", "/", "").await.status, 200);
+        // A third from the same address is closed before any reply.
+        let c = closed_at_once(&addr).await;
+        let mut buf = [0u8; 64];
+        // Idle between requests past the handshake timeout: closed.
+        let n = tokio::time::timeout(Duration::from_secs(5), a.read(&mut buf))
+            .await
+            .expect("closed within 5 s");
+        assert!(matches!(n, Ok(0) | Err(_)), "{n:?}");
+        drop((a, b, c));
+        // The slots are given back.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut d = TcpStream::connect(&addr).await.unwrap();
+        assert_eq!(request(&mut d, "GET", "/", "").await.status, 200);
+        // A request head that never ends is closed too (slowloris).
+        let mut slow = TcpStream::connect(&addr).await.unwrap();
+        slow.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        let n = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                if slow.write_all(b"X-A: b\r\n").await.is_err() {
+                    return 0;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let mut buf = [0u8; 256];
+                match tokio::time::timeout(Duration::from_millis(1), slow.read(&mut buf)).await {
+                    Ok(Ok(n)) => return n,
+                    Ok(Err(_)) => return 0,
+                    Err(_) => {}
+                }
+            }
+        })
+        .await
+        .expect("the slow request is cut within 5 s");
+        let _ = n;
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_connections_are_capped_over_all_addresses() {
+    tokio::time::timeout(LIMIT, async {
+        // No cap per address: only the cap over all addresses applies.
+        let config = RelayConfig {
+            connections_per_address: 0,
+            ..RelayConfig::default()
+        };
+        let shell = ServerConfig {
+            max_handshakes: 2,
+            ..ServerConfig::default()
+        };
+        let addr = relay_with(config, shell, page()).await;
+        let mut a = TcpStream::connect(&addr).await.unwrap();
+        let mut b = TcpStream::connect(&addr).await.unwrap();
+        assert_eq!(request(&mut a, "GET", "/", "").await.status, 200);
+        assert_eq!(request(&mut b, "GET", "/", "").await.status, 200);
+        // A third is closed before any reply.
+        closed_at_once(&addr).await;
+        // One of the two goes: its place is given back.
+        drop(a);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut d = TcpStream::connect(&addr).await.unwrap();
+        assert_eq!(request(&mut d, "GET", "/", "").await.status, 200);
+        assert_eq!(request(&mut b, "GET", "/", "").await.status, 200);
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_request_head_is_refused_not_buffered() {
+    tokio::time::timeout(LIMIT, async {
+        let addr = relay(RelayConfig::default(), page()).await;
+        let mut sock = TcpStream::connect(&addr).await.unwrap();
+        let big = format!(
+            "GET / HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+            "a".repeat(64 << 10)
+        );
+        // The relay stops reading at its gate; whatever it answers, it is not a 200.
+        let _ = tokio::time::timeout(Duration::from_secs(2), sock.write_all(big.as_bytes())).await;
+        let mut reply = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), sock.read_to_end(&mut reply)).await;
+        let text = String::from_utf8_lossy(&reply);
+        assert!(!text.starts_with("HTTP/1.1 200"), "{text}");
+        // And the relay still serves others.
+        let mut ok = TcpStream::connect(&addr).await.unwrap();
+        assert_eq!(request(&mut ok, "GET", "/", "").await.status, 200);
+    })
+    .await
+    .unwrap();
+}
