@@ -46,8 +46,8 @@ export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc
 export CC_x86_64_pc_windows_gnu=x86_64-w64-mingw32-gcc
 export AR_x86_64_pc_windows_gnu=x86_64-w64-mingw32-ar
 
-# The core's and the C ABI crate's tests under qemu (the command-line tool's, in cli/, run
-# its binary, which the kernel cannot exec without binfmt_misc). The C example is built and
+# The core's and the C ABI crate's tests under qemu (the command-line tool's and the tools',
+# in cli/ and tools/, run their binaries, which the kernel cannot exec without binfmt_misc). The C example is built and
 # run below. What a headset runs: the format, the recorder and its live sink over TLS,
 # signing, and the sans-IO relay its tests publish to; no tokio, no replay server (their
 # tests run on x86_64 in .ci/run). In one build, so that the core is compiled once with the

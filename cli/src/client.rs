@@ -1,6 +1,5 @@
-//! The tools' one HTTP/1.1 client: a keep-alive connection (plain, or TLS trusting given
-//! roots) over the library's hyper, for `bsor-stream keys register` and
-//! `bsor-stream-serverload`.
+//! The CLI's HTTP/1.1 client: a keep-alive connection (plain, or TLS trusting given roots)
+//! over the library's hyper, for `bsor-stream keys register`.
 
 use std::future::Future;
 use std::path::Path;
@@ -63,7 +62,6 @@ impl Conn {
 
     /// Over TLS, trusting only the certificates in `ca_file` (PEM), the server's
     /// certificate checked against the host of the address.
-    #[allow(dead_code)] // `bsor-stream-serverload` speaks plain HTTP only.
     pub fn with_ca_file(mut self, ca_file: &Path) -> Result<Conn, String> {
         let tls = bsor_stream::net::tls::client_config(ca_file).map_err(|e| e.to_string())?;
         self.tls = Some(Arc::new(move |addr: String| {

@@ -1,8 +1,9 @@
-//! What the benchmark tools `bsor-stream-load` and `bsor-stream-hostile` share: the
-//! synthetic song and its paced publisher, a recording viewer, the relay started as its own
-//! process, and the relay's memory and CPU read from `/proc`.
+//! What the benchmark tools share: the synthetic song and its paced publisher, a recording
+//! viewer, the relay started as its own process (`bsor-stream serve`), a process's memory
+//! and CPU time read from `/proc`, working folders, and how a run ends (its exit code).
 //!
-//! A folder module (no `main.rs`), so Cargo does not take it for a binary of its own.
+//! The tools' latencies are reported at percentiles of the library's nearest-rank
+//! [`percentile`](bsor_stream::integrity::fingerprint::eval::percentile).
 
 use std::io::{BufRead, BufReader};
 use std::ops::ControlFlow;
@@ -52,9 +53,8 @@ pub struct Song {
     pub frames: Vec<Vec<f64>>,
     pub total_frames: u64,
     pub flush_ms: f64,
-    /// The whole stream as a recorder's finished file holds it (footer included).
-    // Read by `bsor-stream-hostile` only (it writes it as an archive).
-    #[allow(dead_code)]
+    /// The whole stream as a recorder's finished file holds it (footer included): what
+    /// `bsor-stream-hostile` writes as an archive.
     pub file: Bytes,
 }
 
@@ -249,6 +249,22 @@ impl TempDir {
     }
 }
 
+/// The user's `bsor-stream` binary (package `bsor-stream-cli`), which the tools start as
+/// the relay or the replay server they measure: the one built beside this tool (`cargo
+/// build --release` builds both), an error saying how to build it when it is missing.
+pub fn user_binary() -> Result<PathBuf, Failure> {
+    let exe = std::env::current_exe().map_err(|e| Failure(format!("finding myself: {e}")))?;
+    let user = exe.with_file_name(format!("bsor-stream{}", std::env::consts::EXE_SUFFIX));
+    if !user.is_file() {
+        return Err(Failure(format!(
+            "{} is missing: build it beside this tool, with `cargo build --release -p \
+             bsor-stream-cli` for a release build",
+            user.display()
+        )));
+    }
+    Ok(user)
+}
+
 /// How to start a relay.
 #[derive(Default)]
 pub struct RelayOptions {
@@ -282,8 +298,6 @@ impl Drop for RelayProcess {
 
 /// Starts `bsor-stream serve` (the binary next to this one) on 127.0.0.1 port 0 with the
 /// token file `tokens` and the relay's default limits; returns once it printed its address.
-// The hostile tool calls `start_relay_with` only.
-#[allow(dead_code)]
 pub fn start_relay(tokens: &Path, options: &RelayOptions) -> Result<RelayProcess, Failure> {
     start_relay_with(tokens, options, &[])
 }
@@ -294,9 +308,7 @@ pub fn start_relay_with(
     options: &RelayOptions,
     extra: &[String],
 ) -> Result<RelayProcess, Failure> {
-    let exe = std::env::current_exe().map_err(|e| Failure(format!("finding myself: {e}")))?;
-    // The relay is the user's binary, built beside this one.
-    let relay_exe = exe.with_file_name(format!("bsor-stream{}", std::env::consts::EXE_SUFFIX));
+    let relay_exe = user_binary()?;
     let mut command = Command::new(&relay_exe);
     command
         .args(["serve", "--tcp", "127.0.0.1:0", "--token-file"])
@@ -407,13 +419,4 @@ pub fn check_open_files(connections: usize) -> Result<(), Failure> {
         ))),
         _ => Ok(()),
     }
-}
-
-/// The value at fraction `p` of a sorted list (NaN for an empty one).
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[i]
 }

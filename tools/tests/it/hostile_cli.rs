@@ -13,6 +13,7 @@ use serde_json::Value;
 
 /// Runs the scenarios (comma-separated) and returns their reports.
 fn run(scenarios: &str) -> Vec<Value> {
+    crate::require_user_binary();
     let out = Command::new(env!("CARGO_BIN_EXE_bsor-stream-hostile"))
         .args([
             "--scenario",

@@ -16,13 +16,6 @@
 //! Targets on the project's 2-core machine: alone 60 uploads/s and 200 downloads/s; mixed
 //! p99 under 250 ms; memory under 300 MB. The exit code is 0 when all are met.
 
-// Shared with the relay tools; this one uses its process, memory and percentile helpers.
-#[allow(dead_code)]
-mod bench;
-// The tools' one HTTP client (`bsor-stream keys register` uses it too).
-#[path = "../client.rs"]
-mod client;
-
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -30,10 +23,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bench::{exit_code, memory_kb, percentile, sample_memory, Failure, TempDir};
+use bsor_stream::integrity::fingerprint::eval::percentile;
 use bsor_stream::{bsor, synth};
+use bsor_stream_tools::bench::{
+    exit_code, memory_kb, sample_memory, user_binary, Failure, TempDir,
+};
+use bsor_stream_tools::http::{Conn, Reply};
 use bytes::Bytes;
-use client::{Conn, Reply};
 use hyper::Method;
 
 /// Load on a replay server over 127.0.0.1: uploads, downloads, a mixed load, events.
@@ -140,8 +136,7 @@ fn start_server(args: &Args, dir: &TempDir) -> Result<(Server, SocketAddr), Fail
         format!("serverload-publisher\nplayer:{PLAYER}:{}\n", args.token),
     )
     .map_err(|e| (tokens.as_path(), e))?;
-    let exe = std::env::current_exe().map_err(|e| Failure(format!("finding myself: {e}")))?;
-    let server_exe = exe.with_file_name(format!("bsor-stream{}", std::env::consts::EXE_SUFFIX));
+    let server_exe = user_binary()?;
     let store = match &args.store {
         Some(s) => s.clone(),
         None => dir.path().join("store").display().to_string(),
@@ -222,8 +217,8 @@ impl Tally {
     fn p(&mut self) -> (f64, f64) {
         self.latencies_ms.sort_by(f64::total_cmp);
         (
-            percentile(&self.latencies_ms, 0.5),
-            percentile(&self.latencies_ms, 0.99),
+            percentile(&self.latencies_ms, 50.0),
+            percentile(&self.latencies_ms, 99.0),
         )
     }
 

@@ -19,8 +19,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::Outcome;
-use crate::{check, each, grace, Attack, Check, Ctx};
+use super::clients::{self, Outcome};
+use super::{check, each, grace, Attack, Check, Ctx};
 
 /// The honest client's player and token.
 pub const HONEST_PLAYER: &str = "honest";
@@ -954,7 +954,7 @@ pub async fn attack(ctx: &Ctx, bodies: bool) -> Attack {
     .await;
     let _ = honest_task.await;
     for (k, case) in cases.iter().enumerate() {
-        a.checks.push(super::statuses(
+        a.checks.push(clients::statuses(
             case.name,
             case.accepted,
             &per_case[k],
@@ -1140,7 +1140,7 @@ pub async fn exhaust(ctx: &Ctx) -> Attack {
     .await;
     let _ = honest_task.await;
     for (k, case) in cases.iter().enumerate() {
-        a.checks.push(super::statuses(
+        a.checks.push(clients::statuses(
             case.name,
             case.accepted,
             &per_case[k],

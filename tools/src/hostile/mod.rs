@@ -1,7 +1,10 @@
-//! `bsor-stream-hostile`: attacks a relay as the hostile clients of the relay's threat review did, one scenario per
+//! The hostile-client tool `bsor-stream-hostile` (its command line: [`Args`], [`run`]):
+//! attacks a relay as the hostile clients of the relay's threat review did, one scenario per
 //! hole and finding, while one honest session runs through each, and judges the relay.
 //!
-//! A benchmark tool of the project, built beside the `bsor-stream` binary and kept out of it.
+//! `--list` names the scenarios; the submodule `clients` holds the hostile clients' raw
+//! pieces, `http` the relay's HTTP scenarios, `replays` the replay server's.
+//!
 //! The relay is `bsor-stream serve` in its own process with its default limits, started
 //! fresh for each scenario (so that its peak memory, VmHWM, is the scenario's) with an
 //! archive directory, a token file and its log in a temporary directory removed at the end;
@@ -12,8 +15,9 @@
 //! counts of how its connections ended, the honest viewers' figures, the relay's peak
 //! resident memory and whether it survived.
 
-mod bench;
-mod hostile;
+mod clients;
+mod http;
+mod replays;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -22,21 +26,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bench::{
-    check_open_files, cpu_seconds, memory_kb, percentile, publisher, sample_memory, song,
-    start_relay_with, viewer, Failure, RelayOptions, Seen, Song, TempDir, Watch,
-};
+use bsor_stream::integrity::fingerprint::eval::percentile;
 use bsor_stream::net::wire::{Message, Role, ViewMode};
 use bsor_stream::stream::{ChunkHeader, ChunkType};
-use hostile::{HttpReply, Noise, Outcome};
+use clients::{HttpReply, Noise, Outcome};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+
+use crate::bench::{
+    check_open_files, cpu_seconds, memory_kb, publisher, sample_memory, song, start_relay_with,
+    viewer, Failure, RelayOptions, Seen, Song, TempDir, Watch,
+};
 
 /// Hostile clients against a relay: one scenario per hole and finding of that review, each
 /// judged, with one honest session running through all of them.
 #[derive(clap::Parser, Debug)]
 #[command(name = "bsor-stream-hostile", version)]
-struct Args {
+pub struct Args {
     /// Which scenario (see --list), or `all`.
     #[arg(long, default_value = "all")]
     scenario: String,
@@ -402,12 +408,8 @@ struct Ctx {
     big: Arc<Song>,
 }
 
-fn main() -> std::process::ExitCode {
-    use clap::Parser;
-    bench::exit_code("bsor-stream-hostile", run(&Args::parse()))
-}
-
-fn run(args: &Args) -> Result<bool, Failure> {
+/// Runs the chosen scenarios and prints their reports; false when a verdict failed.
+pub fn run(args: &Args) -> Result<bool, Failure> {
     if args.list {
         for s in SCENARIOS {
             println!("{}: {}", s.name(), s.expectation());
@@ -524,19 +526,13 @@ fn scenario(
             let files = Files::in_dir(dir.path());
             std::fs::write(
                 &files.tokens,
-                format!(
-                    "{}\n{OLD_TOKEN}\n{}",
-                    args.token,
-                    hostile::replays::token_lines()
-                ),
+                format!("{}\n{OLD_TOKEN}\n{}", args.token, replays::token_lines()),
             )
             .map_err(|e| (files.tokens.as_path(), e))?;
             std::fs::create_dir_all(&files.archive).map_err(|e| (files.archive.as_path(), e))?;
             if matches!(which, Scenario::HttpRanges | Scenario::HttpHeaders) {
                 // A finished session for the range requests to read.
-                let path = files
-                    .archive
-                    .join(format!("{}.bsors", hostile::http::ARCHIVED));
+                let path = files.archive.join(format!("{}.bsors", http::ARCHIVED));
                 std::fs::write(&path, &big.file).map_err(|e| (path.as_path(), e))?;
             }
             if which == Scenario::ArchiveName {
@@ -821,8 +817,8 @@ impl HonestRun {
                 .push((name, seqs.len(), seen.skipped, seen.ended, seen.error));
         }
         latency.sort_by(f64::total_cmp);
-        h.latency_p50_ms = percentile(&latency, 0.5);
-        h.latency_p99_ms = percentile(&latency, 0.99);
+        h.latency_p50_ms = percentile(&latency, 50.0);
+        h.latency_p99_ms = percentile(&latency, 99.0);
         h.latency_max_ms = latency.last().copied().unwrap_or(f64::NAN);
         h
     }
@@ -869,7 +865,7 @@ where
 {
     let mut set = JoinSet::new();
     for i in 0..n {
-        let connect = hostile::connect(i, ctx.per_address, addr);
+        let connect = clients::connect(i, ctx.per_address, addr);
         let f = &per_conn;
         // Connect here, in order, so that the sockets' addresses are spread as planned.
         match connect.await {
@@ -898,24 +894,24 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
     let addr = ctx.relay.addr;
     let n = ctx.n;
     match which {
-        Scenario::HttpSlowloris => hostile::http::slowloris(ctx).await,
-        Scenario::HttpRanges => hostile::http::ranges(ctx).await,
-        Scenario::HttpSessions => hostile::http::sessions(ctx, which).await,
-        Scenario::HttpHeaders => hostile::http::headers(ctx).await,
-        Scenario::ServerRequests => hostile::replays::attack(ctx, false).await,
-        Scenario::ServerBodies => hostile::replays::attack(ctx, true).await,
-        Scenario::ServerExhaust => hostile::replays::exhaust(ctx).await,
+        Scenario::HttpSlowloris => http::slowloris(ctx).await,
+        Scenario::HttpRanges => http::ranges(ctx).await,
+        Scenario::HttpSessions => http::sessions(ctx, which).await,
+        Scenario::HttpHeaders => http::headers(ctx).await,
+        Scenario::ServerRequests => replays::attack(ctx, false).await,
+        Scenario::ServerBodies => replays::attack(ctx, true).await,
+        Scenario::ServerExhaust => replays::exhaust(ctx).await,
         Scenario::NeverRead => {
             let every = Duration::from_secs_f64((ctx.seconds / 4.0).min(20.0));
             let until = ctx.until;
             let mut a = each(ctx, n, addr, move |_, mut s| async move {
-                let mut first = hostile::hello(Role::Viewer);
-                first.extend(hostile::subscribe(
+                let mut first = clients::hello(Role::Viewer);
+                first.extend(clients::subscribe(
                     &big_session(),
                     ViewMode::Complete,
                     10_000,
                 ));
-                if let Err(o) = hostile::send(&mut s, &first, until).await {
+                if let Err(o) = clients::send(&mut s, &first, until).await {
                     return o;
                 }
                 let mut nonce = 0;
@@ -929,7 +925,7 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
                     tokio::time::sleep_until(next).await;
                     nonce += 1;
                     if let Err(o) =
-                        hostile::send(&mut s, &hostile::frame(&Message::Ping(nonce)), until).await
+                        clients::send(&mut s, &clients::frame(&Message::Ping(nonce)), until).await
                     {
                         return o;
                     }
@@ -955,14 +951,14 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
                 async move {
                     let session = format!("bad-header-{i}");
                     if let Err(o) =
-                        hostile::start_publishing(&mut s, &session, &token, 1, until).await
+                        clients::start_publishing(&mut s, &session, &token, 1, until).await
                     {
                         return o;
                     }
-                    let b = hostile::frame(&Message::StreamHeader(bytes::Bytes::from_static(
+                    let b = clients::frame(&Message::StreamHeader(bytes::Bytes::from_static(
                         b"NOTBSRS",
                     )));
-                    hostile::exchange(&mut s, &b, until).await
+                    clients::exchange(&mut s, &b, until).await
                 }
             })
             .await;
@@ -981,19 +977,19 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
             let mut a = each(ctx, n, addr, move |i, mut s| {
                 let (token, header, first) = (token.clone(), header.clone(), first.clone());
                 async move {
-                    let mut b = hostile::hello(Role::Publisher);
-                    b.extend(hostile::publish("big", &token, i as u8));
-                    if let Err(o) = hostile::send(&mut s, &b, until).await {
+                    let mut b = clients::hello(Role::Publisher);
+                    b.extend(clients::publish("big", &token, i as u8));
+                    if let Err(o) = clients::send(&mut s, &b, until).await {
                         return o;
                     }
                     let o =
-                        hostile::read_outcome(&mut s, until, |m| matches!(m, Message::Resume(_)))
+                        clients::read_outcome(&mut s, until, |m| matches!(m, Message::Resume(_)))
                             .await;
                     if o == Outcome::Answered("Resume") {
                         // Accepted: send what would replace the archive.
-                        let mut b = hostile::frame(&Message::StreamHeader(header));
-                        b.extend(hostile::frame(&Message::Chunk(first)));
-                        let _ = hostile::send(&mut s, &b, until).await;
+                        let mut b = clients::frame(&Message::StreamHeader(header));
+                        b.extend(clients::frame(&Message::Chunk(first)));
+                        let _ = clients::send(&mut s, &b, until).await;
                         tokio::time::sleep(Duration::from_millis(200)).await;
                     }
                     o
@@ -1016,10 +1012,10 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
             let end = grace(ctx);
             let seconds = ctx.seconds;
             let mut a = each(ctx, n, addr, move |i, mut s| async move {
-                let mut b = hostile::hello(Role::Publisher);
+                let mut b = clients::hello(Role::Publisher);
                 b.extend_from_slice(&(8u32 << 20).to_le_bytes());
                 b.push(0x02);
-                if let Err(o) = hostile::send(&mut s, &b, until).await {
+                if let Err(o) = clients::send(&mut s, &b, until).await {
                     return o;
                 }
                 let piece = 16 * 1024;
@@ -1031,13 +1027,13 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
                 while sent < each_bytes {
                     noise.fill(&mut buf);
                     let len = piece.min(each_bytes - sent);
-                    if let Err(o) = hostile::send(&mut s, &buf[..len], until).await {
+                    if let Err(o) = clients::send(&mut s, &buf[..len], until).await {
                         return o;
                     }
                     sent += len;
                     tokio::time::sleep(step).await;
                 }
-                hostile::read_outcome(&mut s, end.min(until + Duration::from_millis(500)), |_| {
+                clients::read_outcome(&mut s, end.min(until + Duration::from_millis(500)), |_| {
                     false
                 })
                 .await
@@ -1055,7 +1051,7 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
         Scenario::IdleFlood => {
             let until = ctx.until;
             let mut a = each(ctx, n, addr, move |_, mut s| async move {
-                hostile::read_outcome(&mut s, until, |_| false).await
+                clients::read_outcome(&mut s, until, |_| false).await
             })
             .await;
             if ctx.seconds > 12.0 {
@@ -1073,16 +1069,16 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
         Scenario::PingFlood => {
             let until = grace(ctx);
             let mut a = each(ctx, n, addr, move |i, mut s| async move {
-                let mut b = hostile::hello(Role::Viewer);
+                let mut b = clients::hello(Role::Viewer);
                 for k in 0..400u64 {
                     let m = if i % 2 == 0 {
                         Message::Ping(k)
                     } else {
                         Message::Pong(k)
                     };
-                    b.extend(hostile::frame(&m));
+                    b.extend(clients::frame(&m));
                 }
-                hostile::exchange(&mut s, &b, until).await
+                clients::exchange(&mut s, &b, until).await
             })
             .await;
             a.expect_all(n, &[Outcome::Error(11)], "flooders got 11 Flood");
@@ -1093,10 +1089,10 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
             let mut a = each(ctx, n, addr, move |i, mut s| async move {
                 let mut b = vec![0u8; 64 * 1024];
                 Noise::new(i as u64 + 1).fill(&mut b);
-                if let Err(o) = hostile::send(&mut s, &b, until).await {
+                if let Err(o) = clients::send(&mut s, &b, until).await {
                     return o;
                 }
-                match hostile::read_outcome(&mut s, until, |_| false).await {
+                match clients::read_outcome(&mut s, until, |_| false).await {
                     Outcome::Error(_) => Outcome::Closed,
                     o => o,
                 }
@@ -1112,11 +1108,11 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
         Scenario::OversizedFrames => {
             let until = grace(ctx);
             let mut a = each(ctx, n, addr, move |i, mut s| async move {
-                let mut b = hostile::hello(Role::Publisher);
+                let mut b = clients::hello(Role::Publisher);
                 let len: u32 = if i % 2 == 0 { (8 << 20) + 1 } else { u32::MAX };
                 b.extend_from_slice(&len.to_le_bytes());
                 b.push(0x05);
-                hostile::exchange(&mut s, &b, until).await
+                clients::exchange(&mut s, &b, until).await
             })
             .await;
             a.expect_all(n, &[Outcome::Error(1)], "connections got 1 FrameTooLarge");
@@ -1125,13 +1121,13 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
         Scenario::BadTokens => {
             let until = grace(ctx);
             let mut a = each(ctx, n, addr, move |i, mut s| async move {
-                let mut b = hostile::hello(Role::Publisher);
-                b.extend(hostile::publish(
+                let mut b = clients::hello(Role::Publisher);
+                b.extend(clients::publish(
                     &format!("login-{i}"),
                     &format!("{SECRET_MARK}-{i}"),
                     1,
                 ));
-                hostile::exchange(&mut s, &b, until).await
+                clients::exchange(&mut s, &b, until).await
             })
             .await;
             a.expect_all(n, &[Outcome::Error(6)], "publishers got 6 Unauthorized");
@@ -1148,13 +1144,13 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
                     let name = names[(i / 2) % names.len()];
                     let mut b;
                     if i % 2 == 0 {
-                        b = hostile::hello(Role::Publisher);
-                        b.extend(hostile::publish(name, &token, 1));
+                        b = clients::hello(Role::Publisher);
+                        b.extend(clients::publish(name, &token, 1));
                     } else {
-                        b = hostile::hello(Role::Viewer);
-                        b.extend(hostile::subscribe(name, ViewMode::Complete, 1000));
+                        b = clients::hello(Role::Viewer);
+                        b.extend(clients::subscribe(name, ViewMode::Complete, 1000));
                     }
-                    hostile::exchange(&mut s, &b, until).await
+                    clients::exchange(&mut s, &b, until).await
                 }
             })
             .await;
@@ -1166,7 +1162,7 @@ async fn attack(which: Scenario, ctx: &Ctx) -> Attack {
         Scenario::Disconnects => {
             let until = ctx.until;
             let a = each(ctx, n, addr, move |i, mut s| async move {
-                if let Err(o) = hostile::send(&mut s, &hostile::hello(Role::Viewer), until).await {
+                if let Err(o) = clients::send(&mut s, &clients::hello(Role::Viewer), until).await {
                     return o;
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -1197,7 +1193,7 @@ async fn huge_chunks(ctx: &Ctx) -> Attack {
         async move {
             let mut s = s;
             let session = format!("huge-{i}");
-            if let Err(o) = hostile::start_publishing(&mut s, &session, &token, 1, until).await {
+            if let Err(o) = clients::start_publishing(&mut s, &session, &token, 1, until).await {
                 return o;
             }
             let (mut rd, mut wr) = s.into_split();
@@ -1219,7 +1215,7 @@ async fn huge_chunks(ctx: &Ctx) -> Attack {
                 }
             });
             use tokio::io::AsyncWriteExt;
-            let b = hostile::frame(&Message::StreamHeader(header));
+            let b = clients::frame(&Message::StreamHeader(header));
             let mut ok = wr.write_all(&b).await.is_ok();
             let mut noise = Noise::new(i as u64 + 99);
             let mut payload = vec![0u8; (8 << 20) - 64];
@@ -1235,7 +1231,7 @@ async fn huge_chunks(ctx: &Ctx) -> Attack {
                 };
                 let mut chunk = Vec::with_capacity(payload.len() + 64);
                 ChunkHeader::new(kind, seq, seq, 1, seq as f32).write_to(&payload, &mut chunk);
-                let m = hostile::frame(&Message::Chunk(chunk.into()));
+                let m = clients::frame(&Message::Chunk(chunk.into()));
                 ok = matches!(
                     tokio::time::timeout_at(until, wr.write_all(&m)).await,
                     Ok(Ok(()))
@@ -1336,7 +1332,7 @@ async fn websocket(ctx: &Ctx) -> Attack {
         async move {
             let k = i % cases.len();
             let (_, request, _, _) = &cases[k];
-            let reply = hostile::http_exchange(&mut s, request.as_bytes(), until).await;
+            let reply = clients::http_exchange(&mut s, request.as_bytes(), until).await;
             let label = match &reply {
                 HttpReply::Status(code, Some(p)) => format!("HTTP {code} protocol {p}"),
                 HttpReply::Status(code, None) => format!("HTTP {code}"),
@@ -1375,16 +1371,16 @@ async fn websocket(ctx: &Ctx) -> Attack {
 /// Publishes `session` with `token` from hostile address `i`: how the relay answered.
 async fn try_publish(ctx: &Ctx, i: usize, session: &str, token: &str) -> Outcome {
     let until = Instant::now() + Duration::from_secs(5);
-    let mut s = match hostile::connect(i, ctx.per_address, ctx.relay.addr).await {
+    let mut s = match clients::connect(i, ctx.per_address, ctx.relay.addr).await {
         Ok(s) => s,
         Err(e) => return Outcome::Failed(format!("connect: {e}")),
     };
-    let mut b = hostile::hello(Role::Publisher);
-    b.extend(hostile::publish(session, token, 3));
-    if let Err(o) = hostile::send(&mut s, &b, until).await {
+    let mut b = clients::hello(Role::Publisher);
+    b.extend(clients::publish(session, token, 3));
+    if let Err(o) = clients::send(&mut s, &b, until).await {
         return o;
     }
-    hostile::read_outcome(&mut s, until, |m| matches!(m, Message::Resume(_))).await
+    clients::read_outcome(&mut s, until, |m| matches!(m, Message::Resume(_))).await
 }
 
 async fn sighup(ctx: &Ctx) -> Attack {
@@ -1443,8 +1439,7 @@ fn after_checks(
         Scenario::ServerRequests | Scenario::ServerBodies | Scenario::ServerExhaust
     ) {
         if let Some(dir) = files.archive.parent() {
-            a.checks
-                .extend(hostile::replays::store_checks(dir, &files.store()));
+            a.checks.extend(replays::store_checks(dir, &files.store()));
         }
         let leaked = log.lines().filter(|l| l.contains(SECRET_MARK)).count();
         a.checks.push(check(
@@ -1472,7 +1467,7 @@ fn after_checks(
                 }
             }
             let used: std::collections::BTreeSet<String> = (0..n)
-                .map(|i| hostile::source(i, per_address).to_string())
+                .map(|i| clients::source(i, per_address).to_string())
                 .collect();
             let missing = used.difference(&named).count();
             a.checks.push(check(

@@ -11,8 +11,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::{HttpReply, Noise, Outcome};
-use crate::{check, each, grace, honest_session, Attack, Ctx};
+use super::clients::{self, HttpReply, Noise, Outcome};
+use super::{check, each, grace, honest_session, Attack, Ctx};
 
 /// The archived session the range scenarios read (written before the relay starts).
 pub const ARCHIVED: &str = "archived";
@@ -51,7 +51,7 @@ fn refused_or(replied: bool, outcome: Outcome) -> Outcome {
 }
 
 /// A check that the connections closed before any reply were no more than the cap allows.
-fn refusals_within_cap(a: &Attack, ctx: &Ctx) -> crate::Check {
+fn refusals_within_cap(a: &Attack, ctx: &Ctx) -> super::Check {
     let refused = a
         .counts
         .get(&Outcome::Answered(REFUSED).label())
@@ -277,7 +277,7 @@ pub async fn ranges(ctx: &Ctx) -> Attack {
 
 /// `http-sessions`: each connection asks for `/sessions` again and again, kept alive,
 /// until the run ends; each list must be JSON naming the honest session live.
-pub async fn sessions(ctx: &Ctx, which: crate::Scenario) -> Attack {
+pub async fn sessions(ctx: &Ctx, which: super::Scenario) -> Attack {
     let Some(ws) = ctx.relay.ws else {
         return no_ws();
     };
@@ -450,7 +450,7 @@ pub async fn headers(ctx: &Ctx) -> Attack {
         let (cases, per_case) = (c2.clone(), p2.clone());
         async move {
             let k = i % cases.len();
-            let reply = super::http_exchange(&mut s, &cases[k].1, until).await;
+            let reply = clients::http_exchange(&mut s, &cases[k].1, until).await;
             let status = match reply {
                 HttpReply::Status(c, _) => c,
                 HttpReply::ClosedWithoutReply => 0,
@@ -465,7 +465,7 @@ pub async fn headers(ctx: &Ctx) -> Attack {
     .await;
     for (k, (name, _, accepted)) in cases.iter().enumerate() {
         a.checks
-            .push(super::statuses(name, accepted, &per_case[k], k < ctx.n));
+            .push(clients::statuses(name, accepted, &per_case[k], k < ctx.n));
     }
     a
 }

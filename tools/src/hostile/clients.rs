@@ -2,9 +2,6 @@
 //! and what a relay answered. The honest clients use the library's client; these speak the
 //! wire by hand, so that they can break it.
 
-pub mod http;
-pub mod replays;
-
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
@@ -244,7 +241,7 @@ pub(crate) fn statuses(
     accepted: &[u16],
     got: &std::sync::Mutex<std::collections::BTreeMap<u16, u64>>,
     answered: bool,
-) -> crate::Check {
+) -> super::Check {
     let got = got.lock().map(|m| m.clone()).unwrap_or_default();
     let all: u64 = got.values().sum();
     let good: u64 = accepted
@@ -252,7 +249,7 @@ pub(crate) fn statuses(
         .map(|s| got.get(s).copied().unwrap_or(0))
         .sum();
     let seen: Vec<String> = got.iter().map(|(s, c)| format!("{s} x{c}")).collect();
-    crate::check(
+    super::check(
         good == all && (all > 0 || !answered),
         format!("{name}: want one of {accepted:?}, got {}", seen.join(", ")),
     )

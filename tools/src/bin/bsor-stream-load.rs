@@ -1,7 +1,8 @@
 //! `bsor-stream-load`: drives a relay on 127.0.0.1 with publishers and many viewers over real sockets and
 //! reports frame latency, what arrived, and the relay's CPU and memory.
 //!
-//! A benchmark tool of the project, built beside the `bsor-stream` binary and kept out of it.
+//! A benchmark tool of the project (package `bsor-stream-tools`), kept out of the user's
+//! `bsor-stream` binary.
 //! The relay is `bsor-stream serve` (the binary next to this one) in its own process: started here on port 0 (a fresh one
 //! per scenario, so each has its own peak memory), or given with `--relay ADDR` (and
 //! `--relay-pid PID` to read its memory and CPU from `/proc`). The publishers and viewers
@@ -11,17 +12,16 @@
 //! from decoding the synthetic replay's stream once, so a frame's latency is the arrival of
 //! its chunk minus the time its capture was due.
 
-mod bench;
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bench::{
-    check_open_files, cpu_seconds, memory_kb, percentile, publisher, sample_memory, song,
+use bsor_stream::integrity::fingerprint::eval::percentile;
+use bsor_stream::net::wire::ViewMode;
+use bsor_stream_tools::bench::{
+    check_open_files, cpu_seconds, exit_code, memory_kb, publisher, sample_memory, song,
     start_relay, viewer, Failure, RelayOptions, Seen, Song, TempDir, Watch,
 };
-use bsor_stream::net::wire::ViewMode;
 
 /// Load on a relay over 127.0.0.1: one session with 1000 viewers and 100 sessions of 10,
 /// publishing a synthetic replay live; prints frame latency, skips, relay memory and CPU.
@@ -267,12 +267,12 @@ fn report(
     transit_ms.sort_by(f64::total_cmp);
     let expected_frames = song.total_frames * (sessions * viewers) as u64;
     let expected_chunks = song.chunks.len() as u64 * (sessions * viewers) as u64;
-    let p99 = percentile(&frame_ms, 0.99);
+    let p99 = percentile(&frame_ms, 99.0);
     let target = song.flush_ms + 20.0;
     println!(
         "frame latency (capture -> arrival): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms \
          (target p99 <= flush {:.0} ms + 20 ms: {})",
-        percentile(&frame_ms, 0.5),
+        percentile(&frame_ms, 50.0),
         p99,
         frame_ms.last().copied().unwrap_or(f64::NAN),
         song.flush_ms,
@@ -280,8 +280,8 @@ fn report(
     );
     println!(
         "chunk transit (publisher's send -> arrival): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
-        percentile(&transit_ms, 0.5),
-        percentile(&transit_ms, 0.99),
+        percentile(&transit_ms, 50.0),
+        percentile(&transit_ms, 99.0),
         transit_ms.last().copied().unwrap_or(f64::NAN),
     );
     println!(
@@ -326,7 +326,7 @@ fn report(
 
 fn main() -> std::process::ExitCode {
     use clap::Parser;
-    bench::exit_code("bsor-stream-load", load(&LoadArgs::parse()))
+    exit_code("bsor-stream-load", load(&LoadArgs::parse()))
 }
 
 /// The scenarios, one after the other; false when a target was missed.

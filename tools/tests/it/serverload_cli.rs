@@ -68,6 +68,7 @@ fn counts_and_times_are_bounded() {
 
 #[test]
 fn a_small_run_end_to_end() {
+    crate::require_user_binary();
     let out = tool()
         .args(["--uploads", "6", "--downloads", "12", "--events", "6"])
         .args([

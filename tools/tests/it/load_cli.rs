@@ -21,6 +21,7 @@ fn received(report: &str) -> Vec<(u64, u64)> {
 
 #[test]
 fn both_scenarios_deliver_every_frame_to_every_viewer() {
+    crate::require_user_binary();
     let out = Command::new(env!("CARGO_BIN_EXE_bsor-stream-load"))
         .args([
             "--viewers",
