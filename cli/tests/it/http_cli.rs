@@ -106,7 +106,7 @@ fn serve_with(dir: &Path, extra: &[&str]) -> Relay {
         .arg("--archive")
         .arg(dir.join("archive"))
         .args(extra)
-        .env("RUST_LOG", "info,bsor_stream::net::http=debug")
+        .env("RUST_LOG", "info,bsor_stream_relay::http=debug")
         .stdout(Stdio::piped())
         .stderr(log)
         .spawn()
