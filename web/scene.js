@@ -344,6 +344,15 @@ export class View {
 
 export class Scene {
   constructor(canvas) {
+    // The canvas is given its size before its context, so that the drawing buffer is made
+    // once, at that size: made at the default 300x150 and then resized, the second
+    // allocation held the page's thread 20-80 ms longer on the way to the first frame
+    // (SwiftShader, under load). The size in CSS pixels is then kept by an observer: reading
+    // clientWidth in a frame would make the browser lay the page out there and then.
+    this.canvas = canvas;
+    this.cssW = canvas.clientWidth;
+    this.cssH = canvas.clientHeight;
+    this.resize();
     // No multisampling in the canvas's own buffer: where WebGL runs in software (SwiftShader)
     // a context with it takes longer to make, on the way to the first frame; frames after
     // the first draw into a multisampled framebuffer instead (`smooth`). The drawing buffer
@@ -352,7 +361,6 @@ export class Scene {
     const gl = canvas.getContext("webgl2", { antialias: false, preserveDrawingBuffer: true });
     if (!gl) throw new Error("this browser has no WebGL 2");
     this.gl = gl;
-    this.canvas = canvas;
     const prog = gl.createProgram();
     for (const [type, src] of [[gl.VERTEX_SHADER, VS], [gl.FRAGMENT_SHADER, FS]]) {
       const s = gl.createShader(type);
@@ -414,11 +422,6 @@ export class Scene {
     for (let line = 0; line <= 4; line++) {
       this.floor.push(trs([(line - 2) * 0.6, 0.005, -25], [0, 0, 0, 1], [0.02, 0.01, 50]));
     }
-    // The canvas's size in CSS pixels, kept by an observer: reading clientWidth in a frame
-    // would make the browser lay the page out there and then.
-    this.cssW = canvas.clientWidth;
-    this.cssH = canvas.clientHeight;
-    this.resize(); // (the drawing buffer's first allocation takes a while: not in a frame)
     if (typeof ResizeObserver === "function") {
       new ResizeObserver((entries) => {
         const r = entries[entries.length - 1].contentRect;
