@@ -155,7 +155,7 @@ fn carry(signing: &[(u8, &[u8])], replay: &Replay, settings: Settings) -> Vec<u8
 /// Encodes and signs a whole replay in the lossless profile, as a recorder would have:
 /// events with the first frame after their song time (as `transcode::encode_replay`).
 pub fn sign_replay(r: &Replay, settings: Settings, signer: Signer) -> Result<Vec<u8>, SignError> {
-    let mut enc = StreamEncoder::new_signed(r.info.clone(), settings, signer)?;
+    let mut enc = signer.into_encoder(r.info.clone(), settings)?;
     push_until(&mut enc, r, &mut [0; KINDS], [usize::MAX; KINDS]);
     enc.finish(
         r.info.clone(),

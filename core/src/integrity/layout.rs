@@ -24,7 +24,7 @@ pub const CHECKPOINT_LEN: usize = 1 + NONCE_LEN + 4 + 32 + 40 + 32 + 64;
 /// Bytes of a final checkpoint payload.
 pub const FINAL_LEN: usize = 1 + NONCE_LEN + 4 + 32 + 20 + 32 + 64;
 /// The most bytes a key chunk may hold (the limit of an unknown chunk, `format.md` §4.3).
-pub const MAX_KEY_LEN: usize = 1 << 20;
+pub const MAX_KEY_LEN: usize = crate::stream::MAX_EXTENSION_LEN;
 
 pub(crate) const DOMAIN_KEY: &[u8] = b"bsor-stream integrity v1 key chunk";
 pub(crate) const DOMAIN_CHECKPOINT: &[u8] = b"bsor-stream integrity v1 checkpoint";

@@ -2,8 +2,8 @@
 //! the signatures, the chain of checkpoints and the records they cover. Specified in
 //! `proto-spec/integrity.md` (rationale and threat model in `integrity-notes.md`).
 //!
-//! Sans-IO like the rest of the format: a [`Signer`] that the stream encoder drives
-//! ([`StreamEncoder::new_signed`](crate::stream::StreamEncoder::new_signed)) and a
+//! Sans-IO like the rest of the format: a [`Signer`] that rides along with the stream encoder
+//! as its [`EncoderHook`](crate::stream::EncoderHook) ([`Signer::into_encoder`]) and a
 //! [`Verifier`] fed with what a stream decoder yields ([`verify_stream`] does it for a whole
 //! file).
 //!

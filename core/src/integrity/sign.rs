@@ -1,4 +1,5 @@
-//! The signing side: what the stream encoder calls as it records (`integrity.md` §7).
+//! The signing side: what the stream encoder calls as it records (`integrity.md` §7), as
+//! its [`EncoderHook`].
 
 use ed25519_dalek::SigningKey;
 
@@ -9,6 +10,8 @@ use super::layout::{
     binding_of, chain_hash, final_hash, Checkpoint, FinalCheckpoint, KeyChunk, Ranges,
     RecordHasher, KINDS, MAX_KEY_LEN, NONCE_LEN,
 };
+use super::layout::{CHECKPOINT_CHUNK, FINAL_CHUNK, KEY_CHUNK};
+use crate::stream::{EncoderHook, Profile, Settings, StreamEncoder};
 
 /// Why a stream cannot be signed.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -196,5 +199,66 @@ impl Signer {
             k.fin = payload.clone();
         }
         payload
+    }
+}
+
+impl Signer {
+    /// A stream encoder that this signer rides along with: the header, then the key chunk
+    /// (`integrity.md`), then checkpoints at each keyframe group's end and the final one
+    /// before the trailer. Only the lossless profile can be signed.
+    pub fn into_encoder(
+        mut self,
+        info: Info,
+        settings: Settings,
+    ) -> Result<StreamEncoder, SignError> {
+        if settings.profile != Profile::Lossless {
+            return Err(SignError::Lossy(settings.profile));
+        }
+        let key = self.key_chunk(&info)?;
+        let mut e = StreamEncoder::with_hook(info, settings, Box::new(self));
+        // The key chunk is within the limit (`key_chunk` checked it) and of a skippable type.
+        let _ = e.push_extension(KEY_CHUNK, &key);
+        Ok(e)
+    }
+}
+
+impl EncoderHook for Signer {
+    fn frame(&mut self, f: &Frame) {
+        Signer::frame(self, f);
+    }
+
+    fn note(&mut self, n: &NoteEvent) {
+        Signer::note(self, n);
+    }
+
+    fn wall(&mut self, w: &Wall) {
+        Signer::wall(self, w);
+    }
+
+    fn height(&mut self, h: &Height) {
+        Signer::height(self, h);
+    }
+
+    fn pause(&mut self, p: &Pause) {
+        Signer::pause(self, p);
+    }
+
+    fn group_end(&mut self) -> Option<(u8, Vec<u8>)> {
+        self.has_pending()
+            .then(|| (CHECKPOINT_CHUNK, self.checkpoint()))
+    }
+
+    fn stream_end(
+        &mut self,
+        info: &Info,
+        offsets: Option<&ControllerOffsets>,
+        user_data: Option<&[u8]>,
+        trailing: &[u8],
+    ) -> Option<(u8, Vec<u8>)> {
+        Some((FINAL_CHUNK, self.finish(info, offsets, user_data, trailing)))
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }

@@ -124,7 +124,7 @@ impl Sinks {
 fn encoder(info: Info, config: &Config, signer: MaybeSigner, shared: &Shared) -> StreamEncoder {
     #[cfg(feature = "integrity")]
     if let Some(signer) = signer {
-        match StreamEncoder::new_signed(info.clone(), config.settings, signer) {
+        match signer.into_encoder(info.clone(), config.settings) {
             Ok(e) => return e,
             // `start` checked both causes; kept as a message, not a panic.
             Err(e) => shared.log(
@@ -260,7 +260,11 @@ fn classic_tail(
         ..Default::default()
     };
     #[cfg(feature = "integrity")]
-    if let Some(chunks) = enc.signer().and_then(|s| s.kept()) {
+    if let Some(chunks) = enc
+        .hook()
+        .and_then(|h| h.as_any().downcast_ref::<crate::integrity::Signer>())
+        .and_then(|s| s.kept())
+    {
         let mut signed = tail.clone();
         match crate::integrity::add_entry(&mut signed, chunks) {
             Ok(()) => return signed,

@@ -75,9 +75,42 @@ pub struct StreamEncoder {
     finished: bool,
     /// The time of the last frame pushed.
     last_t: Option<f32>,
-    /// Signs what it records (`proto-spec/integrity.md`).
-    #[cfg(feature = "integrity")]
-    signer: Option<Box<crate::integrity::Signer>>,
+    /// Rides along and adds chunks of its own (the signer of `proto-spec/integrity.md`).
+    hook: Option<Box<dyn EncoderHook>>,
+}
+
+/// The most bytes of a skippable chunk's payload (`format.md` §4.2).
+pub const MAX_EXTENSION_LEN: usize = 1 << 20;
+
+/// What rides along with a [`StreamEncoder`] and adds skippable chunks of its own
+/// (`format.md` §4.2): the integrity layer's signer is one (`integrity::Signer`, which
+/// depends on this module, not the other way round). It sees every record as it is pushed,
+/// in order, and may give a chunk `(type, payload)` to emit where a keyframe group ends and
+/// where the stream ends, before the trailer.
+pub trait EncoderHook: std::fmt::Debug + Send {
+    /// A frame was pushed.
+    fn frame(&mut self, f: &Frame);
+    /// A note event was pushed.
+    fn note(&mut self, n: &NoteEvent);
+    /// A wall event was pushed.
+    fn wall(&mut self, w: &Wall);
+    /// A height change was pushed.
+    fn height(&mut self, h: &Height);
+    /// A pause was pushed.
+    fn pause(&mut self, p: &Pause);
+    /// A keyframe group ended (its chunks are out): the chunk to emit after them, if any.
+    fn group_end(&mut self) -> Option<(u8, Vec<u8>)>;
+    /// The stream ends with this trailer's contents: the chunk to emit before the trailer,
+    /// if any (called after the last `group_end`).
+    fn stream_end(
+        &mut self,
+        info: &Info,
+        offsets: Option<&ControllerOffsets>,
+        user_data: Option<&[u8]>,
+        trailing: &[u8],
+    ) -> Option<(u8, Vec<u8>)>;
+    /// The hook as `Any`, so that its owner can reach its own type again.
+    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 impl StreamEncoder {
@@ -100,44 +133,30 @@ impl StreamEncoder {
             index: Vec::new(),
             finished: false,
             last_t: None,
-            #[cfg(feature = "integrity")]
-            signer: None,
+            hook: None,
         }
     }
 
-    /// Starts a signed stream: the header, then the key chunk (`integrity.md`). Only the
-    /// lossless profile can be signed.
-    #[cfg(feature = "integrity")]
-    pub fn new_signed(
-        info: Info,
-        settings: Settings,
-        mut signer: crate::integrity::Signer,
-    ) -> Result<Self, crate::integrity::SignError> {
-        if settings.profile != super::Profile::Lossless {
-            return Err(crate::integrity::SignError::Lossy(settings.profile));
-        }
-        let key = signer.key_chunk(&info)?;
+    /// Starts a stream with `hook` riding along (a signed stream: the integrity layer's
+    /// `Signer::into_encoder`, which emits its key chunk right after the header).
+    pub fn with_hook(info: Info, settings: Settings, hook: Box<dyn EncoderHook>) -> Self {
         let mut e = StreamEncoder::new(info, settings);
-        e.emit_extension(crate::integrity::KEY_CHUNK, &key);
-        e.signer = Some(Box::new(signer));
-        Ok(e)
+        e.hook = Some(hook);
+        e
     }
 
-    /// The signer of a signed stream (for the signing chunks it kept,
-    /// [`Signer::keeping`](crate::integrity::Signer::keeping)).
-    #[cfg(feature = "integrity")]
-    pub fn signer(&self) -> Option<&crate::integrity::Signer> {
-        self.signer.as_deref()
+    /// The hook riding along, if any.
+    pub fn hook(&self) -> Option<&dyn EncoderHook> {
+        self.hook.as_deref()
     }
 
     /// Emits everything pushed so far, then a skippable chunk of type `kind` (a signing
     /// chunk carried over from another stream). `None` for a type that is not skippable
-    /// (`format.md` §4.2) or a payload over the 1 MiB limit of such a chunk.
-    #[cfg(feature = "integrity")]
+    /// (`format.md` §4.2) or a payload over the [`MAX_EXTENSION_LEN`] limit of such a chunk.
     pub fn push_extension(&mut self, kind: u8, payload: &[u8]) -> Option<()> {
         if !matches!(ChunkType::from_byte(kind), ChunkType::Unknown(_))
             || ChunkType::from_byte(kind).is_critical()
-            || payload.len() > crate::integrity::MAX_KEY_LEN
+            || payload.len() > MAX_EXTENSION_LEN
         {
             return None;
         }
@@ -146,21 +165,14 @@ impl StreamEncoder {
         Some(())
     }
 
-    #[cfg(feature = "integrity")]
     fn emit_extension(&mut self, kind: u8, payload: &[u8]) {
         self.emit(ChunkType::Unknown(kind), 0, 0, (0.0, 0.0), payload, false);
     }
 
-    /// A checkpoint over the records since the last one, if there are any.
-    #[cfg(feature = "integrity")]
-    fn checkpoint(&mut self) {
-        if let Some(payload) = self
-            .signer
-            .as_mut()
-            .filter(|s| s.has_pending())
-            .map(|s| s.checkpoint())
-        {
-            self.emit_extension(crate::integrity::CHECKPOINT_CHUNK, &payload);
+    /// The hook's chunk where a keyframe group ends, if it gives one.
+    fn group_end(&mut self) {
+        if let Some((kind, payload)) = self.hook.as_mut().and_then(|h| h.group_end()) {
+            self.emit_extension(kind, &payload);
         }
     }
 
@@ -209,9 +221,8 @@ impl StreamEncoder {
             (Some(_), Some(_)) => {}
         }
         let decoded = self.codec.encode(f, &mut self.raw);
-        #[cfg(feature = "integrity")]
-        if let Some(signer) = &mut self.signer {
-            signer.frame(f);
+        if let Some(hook) = &mut self.hook {
+            hook.frame(f);
         }
         if let Some(c) = &mut self.chunk {
             c.count += 1;
@@ -250,36 +261,32 @@ impl StreamEncoder {
 
     /// Adds a note event; it goes out with the next chunk.
     pub fn push_note(&mut self, n: NoteEvent) {
-        #[cfg(feature = "integrity")]
-        if let Some(signer) = &mut self.signer {
-            signer.note(&n);
+        if let Some(hook) = &mut self.hook {
+            hook.note(&n);
         }
         self.pend(|e| (&mut e.pending.notes, &mut e.counts.notes), n);
     }
 
     /// Adds a wall event.
     pub fn push_wall(&mut self, w: Wall) {
-        #[cfg(feature = "integrity")]
-        if let Some(signer) = &mut self.signer {
-            signer.wall(&w);
+        if let Some(hook) = &mut self.hook {
+            hook.wall(&w);
         }
         self.pend(|e| (&mut e.pending.walls, &mut e.counts.walls), w);
     }
 
     /// Adds a height change.
     pub fn push_height(&mut self, h: Height) {
-        #[cfg(feature = "integrity")]
-        if let Some(signer) = &mut self.signer {
-            signer.height(&h);
+        if let Some(hook) = &mut self.hook {
+            hook.height(&h);
         }
         self.pend(|e| (&mut e.pending.heights, &mut e.counts.heights), h);
     }
 
     /// Adds a pause.
     pub fn push_pause(&mut self, p: Pause) {
-        #[cfg(feature = "integrity")]
-        if let Some(signer) = &mut self.signer {
-            signer.pause(&p);
+        if let Some(hook) = &mut self.hook {
+            hook.pause(&p);
         }
         self.pend(|e| (&mut e.pending.pauses, &mut e.counts.pauses), p);
     }
@@ -303,17 +310,18 @@ impl StreamEncoder {
             return;
         }
         self.flush();
-        #[cfg(feature = "integrity")]
-        if self.signer.is_some() {
-            self.checkpoint();
-            if let Some(s) = &mut self.signer {
-                let payload = s.finish(
+        if self.hook.is_some() {
+            self.group_end();
+            let last = self.hook.as_mut().and_then(|h| {
+                h.stream_end(
                     &info,
                     controller_offsets.as_ref(),
                     user_data.as_deref(),
                     &trailing,
-                );
-                self.emit_extension(crate::integrity::FINAL_CHUNK, &payload);
+                )
+            });
+            if let Some((kind, payload)) = last {
+                self.emit_extension(kind, &payload);
             }
         }
         let trailer = Trailer {
@@ -344,9 +352,8 @@ impl StreamEncoder {
     fn start_group(&mut self, t: f32) {
         // Pending events belong to the group they were pushed in.
         self.emit_events();
-        #[cfg(feature = "integrity")]
         if self.group.is_some() {
-            self.checkpoint();
+            self.group_end();
         }
         self.codec.reset();
         self.events.reset();

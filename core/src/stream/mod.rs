@@ -19,7 +19,7 @@ pub use chunk::{
     STREAM_MAGIC,
 };
 pub use decoder::{DecodeStats, StreamDecoder, StreamItem};
-pub use encoder::StreamEncoder;
+pub use encoder::{EncoderHook, StreamEncoder, MAX_EXTENSION_LEN};
 pub use error::{
     ChunkError, ChunkHeaderError, Damage, DamageKind, Field, FieldError, HeaderError, Section,
     StreamError,

@@ -9,7 +9,7 @@ use bsor_stream_core::integrity::{
     FINAL_CHUNK, KEY_CHUNK,
 };
 use bsor_stream_core::stream::{
-    split_stream, ChunkType, Profile, Settings, StreamDecoder, StreamEncoder, StreamItem,
+    split_stream, ChunkType, Profile, Settings, StreamDecoder, StreamItem,
 };
 use bsor_stream_core::transcode;
 use signed_vectors::*;
@@ -83,7 +83,9 @@ fn lossy_profiles_are_never_signed() {
     let r = replay(7);
     for p in [Profile::Fine, Profile::Compact] {
         let signer = Signer::new(SigningKey::from_bytes(&KEY_A), NONCE_1);
-        let err = StreamEncoder::new_signed(r.info.clone(), Settings::live(p), signer).unwrap_err();
+        let err = signer
+            .into_encoder(r.info.clone(), Settings::live(p))
+            .unwrap_err();
         assert!(matches!(err, SignError::Lossy(_)), "{err}");
         assert!(
             integrity::transcode_signed(&signed(), &r, Settings::archive(p)).is_err(),
