@@ -279,16 +279,16 @@ pub struct Accept {
 
 /// A refused upgrade: the HTTP status and a short text body.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Refusal {
+pub struct UpgradeRefusal {
     /// 400, or 403 for an Origin not allowed.
     pub status: u16,
     /// Why, in a line.
     pub body: String,
 }
 
-impl Refusal {
+impl UpgradeRefusal {
     fn bad(why: &str) -> Self {
-        Refusal {
+        UpgradeRefusal {
             status: 400,
             body: why.into(),
         }
@@ -318,7 +318,7 @@ pub fn judge(
     request: &Request<'_>,
     tls: bool,
     allowed_origins: &[String],
-) -> Result<Accept, Refusal> {
+) -> Result<Accept, UpgradeRefusal> {
     fn header<'a>(request: &'a Request<'a>, name: &'static str) -> impl Iterator<Item = &'a str> {
         request
             .headers
@@ -339,28 +339,34 @@ pub fn judge(
         tokens(name).iter().any(|t| t.eq_ignore_ascii_case(token))
     };
     if request.method != "GET" || request.version < 1 || !has("Upgrade", "websocket") {
-        return Err(Refusal::bad(
+        return Err(UpgradeRefusal::bad(
             "not a WebSocket upgrade: this is a bsor-stream relay (wire.md)",
         ));
     }
     if !has("Connection", "upgrade") {
-        return Err(Refusal::bad(
+        return Err(UpgradeRefusal::bad(
             "a WebSocket upgrade needs `Connection: Upgrade`",
         ));
     }
     if values("Sec-WebSocket-Version").next() != Some("13") {
-        return Err(Refusal::bad("unsupported WebSocket version: 13 only"));
+        return Err(UpgradeRefusal::bad(
+            "unsupported WebSocket version: 13 only",
+        ));
     }
     let key = match values("Sec-WebSocket-Key").next() {
         Some(k) if is_key(k) => k,
-        _ => return Err(Refusal::bad("missing or malformed Sec-WebSocket-Key")),
+        _ => {
+            return Err(UpgradeRefusal::bad(
+                "missing or malformed Sec-WebSocket-Key",
+            ))
+        }
     };
     let Some(host) = values("Host").next() else {
-        return Err(Refusal::bad("no Host header"));
+        return Err(UpgradeRefusal::bad("no Host header"));
     };
     if let Some(origin) = values("Origin").next() {
         if !origin_allowed(origin, host, tls, allowed_origins) {
-            return Err(Refusal {
+            return Err(UpgradeRefusal {
                 status: 403,
                 body: format!("origin {origin} is not allowed"),
             });
@@ -369,7 +375,7 @@ pub fn judge(
     let asked = tokens("Sec-WebSocket-Protocol");
     let subprotocol = asked.contains(&SUBPROTOCOL);
     if !asked.is_empty() && !subprotocol {
-        return Err(Refusal::bad(&format!(
+        return Err(UpgradeRefusal::bad(&format!(
             "subprotocol {SUBPROTOCOL} not among those asked for"
         )));
     }
@@ -466,7 +472,7 @@ mod tests {
         }
     }
 
-    fn status(r: Result<Accept, Refusal>) -> u16 {
+    fn status(r: Result<Accept, UpgradeRefusal>) -> u16 {
         r.map_or_else(|e| e.status, |_| 101)
     }
 
@@ -554,7 +560,7 @@ mod tests {
 
     #[test]
     fn a_refusal_is_a_whole_http_reply() {
-        let r = Refusal {
+        let r = UpgradeRefusal {
             status: 403,
             body: "origin x is not allowed".into(),
         };

@@ -19,7 +19,7 @@ use hyper::header::{self, HeaderMap};
 use hyper::{Method, Request, Response, StatusCode};
 
 use crate::admission::{Full, Share, Shares, PATIENCE};
-use crate::{plan, Filter, Grant, Record, Refusal, ReplayServer, Uploaded};
+use crate::{plan, Cause, Filter, Grant, Record, Refusal, ReplayServer, Uploaded};
 use bsor_stream_core::net::pace::Pace;
 use bsor_stream_relay::gate::ReadGate;
 use bsor_stream_relay::http::rules::{self, Conditions, Plan};
@@ -118,7 +118,7 @@ struct Client {
 
 /// The refusal of a request whose share is full: `503` `busy`, with `Retry-After`.
 fn busy(f: Full) -> Refusal {
-    Refusal::new(503, "busy", f.to_string())
+    Refusal::new(Cause::Unavailable, "busy", f.to_string())
 }
 /// Replays a search returns at most per page (and by default).
 pub const MAX_LIMIT: i64 = 100;
@@ -217,14 +217,32 @@ fn json(status: StatusCode, body: String) -> Response<Body> {
     r
 }
 
+/// The HTTP status of a refusal's cause (`http.md` §8).
+pub fn status(cause: Cause) -> StatusCode {
+    match cause {
+        Cause::Invalid => StatusCode::BAD_REQUEST,
+        Cause::Unauthenticated => StatusCode::UNAUTHORIZED,
+        Cause::Forbidden => StatusCode::FORBIDDEN,
+        Cause::NotFound => StatusCode::NOT_FOUND,
+        Cause::NotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        Cause::TooSlow => StatusCode::REQUEST_TIMEOUT,
+        Cause::Conflict => StatusCode::CONFLICT,
+        Cause::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        Cause::WrongType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        Cause::OutOfRange => StatusCode::RANGE_NOT_SATISFIABLE,
+        Cause::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+        Cause::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        Cause::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
+
 /// A refusal's reply: its status and `{"error", "reason"}`.
 pub fn refusal(f: &Refusal) -> Response<Body> {
-    let status = StatusCode::from_u16(f.status).unwrap_or(StatusCode::BAD_REQUEST);
-    let mut r = json(status, f.body());
-    if f.status == 401 {
+    let mut r = json(status(f.cause), f.body());
+    if f.cause == Cause::Unauthenticated {
         set(&mut r, header::WWW_AUTHENTICATE, "Bearer");
     }
-    if matches!(f.status, 408 | 413) || f.code == "busy" {
+    if matches!(f.cause, Cause::TooSlow | Cause::TooLarge) || f.code == "busy" {
         // The body was not read (whole): the connection cannot carry another request.
         set(&mut r, header::CONNECTION, "close");
     }
@@ -235,7 +253,7 @@ pub fn refusal(f: &Refusal) -> Response<Body> {
 }
 
 fn not_found() -> Refusal {
-    Refusal::new(404, "not-found", "no such replay")
+    Refusal::new(Cause::NotFound, "not-found", "no such replay")
 }
 
 /// Answers a request the replay server claims.
@@ -266,7 +284,7 @@ async fn answer(
     };
     if !ok_method {
         let mut r = refusal(&Refusal::new(
-            405,
+            Cause::NotAllowed,
             "method-not-allowed",
             format!("{method} is not allowed here (allowed: {allowed})"),
         ));
@@ -289,7 +307,11 @@ async fn answer(
         (Route::Keys, _) => list_keys(srv, &query).await,
         (Route::KeyChallenge, _) => key_challenge(srv, req, gate).await,
         (Route::Key(key), _) => revoke_key(srv, key, &query, req.headers()).await,
-        (Route::Unknown, _) => Err(Refusal::new(404, "not-found", "no such resource")),
+        (Route::Unknown, _) => Err(Refusal::new(
+            Cause::NotFound,
+            "not-found",
+            "no such resource",
+        )),
     };
     let mut r = result.unwrap_or_else(|f| refusal(&f));
     if head {
@@ -302,7 +324,7 @@ async fn answer(
 fn authorize(srv: &ReplayServer, headers: &HeaderMap) -> Result<Grant, Refusal> {
     let Some(auth) = value(headers, header::AUTHORIZATION) else {
         return Err(Refusal::new(
-            401,
+            Cause::Unauthenticated,
             "unauthorized",
             "an Authorization: Bearer TOKEN header is needed",
         ));
@@ -312,8 +334,13 @@ fn authorize(srv: &ReplayServer, headers: &HeaderMap) -> Result<Grant, Refusal> 
         .or_else(|| auth.strip_prefix("bearer "))
         .map(str::trim)
         .unwrap_or("");
-    srv.grant(token)
-        .ok_or_else(|| Refusal::new(401, "unauthorized", "the token grants nothing here"))
+    srv.grant(token).ok_or_else(|| {
+        Refusal::new(
+            Cause::Unauthenticated,
+            "unauthorized",
+            "the token grants nothing here",
+        )
+    })
 }
 
 /// The player a player's token grants; an admin token is refused (`wrong-player`): an admin
@@ -322,7 +349,7 @@ fn player_of(srv: &ReplayServer, headers: &HeaderMap, what: &str) -> Result<Stri
     match authorize(srv, headers)? {
         Grant::Player(p) => Ok(p),
         Grant::Admin => Err(Refusal::new(
-            403,
+            Cause::Forbidden,
             "wrong-player",
             format!("an admin token {what}; use the player's token"),
         )),
@@ -341,7 +368,7 @@ async fn upload(
         Some(e) if e.eq_ignore_ascii_case("gzip") => true,
         Some(e) => {
             return Err(Refusal::new(
-                415,
+                Cause::WrongType,
                 "unsupported-encoding",
                 format!("Content-Encoding {e:?}: only gzip is accepted"),
             ))
@@ -352,11 +379,15 @@ async fn upload(
     let witness = match (witness.next(), witness.next()) {
         (None, _) => None,
         (Some(v), None) => Some(plan::witness_header(v.to_str().map_err(|_| {
-            Refusal::new(400, "bad-witness", "Bsor-Witness: not base64 (not ASCII)")
+            Refusal::new(
+                Cause::Invalid,
+                "bad-witness",
+                "Bsor-Witness: not base64 (not ASCII)",
+            )
         })?)?),
         (Some(_), Some(_)) => {
             return Err(Refusal::new(
-                400,
+                Cause::Invalid,
                 "bad-witness",
                 "Bsor-Witness: given more than once",
             ))
@@ -372,10 +403,19 @@ async fn upload(
     let check = slot(&srv.admission.checks).await?;
     let s = srv.clone();
     let prepared = tokio::task::spawn_blocking(move || {
-        let bytes = std::fs::read(spooled.file.path())
-            .map_err(|e| Refusal::new(500, "internal", format!("reading the spooled body: {e}")))?;
+        let bytes = std::fs::read(spooled.file.path()).map_err(|e| {
+            Refusal::new(
+                Cause::Internal,
+                "internal",
+                format!("reading the spooled body: {e}"),
+            )
+        })?;
         if bytes.len() as u64 != spooled.len {
-            return Err(Refusal::new(500, "internal", "the spooled body changed"));
+            return Err(Refusal::new(
+                Cause::Internal,
+                "internal",
+                "the spooled body changed",
+            ));
         }
         drop(spooled);
         let mut p = crate::prepare(&bytes, gzip, &s.config, &player)?;
@@ -385,7 +425,7 @@ async fn upload(
         Ok::<_, Refusal>(p)
     })
     .await
-    .map_err(|e| Refusal::new(500, "internal", e.to_string()))??;
+    .map_err(|e| Refusal::new(Cause::Internal, "internal", e.to_string()))??;
     drop(check);
     let signer = prepared.signer;
     let (status, record, owner) = match srv.upload(prepared).await? {
@@ -414,7 +454,7 @@ async fn upload(
 async fn slot(s: &tokio::sync::Semaphore) -> Result<tokio::sync::SemaphorePermit<'_>, Refusal> {
     s.acquire()
         .await
-        .map_err(|e| Refusal::new(500, "internal", e.to_string()))
+        .map_err(|e| Refusal::new(Cause::Internal, "internal", e.to_string()))
 }
 
 /// A reply's rebuild or export slot, waited for as `http.md` §8.15 says, or `503` `busy`.
@@ -445,7 +485,13 @@ async fn spool_body(
     gate: &ReadGate,
     ip: Option<std::net::IpAddr>,
 ) -> Result<Spooled, Refusal> {
-    let too_large = || Refusal::new(413, "too-large", format!("the body is over {limit} bytes"));
+    let too_large = || {
+        Refusal::new(
+            Cause::TooLarge,
+            "too-large",
+            format!("the body is over {limit} bytes"),
+        )
+    };
     let declared = declared_length(req.headers(), limit)?;
     // The disk is taken as the bytes come, a MiB at a time, not as declared: a client that
     // declares 32 MiB and sends one holds one.
@@ -459,14 +505,15 @@ async fn spool_body(
         .spool_dir
         .clone()
         .unwrap_or_else(std::env::temp_dir);
-    let internal = |e: std::io::Error| Refusal::new(500, "internal", format!("spooling: {e}"));
+    let internal =
+        |e: std::io::Error| Refusal::new(Cause::Internal, "internal", format!("spooling: {e}"));
     let tmp = tokio::task::spawn_blocking(move || {
         tempfile::Builder::new()
             .prefix(crate::SPOOL_PREFIX)
             .tempfile_in(dir)
     })
     .await
-    .map_err(|e| Refusal::new(500, "internal", e.to_string()))?
+    .map_err(|e| Refusal::new(Cause::Internal, "internal", e.to_string()))?
     .map_err(internal)?;
     // Written in pieces of 64 KiB: a write per frame of the body would be a trip to the
     // blocking pool per 16 KiB; a larger buffer is memory every upload in flight holds.
@@ -492,7 +539,7 @@ async fn spool_body(
         let frame = match tokio::time::timeout_at(due, body.frame()).await {
             Err(_) => {
                 return Err(Refusal::new(
-                    408,
+                    Cause::TooSlow,
                     "timeout",
                     format!(
                     "the body arrives slower than {rate} bytes a second ({total} bytes in {:.1} s)",
@@ -501,9 +548,9 @@ async fn spool_body(
                 ))
             }
             Ok(None) => break,
-            Ok(Some(frame)) => {
-                frame.map_err(|e| Refusal::new(400, "bad-request", format!("the body: {e}")))?
-            }
+            Ok(Some(frame)) => frame.map_err(|e| {
+                Refusal::new(Cause::Invalid, "bad-request", format!("the body: {e}"))
+            })?,
         };
         let Ok(data) = frame.into_data() else {
             continue;
@@ -542,12 +589,16 @@ fn declared_length(headers: &HeaderMap, limit: u64) -> Result<Option<u64>, Refus
         None => Ok(None),
         Some(len) => match len.trim().parse::<u64>() {
             Ok(n) if n > limit => Err(Refusal::new(
-                413,
+                Cause::TooLarge,
                 "too-large",
                 format!("the body is over {limit} bytes"),
             )),
             Ok(n) => Ok(Some(n)),
-            Err(_) => Err(Refusal::new(400, "bad-request", "Content-Length")),
+            Err(_) => Err(Refusal::new(
+                Cause::Invalid,
+                "bad-request",
+                "Content-Length",
+            )),
         },
     }
 }
@@ -559,15 +610,22 @@ async fn small_body(
     limit: u64,
     gate: &ReadGate,
 ) -> Result<Vec<u8>, Refusal> {
-    let too_large = || Refusal::new(413, "too-large", format!("the body is over {limit} bytes"));
+    let too_large = || {
+        Refusal::new(
+            Cause::TooLarge,
+            "too-large",
+            format!("the body is over {limit} bytes"),
+        )
+    };
     declared_length(req.headers(), limit)?;
     gate.taken(u32::try_from(limit).unwrap_or(u32::MAX));
     let mut body = req.into_body();
     let mut bytes = Vec::new();
     let read = async {
         while let Some(frame) = body.frame().await {
-            let frame =
-                frame.map_err(|e| Refusal::new(400, "bad-request", format!("the body: {e}")))?;
+            let frame = frame.map_err(|e| {
+                Refusal::new(Cause::Invalid, "bad-request", format!("the body: {e}"))
+            })?;
             if let Ok(data) = frame.into_data() {
                 if bytes.len() as u64 + data.len() as u64 > limit {
                     return Err(too_large());
@@ -580,7 +638,7 @@ async fn small_body(
     };
     tokio::time::timeout(BODY_TIMEOUT, read)
         .await
-        .map_err(|_| Refusal::new(408, "timeout", "the body took too long"))??;
+        .map_err(|_| Refusal::new(Cause::TooSlow, "timeout", "the body took too long"))??;
     Ok(bytes)
 }
 
@@ -633,7 +691,7 @@ async fn register_key(
     }
     let asked: Asked = serde_json::from_slice(&body).map_err(|e| {
         Refusal::new(
-            400,
+            Cause::Invalid,
             "bad-json",
             format!(
                 "the body is not {{\"key\": HEX, \"challenge\": HEX, \"signature\": HEX}}: {e}"
@@ -656,14 +714,15 @@ async fn list_keys(srv: &Arc<ReplayServer>, query: &str) -> Result<Response<Body
             "player" => player = Some(v),
             other => {
                 return Err(Refusal::new(
-                    400,
+                    Cause::Invalid,
                     "bad-query",
                     format!("unknown parameter {other:?}"),
                 ))
             }
         }
     }
-    let player = player.ok_or_else(|| Refusal::new(400, "bad-query", "player=ID is needed"))?;
+    let player =
+        player.ok_or_else(|| Refusal::new(Cause::Invalid, "bad-query", "player=ID is needed"))?;
     let keys = srv.index.keys(player, crate::keys::MAX_KEYS).await?;
     Ok(json(
         StatusCode::OK,
@@ -684,10 +743,16 @@ async fn revoke_key(
     for (k, v) in pairs(query)? {
         match (k, v) {
             ("purge", "1") => purge = true,
-            ("purge", _) => return Err(Refusal::new(400, "bad-query", "purge=1 or nothing")),
+            ("purge", _) => {
+                return Err(Refusal::new(
+                    Cause::Invalid,
+                    "bad-query",
+                    "purge=1 or nothing",
+                ))
+            }
             (other, _) => {
                 return Err(Refusal::new(
-                    400,
+                    Cause::Invalid,
                     "bad-query",
                     format!("unknown parameter {other:?}"),
                 ))
@@ -719,7 +784,7 @@ fn hex_key(key: &str) -> Result<String, Refusal> {
         Ok(key.to_ascii_lowercase())
     } else {
         Err(Refusal::new(
-            400,
+            Cause::Invalid,
             "bad-key",
             "a public key is 64 hex digits (32 bytes)",
         ))
@@ -744,7 +809,7 @@ fn format(query: &str, headers: &HeaderMap) -> Result<Format, Refusal> {
     for (k, v) in pairs(query)? {
         if k != "format" {
             return Err(Refusal::new(
-                400,
+                Cause::Invalid,
                 "bad-query",
                 format!("unknown parameter {k:?}"),
             ));
@@ -755,7 +820,7 @@ fn format(query: &str, headers: &HeaderMap) -> Result<Format, Refusal> {
             "json" => Format::Json,
             other => {
                 return Err(Refusal::new(
-                    400,
+                    Cause::Invalid,
                     "bad-query",
                     format!("format {other:?}: bsor, bsors or json"),
                 ))
@@ -813,7 +878,7 @@ async fn download(
         }
         Plan::Unsatisfiable => {
             let mut resp = refusal(&Refusal::new(
-                416,
+                Cause::OutOfRange,
                 "range-not-satisfiable",
                 "range not satisfiable",
             ));
@@ -1254,7 +1319,7 @@ async fn frames(
             .filter(|t: &f32| t.is_finite() && *t >= 0.0)
             .ok_or_else(|| {
                 Refusal::new(
-                    400,
+                    Cause::Invalid,
                     "bad-query",
                     format!("{k}={v:?}: song seconds, 0 or more"),
                 )
@@ -1264,7 +1329,7 @@ async fn frames(
             "to" => to = t,
             other => {
                 return Err(Refusal::new(
-                    400,
+                    Cause::Invalid,
                     "bad-query",
                     format!("unknown parameter {other:?}"),
                 ))
@@ -1272,7 +1337,11 @@ async fn frames(
         }
     }
     if from > to {
-        return Err(Refusal::new(400, "bad-query", "from is after to"));
+        return Err(Refusal::new(
+            Cause::Invalid,
+            "bad-query",
+            "from is after to",
+        ));
     }
     let r = record(srv, id).await?;
     let share = reply_slot(&srv.admission.rebuilds, client).await?;
@@ -1302,7 +1371,7 @@ async fn delete(
     if let Grant::Player(p) = &grant {
         if *p != r.player {
             return Err(Refusal::new(
-                403,
+                Cause::Forbidden,
                 "not-owner",
                 "only the replay's player or an admin deletes it",
             ));
@@ -1317,7 +1386,7 @@ async fn delete(
 async fn reviews(srv: &Arc<ReplayServer>, headers: &HeaderMap) -> Result<Response<Body>, Refusal> {
     if authorize(srv, headers)? != Grant::Admin {
         return Err(Refusal::new(
-            403,
+            Cause::Forbidden,
             "not-admin",
             "the review list is for admins",
         ));
@@ -1332,7 +1401,7 @@ async fn reviews(srv: &Arc<ReplayServer>, headers: &HeaderMap) -> Result<Respons
 async fn search(srv: &Arc<ReplayServer>, query: &str) -> Result<Response<Body>, Refusal> {
     let mut f = Filter::default();
     let mut limit = DEFAULT_LIMIT;
-    let bad = |k: &str, why: &str| Refusal::new(400, "bad-query", format!("{k}: {why}"));
+    let bad = |k: &str, why: &str| Refusal::new(Cause::Invalid, "bad-query", format!("{k}: {why}"));
     let seconds = |k: &str, v: &str| -> Result<i64, Refusal> {
         v.parse::<i64>()
             .ok()
@@ -1389,14 +1458,14 @@ fn pairs(query: &str) -> Result<Vec<(&str, &str)>, Refusal> {
         };
         if !ok(k) || !ok(v) {
             return Err(Refusal::new(
-                400,
+                Cause::Invalid,
                 "bad-query",
                 "a query value is 1 to 128 of A-Z a-z 0-9 . _ -",
             ));
         }
         if out.iter().any(|(seen, _)| *seen == k) {
             return Err(Refusal::new(
-                400,
+                Cause::Invalid,
                 "bad-query",
                 format!("{k} is given twice"),
             ));
@@ -1404,7 +1473,11 @@ fn pairs(query: &str) -> Result<Vec<(&str, &str)>, Refusal> {
         out.push((k, v));
     }
     if out.len() > 16 {
-        return Err(Refusal::new(400, "bad-query", "too many parameters"));
+        return Err(Refusal::new(
+            Cause::Invalid,
+            "bad-query",
+            "too many parameters",
+        ));
     }
     Ok(out)
 }

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::index::{Issued, KeyRow, Registered, Spent};
-use super::{now_ms, Grant, Record, Refusal, ReplayServer};
+use super::{now_ms, Cause, Grant, Record, Refusal, ReplayServer};
 use bsor_stream_core::integrity::{self, hex, Report, Verdict};
 
 /// The most keys a player may register, revoked ones included (so that a list is bounded).
@@ -51,7 +51,7 @@ impl Proof {
             .filter(|_| challenge.len() == 64)
             .ok_or_else(|| {
                 Refusal::new(
-                    400,
+                    Cause::Invalid,
                     "bad-challenge",
                     "a challenge is 64 hex digits (32 bytes)",
                 )
@@ -61,7 +61,7 @@ impl Proof {
             .filter(|_| signature.len() == 128)
             .ok_or_else(|| {
                 Refusal::new(
-                    400,
+                    Cause::Invalid,
                     "bad-signature",
                     "a signature is 128 hex digits (64 bytes)",
                 )
@@ -141,7 +141,7 @@ pub fn judge(
 /// A public key as the registry keeps it (64 lower-case hex digits), from a client's hex:
 /// 64 hex digits of either case that are an Ed25519 public key.
 pub fn parse_key(text: &str) -> Result<String, Refusal> {
-    let bad = |why: &str| Refusal::new(400, "bad-key", why.to_string());
+    let bad = |why: &str| Refusal::new(Cause::Invalid, "bad-key", why.to_string());
     if text.len() != 64 {
         return Err(bad("a public key is 64 hex digits (32 bytes)"));
     }
@@ -152,12 +152,12 @@ pub fn parse_key(text: &str) -> Result<String, Refusal> {
     match integrity::registrable_key(&key) {
         Ok(_) => Ok(hex(&key)),
         Err(integrity::RegistrationError::SmallOrder) => Err(Refusal::new(
-            400,
+            Cause::Invalid,
             "small-order-key",
             "the key is a point of small order: anyone can sign for it",
         )),
         Err(integrity::RegistrationError::Torsion) => Err(Refusal::new(
-            400,
+            Cause::Invalid,
             "mixed-order-key",
             "the key has a torsion component (not in the prime-order subgroup): \
              verifiers may disagree on its signatures",
@@ -229,7 +229,7 @@ impl ReplayServer {
     pub async fn issue_challenge(&self, player: &str) -> Result<Challenge, Refusal> {
         let mut bytes = [0u8; 32];
         getrandom::getrandom(&mut bytes)
-            .map_err(|e| Refusal::new(500, "internal", format!("randomness: {e}")))?;
+            .map_err(|e| Refusal::new(Cause::Internal, "internal", format!("randomness: {e}")))?;
         let now = now_ms();
         let ttl = i64::try_from(self.config.challenge_ttl.as_millis()).unwrap_or(i64::MAX);
         let expires = now.saturating_add(ttl);
@@ -246,7 +246,7 @@ impl ReplayServer {
                 expires,
             }),
             Issued::TooMany => Err(Refusal::new(
-                429,
+                Cause::RateLimited,
                 "too-many-challenges",
                 format!(
                     "a player holds at most {MAX_CHALLENGES} unexpired challenges; use one or \
@@ -276,14 +276,14 @@ impl ReplayServer {
             Spent::Fresh => {}
             Spent::Expired => {
                 return Err(Refusal::new(
-                    403,
+                    Cause::Forbidden,
                     "expired-challenge",
                     "the challenge expired; ask for another",
                 ))
             }
             Spent::Unknown => {
                 return Err(Refusal::new(
-                    403,
+                    Cause::Forbidden,
                     "unknown-challenge",
                     "no such challenge for this player: never issued to it, or used already",
                 ))
@@ -291,7 +291,9 @@ impl ReplayServer {
         }
         let key: [u8; 32] = integrity::from_hex(&proof.key)
             .and_then(|b| b.try_into().ok())
-            .ok_or_else(|| Refusal::new(400, "bad-key", "a public key is 64 hex digits"))?;
+            .ok_or_else(|| {
+                Refusal::new(Cause::Invalid, "bad-key", "a public key is 64 hex digits")
+            })?;
         integrity::verify_key_registration(
             &key,
             player,
@@ -301,7 +303,7 @@ impl ReplayServer {
         )
         .map_err(|e| {
             Refusal::new(
-                403,
+                Cause::Forbidden,
                 "bad-proof",
                 format!(
                     "{e} (player {player:?}, server {:?})",
@@ -317,18 +319,18 @@ impl ReplayServer {
         {
             Registered::New(row) => Ok((201, row)),
             Registered::Existing(row) if row.player != player => Err(Refusal::new(
-                409,
+                Cause::Conflict,
                 "key-taken",
                 "the key is registered to another player",
             )),
             Registered::Existing(row) if row.revoked.is_some() => Err(Refusal::new(
-                409,
+                Cause::Conflict,
                 "key-revoked",
                 "the key was revoked; a revoked key is not registered again",
             )),
             Registered::Existing(row) => Ok((200, row)),
             Registered::TooMany => Err(Refusal::new(
-                409,
+                Cause::Conflict,
                 "too-many-keys",
                 format!("a player registers at most {MAX_KEYS} keys, revoked ones included"),
             )),
@@ -338,12 +340,12 @@ impl ReplayServer {
     /// Revokes `key` for the holder of `grant` (its player, or an admin): the row after.
     /// Revoking a revoked key again keeps the first time.
     pub async fn revoke_key(&self, key: &str, grant: &Grant) -> Result<KeyRow, Refusal> {
-        let not_found = || Refusal::new(404, "not-found", "no such key");
+        let not_found = || Refusal::new(Cause::NotFound, "not-found", "no such key");
         let row = self.index.key(key).await?.ok_or_else(not_found)?;
         if let Grant::Player(p) = grant {
             if *p != row.player {
                 return Err(Refusal::new(
-                    403,
+                    Cause::Forbidden,
                     "not-owner",
                     "only the key's player or an admin revokes it",
                 ));
@@ -359,12 +361,16 @@ impl ReplayServer {
     /// removed.
     pub async fn purge_key(&self, key: &str, grant: &Grant) -> Result<KeyRow, Refusal> {
         if *grant != Grant::Admin {
-            return Err(Refusal::new(403, "not-admin", "only an admin purges a key"));
+            return Err(Refusal::new(
+                Cause::Forbidden,
+                "not-admin",
+                "only an admin purges a key",
+            ));
         }
         self.index
             .purge_key(key)
             .await?
-            .ok_or_else(|| Refusal::new(404, "not-found", "no such key"))
+            .ok_or_else(|| Refusal::new(Cause::NotFound, "not-found", "no such key"))
     }
 
     /// The registry's word on `signer` for a replay of `player` uploaded at `uploaded`.
@@ -394,7 +400,7 @@ impl ReplayServer {
             Ok::<_, Refusal>(integrity::verify_bsor(&bsor))
         })
         .await
-        .map_err(|e| Refusal::new(500, "internal", e.to_string()))??;
+        .map_err(|e| Refusal::new(Cause::Internal, "internal", e.to_string()))??;
         let signer = report
             .signer_key
             .filter(|_| report.verdict == Verdict::Valid);

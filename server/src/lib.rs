@@ -49,22 +49,54 @@ use bsor_stream_core::stream::{
 };
 use plan::Kind;
 
-/// A refusal: the HTTP status, a short code and a reason (`{"error": CODE, "reason": TEXT}`).
+/// A refusal: its cause, a short code and a reason (`{"error": CODE, "reason": TEXT}`). The
+/// HTTP side ([`http`]) answers each cause with its status.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
-    /// The HTTP status.
-    pub status: u16,
+    /// What kind of refusal it is.
+    pub cause: Cause,
     /// A short code a program can test.
     pub code: &'static str,
     /// What was wrong, for a person.
     pub reason: String,
 }
 
+/// What kind of refusal a [`Refusal`] is (`http.md` §8 gives each its status).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cause {
+    /// The request or what it carries is not valid.
+    Invalid,
+    /// No credentials, or ones the server does not know.
+    Unauthenticated,
+    /// The credentials do not allow it.
+    Forbidden,
+    /// No such replay, key or resource.
+    NotFound,
+    /// The resource does not take this operation.
+    NotAllowed,
+    /// The body came too slowly.
+    TooSlow,
+    /// It conflicts with what is stored (a replay already there, the same play).
+    Conflict,
+    /// The body is over its limit.
+    TooLarge,
+    /// The body is of a type the server does not take.
+    WrongType,
+    /// The range asked for is outside the resource.
+    OutOfRange,
+    /// Over the address's or the player's rate.
+    RateLimited,
+    /// The server failed.
+    Internal,
+    /// The server is busy, or its store or index cannot be reached: try again.
+    Unavailable,
+}
+
 impl Refusal {
     /// A refusal.
-    pub fn new(status: u16, code: &'static str, reason: impl Into<String>) -> Refusal {
+    pub fn new(cause: Cause, code: &'static str, reason: impl Into<String>) -> Refusal {
         Refusal {
-            status,
+            cause,
             code,
             reason: reason.into(),
         }
@@ -78,7 +110,7 @@ impl Refusal {
     fn unavailable(e: impl std::fmt::Display) -> Refusal {
         tracing::warn!(err = %e, "replay server");
         Refusal::new(
-            503,
+            Cause::Unavailable,
             "unavailable",
             "the store or the index cannot be reached; try again",
         )
@@ -247,11 +279,16 @@ pub fn inflate(body: &[u8], limit: u64) -> Result<Vec<u8>, Refusal> {
         .min(limit + 1);
     let mut out = Vec::with_capacity(usize::try_from(room).unwrap_or(0));
     let mut d = flate2::read::MultiGzDecoder::new(body).take(limit + 1);
-    d.read_to_end(&mut out)
-        .map_err(|e| Refusal::new(400, "bad-encoding", format!("the gzip body: {e}")))?;
+    d.read_to_end(&mut out).map_err(|e| {
+        Refusal::new(
+            Cause::Invalid,
+            "bad-encoding",
+            format!("the gzip body: {e}"),
+        )
+    })?;
     if out.len() as u64 > limit {
         return Err(Refusal::new(
-            413,
+            Cause::TooLarge,
             "too-large",
             format!("the body inflates to more than {limit} bytes"),
         ));
@@ -276,7 +313,7 @@ pub fn prepare(
     } else {
         body
     };
-    let bad = |what: String| Refusal::new(400, "unparsable", what);
+    let bad = |what: String| Refusal::new(Cause::Invalid, "unparsable", what);
     let (replay, stream, bsor_bytes) = match plan::sniff(body) {
         Some(Kind::Bsor) => {
             let replay = bsor::parse(body).map_err(|e| bad(format!("the BSOR: {e}")))?;
@@ -284,14 +321,14 @@ pub fn prepare(
                 Ok(b) if b == body => {}
                 _ => {
                     return Err(Refusal::new(
-                        400,
+                        Cause::Invalid,
                         "unparsable",
                         "the BSOR holds bytes its model does not keep; it cannot be rebuilt byte for byte",
                     ))
                 }
             }
             plan::validate(&replay, &config.counts)
-                .map_err(|e| Refusal::new(400, "invalid-replay", e.to_string()))?;
+                .map_err(|e| Refusal::new(Cause::Invalid, "invalid-replay", e.to_string()))?;
             let stream = bsor_stream_core::transcode::encode_replay(
                 &replay,
                 Settings::archive(config.profile),
@@ -312,7 +349,7 @@ pub fn prepare(
                         Some(signed) => signed,
                         None => {
                             return Err(Refusal::new(
-                                400,
+                                Cause::Invalid,
                                 "bad-signature",
                                 format!(
                                     "the stream is signed but does not verify ({}): {}",
@@ -331,7 +368,7 @@ pub fn prepare(
                 )));
             }
             plan::validate(&replay, &config.counts)
-                .map_err(|e| Refusal::new(400, "invalid-replay", e.to_string()))?;
+                .map_err(|e| Refusal::new(Cause::Invalid, "invalid-replay", e.to_string()))?;
             let bsor_bytes = bsor::to_vec(&replay)
                 .map_err(|e| bad(format!("the stream's replay cannot be written: {e}")))?;
             let indexed = bsor_stream_core::transcode::read_index(&mut std::io::Cursor::new(body))
@@ -357,12 +394,12 @@ pub fn prepare(
                 body,
                 &bsor_stream_core::legacy::ImportLimits::default(),
             )
-            .map_err(|e| Refusal::new(400, "invalid-legacy-json", e.to_string()))?;
+            .map_err(|e| Refusal::new(Cause::Invalid, "invalid-legacy-json", e.to_string()))?;
             if replay.info.player_id.bytes.is_empty() {
                 replay.info.player_id = bsor::BsorString::new(player);
             }
             plan::validate(&replay, &config.counts)
-                .map_err(|e| Refusal::new(400, "invalid-replay", e.to_string()))?;
+                .map_err(|e| Refusal::new(Cause::Invalid, "invalid-replay", e.to_string()))?;
             let bsor_bytes = bsor::to_vec(&replay)
                 .map_err(|e| bad(format!("the imported replay cannot be written: {e}")))?;
             let stream = bsor_stream_core::transcode::encode_replay(
@@ -373,7 +410,7 @@ pub fn prepare(
         }
         None => {
             return Err(Refusal::new(
-                400,
+                Cause::Invalid,
                 "unknown-format",
                 "the body is not a BSOR, a .bsors stream or a legacy replay JSON",
             ))
@@ -382,7 +419,7 @@ pub fn prepare(
     let claimed = replay.info.player_id.to_string_lossy();
     if claimed != player {
         return Err(Refusal::new(
-            403,
+            Cause::Forbidden,
             "wrong-player",
             format!("the replay is player {claimed:?}'s; this token uploads as {player:?}"),
         ));
@@ -395,7 +432,7 @@ pub fn prepare(
         let r = bsor_stream_core::integrity::verify_bsor(body);
         if r.verdict != bsor_stream_core::integrity::Verdict::Unsigned {
             return Err(Refusal::new(
-                400,
+                Cause::Invalid,
                 "bad-signature",
                 format!(
                     "the BSOR is signed but does not verify ({}): {}",
@@ -437,7 +474,7 @@ fn describe(replay: &Replay, stream: &[u8], bsor_bytes: usize) -> Result<Record,
     let (header, header_len) = StreamHeader::parse_prefix_len(stream)
         .ok()
         .flatten()
-        .ok_or_else(|| Refusal::new(400, "unparsable", "the stream header"))?;
+        .ok_or_else(|| Refusal::new(Cause::Invalid, "unparsable", "the stream header"))?;
     let signed = signing_chunks(stream);
     let text = |s: &bsor::BsorString| s.to_string_lossy();
     let i = &replay.info;
@@ -708,7 +745,7 @@ impl ReplayServer {
     ) -> Result<Uploaded, Refusal> {
         if plan::sniff(stream) != Some(Kind::Stream) {
             return Err(Refusal::new(
-                400,
+                Cause::Invalid,
                 "unknown-format",
                 "the session is not a stream",
             ));
@@ -718,14 +755,14 @@ impl ReplayServer {
             Ok(Some(h)) => h,
             Ok(None) => {
                 return Err(Refusal::new(
-                    400,
+                    Cause::Invalid,
                     "unparsable",
                     "the session's stream header is cut short",
                 ))
             }
             Err(e) => {
                 return Err(Refusal::new(
-                    400,
+                    Cause::Invalid,
                     "unparsable",
                     format!("the session's stream header: {e}"),
                 ))
@@ -734,7 +771,7 @@ impl ReplayServer {
         let player = header.info.player_id.to_string_lossy();
         if granted != Some(player.as_str()) {
             return Err(Refusal::new(
-                403,
+                Cause::Forbidden,
                 "not-granted",
                 match granted {
                     Some(g) => format!(
@@ -822,7 +859,7 @@ impl ReplayServer {
             }
         }
         Err(Refusal::new(
-            503,
+            Cause::Unavailable,
             "unavailable",
             "the upload kept conflicting with others; try again",
         ))
@@ -850,7 +887,11 @@ impl ReplayServer {
             r.fingerprint, owner.id, owner.player, owner.existed_by, r.existed_by
         );
         let reason = self.keep_for_review(r, stream, &owner, reason).await?;
-        Ok(Already::Answer(Err(Refusal::new(409, "same-play", reason))))
+        Ok(Already::Answer(Err(Refusal::new(
+            Cause::Conflict,
+            "same-play",
+            reason,
+        ))))
     }
 
     /// Whether another player's accepted replay is the same play as this upload by the
@@ -898,7 +939,7 @@ impl ReplayServer {
         );
         let reason = self.keep_for_review(r, stream, &owner, reason).await?;
         Ok(Already::Answer(Err(Refusal::new(
-            409,
+            Cause::Conflict,
             "similar-play",
             reason,
         ))))
@@ -950,7 +991,7 @@ impl ReplayServer {
     fn fail_at(&self, step: Fault) -> Result<(), Refusal> {
         if self.config.fault == Some(step) {
             return Err(Refusal::new(
-                503,
+                Cause::Unavailable,
                 "unavailable",
                 format!("fault injected at {step:?}"),
             ));
@@ -1018,7 +1059,13 @@ impl ReplayServer {
         &self,
         r: &Record,
     ) -> Result<(StreamHeader, Vec<IndexEntry>, u64), Refusal> {
-        let damaged = || Refusal::new(500, "damaged", "the stored stream's index cannot be read");
+        let damaged = || {
+            Refusal::new(
+                Cause::Internal,
+                "damaged",
+                "the stored stream's index cannot be read",
+            )
+        };
         let len = r.stored_bytes as u64;
         let footer_at = len
             .checked_sub(bsor_stream_core::stream::FOOTER_SIZE as u64)
@@ -1051,7 +1098,7 @@ impl ReplayServer {
     async fn chunks_at(&self, r: &Record, offsets: &[u64]) -> Result<Vec<Vec<u8>>, Refusal> {
         let damaged = |offset: u64| {
             Refusal::new(
-                500,
+                Cause::Internal,
                 "damaged",
                 format!("the stored stream's chunk at byte {offset} cannot be read"),
             )
@@ -1118,7 +1165,13 @@ impl ReplayServer {
         header: StreamHeader,
         index: &[IndexEntry],
     ) -> Result<(EventBatch, bool), Refusal> {
-        let damaged = || Refusal::new(500, "damaged", "the stored stream's events cannot be read");
+        let damaged = || {
+            Refusal::new(
+                Cause::Internal,
+                "damaged",
+                "the stored stream's events cannot be read",
+            )
+        };
         let mut d = StreamDecoder::with_header(header);
         let mut all = EventBatch::default();
         let mut gaps = false;
@@ -1176,7 +1229,7 @@ impl ReplayServer {
         r: &Record,
         range: Option<(u64, u64)>,
     ) -> Result<BsorDownload, Refusal> {
-        let damaged = |what: String| Refusal::new(500, "damaged", what);
+        let damaged = |what: String| Refusal::new(Cause::Internal, "damaged", what);
         let (header, index, index_at) = self.header_and_index(r).await?;
         let trailer_at = index
             .iter()
@@ -1211,7 +1264,7 @@ impl ReplayServer {
         let (first, last) = range.unwrap_or((0, len.saturating_sub(1)));
         if len == 0 || first > last || last >= len {
             return Err(Refusal::new(
-                416,
+                Cause::OutOfRange,
                 "range-not-satisfiable",
                 format!("bytes {first}-{last} of {len}"),
             ));
@@ -1402,7 +1455,7 @@ impl BsorDownload {
                     self.stop();
                     self.sent = self.count();
                     return Some(Err(Refusal::new(
-                        500,
+                        Cause::Internal,
                         "damaged",
                         "the rebuilt BSOR ended before the bytes asked for",
                     )));
@@ -1435,7 +1488,7 @@ impl BsorDownload {
     /// The frames of the next group (skipping groups without frames), then the tail when
     /// asked for, or `None` when nothing more is made.
     async fn frames_piece(&mut self) -> Result<Option<Vec<u8>>, Refusal> {
-        let damaged = |what: String| Refusal::new(500, "damaged", what);
+        let damaged = |what: String| Refusal::new(Cause::Internal, "damaged", what);
         if let Some(frames) = self.frames.as_mut() {
             loop {
                 let out = frames.next(DOWNLOAD_PIECE).map_err(|e| {
@@ -1549,7 +1602,7 @@ impl StoredRead {
 
 /// The BSOR of a stored stream.
 pub fn rebuild(stream: &[u8]) -> Result<Vec<u8>, Refusal> {
-    let damaged = |what: String| Refusal::new(500, "damaged", what);
+    let damaged = |what: String| Refusal::new(Cause::Internal, "damaged", what);
     let (replay, recovery) = bsor_stream_core::transcode::decode_replay(stream)
         .map_err(|e| damaged(format!("the stored stream: {e}")))?;
     if !recovery.complete {

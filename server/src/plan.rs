@@ -313,7 +313,13 @@ pub const MAX_WITNESS_HEADER: usize = 12 << 10;
 /// refused `400` `bad-witness`; whether the statements check is not decided here.
 pub fn witness_header(value: &str) -> Result<Vec<u8>, super::Refusal> {
     use base64::Engine as _;
-    let bad = |why: String| super::Refusal::new(400, "bad-witness", format!("Bsor-Witness: {why}"));
+    let bad = |why: String| {
+        super::Refusal::new(
+            super::Cause::Invalid,
+            "bad-witness",
+            format!("Bsor-Witness: {why}"),
+        )
+    };
     let value = value.trim();
     if value.len() > MAX_WITNESS_HEADER {
         return Err(bad(format!(
@@ -368,7 +374,10 @@ mod tests {
             ("A".repeat(MAX_WITNESS_HEADER + 4), "over the"),
         ] {
             let e = code(&value);
-            assert_eq!((e.status, e.code), (400, "bad-witness"));
+            assert_eq!(
+                (e.cause, e.code),
+                (super::super::Cause::Invalid, "bad-witness")
+            );
             assert!(e.reason.contains(why), "{}", e.reason);
         }
     }

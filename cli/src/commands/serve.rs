@@ -339,7 +339,7 @@ async fn store_finished(
                 tracing::warn!(%file, reason = %e.reason, "a finished session was not stored: its publisher may not store it as its header's player's replay; archived only")
             }
             Err(e) => {
-                tracing::warn!(%file, status = e.status, code = e.code, reason = %e.reason, "a finished session was not stored")
+                tracing::warn!(%file, cause = ?e.cause, code = e.code, reason = %e.reason, "a finished session was not stored")
             }
         }
     }

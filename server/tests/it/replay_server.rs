@@ -900,7 +900,7 @@ async fn an_interrupted_upload_leaves_nothing_once_swept() {
         let prepared = server::prepare(&bytes, false, &srv.config, "p1").unwrap();
         let id = prepared.record.id.clone();
         let e = srv.upload(prepared).await.unwrap_err();
-        assert_eq!(e.status, 503, "{fault:?}");
+        assert_eq!(e.cause, server::Cause::Unavailable, "{fault:?}");
         assert!(srv.index.get(&id).await.unwrap().is_none(), "{fault:?}");
         tokio::time::sleep(Duration::from_millis(5)).await;
         let swept = srv.sweep(100).await.unwrap();
@@ -1371,14 +1371,20 @@ async fn a_live_session_with_its_witness_file_takes_the_play() {
         .store_session(&session, None, Some("p1"))
         .await
         .unwrap_err();
-    assert_eq!((refused.status, refused.code), (409, "same-play"));
+    assert_eq!(
+        (refused.cause, refused.code),
+        (server::Cause::Conflict, "same-play")
+    );
     // A publisher granted another player (or none) never stores it.
     for granted in [None, Some("p2")] {
         let no = srv
             .store_session(&session, None, granted)
             .await
             .unwrap_err();
-        assert_eq!((no.status, no.code), (403, "not-granted"));
+        assert_eq!(
+            (no.cause, no.code),
+            (server::Cause::Forbidden, "not-granted")
+        );
     }
     let file = witness_file(WITNESS, &session, t0);
     let server::Uploaded::Created(r) = srv

@@ -210,7 +210,10 @@ async fn an_interrupted_upload_leaves_nothing_in_s3_once_swept() {
         let srv = open(&s3, &prefix, &db, config).await;
         let prepared = server::prepare(&bytes, false, &srv.config, "p1").unwrap();
         let id = prepared.record.id.clone();
-        assert_eq!(srv.upload(prepared).await.unwrap_err().status, 503);
+        assert_eq!(
+            srv.upload(prepared).await.unwrap_err().cause,
+            server::Cause::Unavailable
+        );
         assert!(srv.index.get(&id).await.unwrap().is_none(), "{fault:?}");
         let leased = srv.index.expired(i64::MAX, 10).await.unwrap();
         assert_eq!(leased.len(), 1, "{fault:?}");
@@ -263,7 +266,10 @@ async fn an_unreachable_store_refuses_the_upload_and_a_retry_is_kept() {
         .await
         .expect("the refusal within the store's retry limit")
         .unwrap_err();
-    assert_eq!((refused.status, refused.code), (503, "unavailable"));
+    assert_eq!(
+        (refused.cause, refused.code),
+        (server::Cause::Unavailable, "unavailable")
+    );
     assert!(srv.index.get(&id).await.unwrap().is_none());
     srv.index.close().await;
 
@@ -334,7 +340,10 @@ async fn a_witnessed_original_takes_the_play_in_postgres() {
     }
     // The copy again: refused, one review entry kept.
     let again = server::prepare(&bsor::to_vec(&copy).unwrap(), false, &srv.config, "p2").unwrap();
-    assert_eq!(srv.upload(again).await.unwrap_err().status, 409);
+    assert_eq!(
+        srv.upload(again).await.unwrap_err().cause,
+        server::Cause::Conflict
+    );
     assert_eq!(srv.reviews(10).await.unwrap().len(), 1);
     srv.index.close().await;
     db.drop_now().await;

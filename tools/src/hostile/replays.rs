@@ -1279,6 +1279,6 @@ mod tests {
             Ok(v) => panic!("a bomb with a zero CRC inflated to {} bytes", v.len()),
         }
         let stopped = bsor_stream::server::inflate(&bomb, 100 << 10).unwrap_err();
-        assert_eq!(stopped.status, 413);
+        assert_eq!(stopped.cause, bsor_stream::server::Cause::TooLarge);
     }
 }
