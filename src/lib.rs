@@ -45,9 +45,10 @@ pub mod net {
     #[cfg(feature = "relay")]
     pub use bsor_stream_relay::{gate, http, server, tcp, viewer, ws};
 
-    /// The publishing side: the core's ([`Target`], [`Input`], [`Progress`] and the
-    /// plain-thread shell [`thread`]), and with `relay` the async [`publish`].
     pub mod publisher {
+        //! The publishing side: the core's ([`Target`], [`Input`], [`Progress`] and the
+        //! plain-thread shell [`thread`]), and with `relay` the async `publish`.
+
         pub use bsor_stream_core::net::publisher::*;
         #[cfg(feature = "relay")]
         pub use bsor_stream_relay::publish::publish;
