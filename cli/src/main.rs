@@ -2,7 +2,6 @@
 //! prints; everything it computes is in the library.
 
 mod assets;
-mod client;
 mod commands;
 
 use std::path::PathBuf;

@@ -22,6 +22,7 @@
 
 pub mod admission;
 pub mod auth;
+pub mod client;
 pub mod http;
 pub mod index;
 pub mod keys;

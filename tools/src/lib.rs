@@ -8,8 +8,6 @@
 //!   started as its own process, a process's memory and CPU time from `/proc`.
 //! - [`hostile`]: the hostile scenarios against a relay and a replay server, and their
 //!   verdicts.
-//! - [`http`]: a plain HTTP/1.1 keep-alive client for the replay server.
 
 pub mod bench;
 pub mod hostile;
-pub mod http;

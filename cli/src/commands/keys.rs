@@ -6,12 +6,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use bsor_stream::integrity;
+use bsor_stream::server::client::Method;
 use bytes::Bytes;
-use hyper::Method;
 
 use super::live::{read_token, TokenSource};
 use super::{Failure, Outcome};
-use crate::client::Conn;
+use bsor_stream::server::client::Conn;
 
 /// How long each request may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -85,7 +85,7 @@ pub fn register(
     let expected = server_name.unwrap_or(&url.host).to_string();
     let mut conn = Conn::new(url.addr.clone(), TIMEOUT);
     match (url.tls, ca_file) {
-        (true, Some(ca)) => conn = conn.with_ca_file(ca).map_err(Failure)?,
+        (true, Some(ca)) => conn = conn.with_ca_file(ca).map_err(|e| Failure(e.to_string()))?,
         (true, None) => {
             return Err(Failure(format!(
                 "--server {server}: https needs --ca-file PEM (the certificates to trust)"
@@ -112,7 +112,7 @@ pub fn register(
                 Bytes::new(),
             )
             .await
-            .map_err(Failure)?;
+            .map_err(|e| Failure(e.to_string()))?;
         if r.status != 201 {
             return Err(refused("POST /keys/challenge", r.status, &r.body));
         }
@@ -153,7 +153,7 @@ pub fn register(
                 Bytes::from(body),
             )
             .await
-            .map_err(Failure)?;
+            .map_err(|e| Failure(e.to_string()))?;
         match r.status {
             201 => println!("registered {key} to player {player} on {expected}"),
             200 => println!("{key} was registered to player {player} on {expected} already"),

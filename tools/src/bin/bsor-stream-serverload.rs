@@ -24,13 +24,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bsor_stream::integrity::fingerprint::eval::percentile;
+use bsor_stream::server::client::Method;
+use bsor_stream::server::client::{Conn, Reply};
 use bsor_stream::{bsor, synth};
 use bsor_stream_tools::bench::{
     exit_code, memory_kb, sample_memory, user_binary, Failure, TempDir,
 };
-use bsor_stream_tools::http::{Conn, Reply};
 use bytes::Bytes;
-use hyper::Method;
 
 /// Load on a replay server over 127.0.0.1: uploads, downloads, a mixed load, events.
 #[derive(clap::Parser, Debug)]
@@ -280,6 +280,7 @@ async fn upload_all(
                         body,
                     )
                     .await
+                    .map_err(|e| e.to_string())
                     .and_then(|r| upload_id(&r))
                 {
                     Ok(id) => {
@@ -327,7 +328,7 @@ async fn get_all(addr: SocketAddr, paths: Vec<String>, concurrency: usize) -> Ta
                         tally.bytes += r.body.len() as u64;
                     }
                     Ok(r) => tally.error(format!("GET {path} answered {}", r.status)),
-                    Err(e) => tally.error(e),
+                    Err(e) => tally.error(e.to_string()),
                 }
             }
             tally
@@ -705,6 +706,7 @@ async fn mixed(
                     body,
                 )
                 .await
+                .map_err(|e| e.to_string())
                 .and_then(|r| upload_id(&r).map(|_| ()));
             (true, due.elapsed(), r, late)
         }));
@@ -721,7 +723,7 @@ async fn mixed(
             {
                 Ok(r) if r.status == 200 => Ok(()),
                 Ok(r) => Err(format!("GET {path} answered {}", r.status)),
-                Err(e) => Err(e),
+                Err(e) => Err(e.to_string()),
             };
             (false, due.elapsed(), r, late)
         }));
