@@ -1,5 +1,5 @@
 //! The signed-stream vectors of `proto-spec/vectors/` (integrity.md §10): how each is made,
-//! shared by `examples/make_signed_vectors.rs` (which writes them) and `core/tests/it/integrity.rs`
+//! shared by `tools/examples/make_signed_vectors.rs` (which writes them) and `core/tests/it/integrity.rs`
 //! (which makes them again and checks them byte for byte and by verdict).
 
 #![allow(dead_code)]

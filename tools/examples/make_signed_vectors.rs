@@ -7,7 +7,7 @@
 //!
 //! `core/tests/it/integrity.rs` makes them again from the same recipes and checks them.
 
-#[path = "../core/tests/common/signed_vectors.rs"]
+#[path = "../../core/tests/common/signed_vectors.rs"]
 mod signed_vectors;
 
 use std::path::PathBuf;
@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use bsor_stream::integrity::verify_stream;
 
 fn main() {
-    let dir: PathBuf = [env!("CARGO_MANIFEST_DIR"), "proto-spec", "vectors"]
+    let dir: PathBuf = [env!("CARGO_MANIFEST_DIR"), "..", "proto-spec", "vectors"]
         .iter()
         .collect();
     let mut expected = serde_json::Map::new();

@@ -19,7 +19,7 @@ use bsor_stream::stream::{
 use bsor_stream::{synth, transcode};
 
 fn dir() -> PathBuf {
-    [env!("CARGO_MANIFEST_DIR"), "proto-spec", "vectors"]
+    [env!("CARGO_MANIFEST_DIR"), "..", "proto-spec", "vectors"]
         .iter()
         .collect()
 }
