@@ -5,7 +5,6 @@
 //! `/replays/NAME.bsors` stays the relay's. What to do is decided by the crate's root; this
 //! wires it to hyper, as a [`Mount`] on the relay's HTTP ([`Routes`]).
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -20,7 +19,7 @@ use hyper::{Method, Request, Response, StatusCode};
 
 use crate::admission::{Full, Share, Shares, PATIENCE};
 use crate::{plan, Cause, Filter, Grant, Record, Refusal, ReplayServer, Uploaded};
-use bsor_stream_core::net::pace::Pace;
+use bsor_stream_core::net::pace::{ByAddress, Pace};
 use bsor_stream_relay::gate::ReadGate;
 use bsor_stream_relay::http::rules::{self, Conditions, Plan};
 use bsor_stream_relay::http::{empty, full, set, value, Body, Mount};
@@ -44,7 +43,7 @@ impl Routes {
         Routes {
             srv,
             paces: Arc::new(ReplyPaces {
-                by_address: Mutex::new(HashMap::new()),
+                by_address: Mutex::new(ByAddress::default()),
                 origin: Instant::now(),
             }),
         }
@@ -74,12 +73,9 @@ impl Mount for Routes {
     }
 }
 
-/// Addresses paced before the idle ones are forgotten.
-const PACED_ADDRESSES: usize = 4096;
-
 /// What the replay server's replies have cost each address (`http.md` §8.15).
 struct ReplyPaces {
-    by_address: Mutex<HashMap<IpAddr, Pace>>,
+    by_address: Mutex<ByAddress>,
     /// The origin of the paces' clock.
     origin: Instant,
 }
@@ -94,12 +90,8 @@ impl ReplyPaces {
         let wait = {
             let now = self.origin.elapsed();
             let mut paces = self.by_address.lock().unwrap_or_else(|p| p.into_inner());
-            if paces.len() >= PACED_ADDRESSES && !paces.contains_key(&ip) {
-                paces.retain(|_, p| !p.idle(now));
-            }
             paces
-                .entry(ip)
-                .or_insert_with(|| Pace::new(rate, rate.saturating_mul(2)))
+                .entry(ip, now, Pace::new(rate, rate.saturating_mul(2)))
                 .charge(now, n)
         };
         if !wait.is_zero() {

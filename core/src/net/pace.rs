@@ -1,6 +1,8 @@
 //! Rates with bursts, without I/O: the one token bucket of the relay (a connection's message
 //! allowance, `wire.md` §6) and of its HTTP (bytes per address and in all, `http.md` §1.1).
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::time::Duration;
 
 /// A rate with a burst, as the generic cell rate algorithm keeps it (one instant, the
@@ -58,6 +60,33 @@ impl Pace {
     /// one behaves the same).
     pub fn idle(&self, now: Duration) -> bool {
         self.tat.is_none_or(|t| t <= now)
+    }
+}
+
+/// Paces kept per address, at most [`ByAddress::MAX`] of them once the idle ones are
+/// forgotten: what the relay's HTTP and the replay server charge each client's requests and
+/// replies to (`http.md` §1.1, §8.15).
+#[derive(Debug, Default)]
+pub struct ByAddress {
+    paces: HashMap<IpAddr, Pace>,
+}
+
+impl ByAddress {
+    /// Addresses kept before the idle ones are forgotten.
+    pub const MAX: usize = 4096;
+
+    /// The pace of `ip`, if it has one.
+    pub fn get(&self, ip: IpAddr) -> Option<Pace> {
+        self.paces.get(&ip).copied()
+    }
+
+    /// The pace of `ip`, `fresh` if it has none; a new address first makes room by
+    /// forgetting the idle paces at `now` once [`MAX`](Self::MAX) are kept.
+    pub fn entry(&mut self, ip: IpAddr, now: Duration, fresh: Pace) -> &mut Pace {
+        if self.paces.len() >= Self::MAX && !self.paces.contains_key(&ip) {
+            self.paces.retain(|_, p| !p.idle(now));
+        }
+        self.paces.entry(ip).or_insert(fresh)
     }
 }
 
@@ -127,5 +156,30 @@ mod tests {
         r.charge(Duration::MAX, u64::MAX);
         assert!(!r.idle(Duration::MAX - ms(1)));
         assert!(r.wait(Duration::MAX, 1) <= Duration::MAX);
+    }
+
+    #[test]
+    fn by_address_forgets_idle_paces_only_when_full() {
+        let mut paces = ByAddress::default();
+        let ip = |n: u32| IpAddr::from(std::net::Ipv4Addr::from(n));
+        // One busy address (a charge that drains for 10 s), the rest idle by 1 s.
+        paces.entry(ip(0), ms(0), Pace::new(1, 0)).charge(ms(0), 10);
+        for n in 1..ByAddress::MAX as u32 {
+            paces
+                .entry(ip(n), ms(0), Pace::new(1000, 0))
+                .charge(ms(0), 1);
+        }
+        assert!(
+            paces.get(ip(1)).is_some(),
+            "nothing forgotten below the bound"
+        );
+        paces.entry(ip(1), ms(1000), Pace::new(1, 0));
+        assert!(paces.get(ip(2)).is_some(), "a known address makes no room");
+        paces.entry(ip(u32::MAX), ms(1000), Pace::new(1, 0));
+        assert!(
+            paces.get(ip(2)).is_none(),
+            "idle paces forgotten for a new address"
+        );
+        assert!(paces.get(ip(0)).is_some(), "a busy pace is kept");
     }
 }

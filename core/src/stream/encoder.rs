@@ -310,19 +310,17 @@ impl StreamEncoder {
             return;
         }
         self.flush();
-        if self.hook.is_some() {
-            self.group_end();
-            let last = self.hook.as_mut().and_then(|h| {
-                h.stream_end(
-                    &info,
-                    controller_offsets.as_ref(),
-                    user_data.as_deref(),
-                    &trailing,
-                )
-            });
-            if let Some((kind, payload)) = last {
-                self.emit_extension(kind, &payload);
-            }
+        self.group_end();
+        let last = self.hook.as_mut().and_then(|h| {
+            h.stream_end(
+                &info,
+                controller_offsets.as_ref(),
+                user_data.as_deref(),
+                &trailing,
+            )
+        });
+        if let Some((kind, payload)) = last {
+            self.emit_extension(kind, &payload);
         }
         let trailer = Trailer {
             info,

@@ -54,7 +54,7 @@ use self::rules::{Conditions, Entry, Plan, Target};
 use crate::gate::ReadGate;
 use crate::server::{HandshakeSlot, Server};
 use crate::ws::{self, WsOptions, SUBPROTOCOL};
-use bsor_stream_core::net::pace::Pace;
+use bsor_stream_core::net::pace::{ByAddress, Pace};
 use bsor_stream_core::stream::StreamHeader;
 
 /// Bytes of a file read and sent at a time.
@@ -82,8 +82,6 @@ pub const REQUEST_COST: u64 = 16 << 10;
 pub const MAX_WAIT: Duration = Duration::from_secs(5);
 /// How long a `/sessions` answer is reused before it is built again.
 pub const SESSIONS_TTL: Duration = Duration::from_millis(250);
-/// Addresses paced before the idle ones are forgotten.
-const PACED_ADDRESSES: usize = 4096;
 /// The most bytes of a request's head (and what hyper buffers).
 const HEAD_MAX: usize = 16 << 10;
 
@@ -173,7 +171,7 @@ pub(crate) struct Site {
 
 struct Paces {
     total: Pace,
-    by_address: HashMap<IpAddr, Pace>,
+    by_address: ByAddress,
 }
 
 impl Site {
@@ -185,7 +183,7 @@ impl Site {
             reads: Arc::new(tokio::sync::Semaphore::new(READS)),
             paces: Mutex::new(Paces {
                 total: Pace::new(TOTAL_RATE, TOTAL_BURST),
-                by_address: HashMap::new(),
+                by_address: ByAddress::default(),
             }),
             origin: Instant::now(),
             answer: tokio::sync::Mutex::new(None),
@@ -209,12 +207,7 @@ impl Site {
         let mut paces = self.paces.lock().unwrap_or_else(|p| p.into_inner());
         let Paces { total, by_address } = &mut *paces;
         let fresh = Pace::new(ADDRESS_RATE, ADDRESS_BURST);
-        if let Some(ip) = ip {
-            if by_address.len() >= PACED_ADDRESSES && !by_address.contains_key(&ip) {
-                by_address.retain(|_, p| !p.idle(now));
-            }
-        }
-        let own = ip.map(|ip| by_address.get(&ip).copied().unwrap_or(fresh));
+        let own = ip.map(|ip| by_address.get(ip).unwrap_or(fresh));
         let wait = total
             .wait(now, cost)
             .max(own.map_or(Duration::ZERO, |p| p.wait(now, cost)));
@@ -223,7 +216,7 @@ impl Site {
         }
         total.charge(now, cost);
         if let Some(ip) = ip {
-            by_address.entry(ip).or_insert(fresh).charge(now, cost);
+            by_address.entry(ip, now, fresh).charge(now, cost);
         }
         Some(wait)
     }
