@@ -131,6 +131,7 @@ class Replay:
         "damage",
         "frame_count",
         "_length_fields",
+        "_note_id_read",
     )
 
     def __init__(self, d: Dict[str, Any]):
@@ -149,6 +150,8 @@ class Replay:
         self.damage = d.get("damage", [])
         self.frame_count = d.get("frame_count", 0)
         self._length_fields = d.get("length_fields", {})
+        # The IDs as read, to tell an edited ID from edited parts when writing.
+        self._note_id_read = np.array(self.notes["note_id"], dtype=np.int32)
 
     def __repr__(self) -> str:
         return (
@@ -172,6 +175,7 @@ class Replay:
         return {
             "info": self.info,
             "length_fields": self._length_fields,
+            "note_id_read": self._note_id_read,
             "frames": table("frames", self.frames),
             "notes": table("notes", self.notes),
             "walls": table("walls", self.walls),
@@ -187,8 +191,8 @@ class Replay:
 
         A replay read from BSOR and left unchanged gives back the same bytes; a value
         changed in any array or in ``info`` is written as changed. A note ID is written
-        from ``note_id`` unless one of its parts (``scoring_type``, ``line``, ``layer``,
-        ``color``, ``cut_direction``) was changed, then from the parts.
+        from ``note_id`` if that was changed, else from its parts (``scoring_type``,
+        ``line``, ``layer``, ``color``, ``cut_direction``) if one of them was.
         """
         return _native.to_bsor(self._as_dict())
 

@@ -155,10 +155,12 @@ fn frames_from(d: &Bound<'_, PyDict>) -> PyResult<Vec<Frame>> {
         .collect())
 }
 
-fn notes_from(d: &Bound<'_, PyDict>) -> PyResult<Vec<NoteEvent>> {
+/// `read`: the note IDs as loaded, when known, to tell a changed ID from changed parts.
+fn notes_from(d: &Bound<'_, PyDict>, read: Option<Vec<i32>>) -> PyResult<Vec<NoteEvent>> {
     let t = "notes";
     let note_id: Vec<i32> = col(d, t, "note_id", None)?;
     let n = Some(note_id.len());
+    let read = read.filter(|r| r.len() == note_id.len());
     let i32s = |k: &str| col::<i32>(d, t, k, n);
     let f32s = |k: &str| col::<f32>(d, t, k, n);
     let u8s = |k: &str| col::<u8>(d, t, k, n);
@@ -205,8 +207,9 @@ fn notes_from(d: &Bound<'_, PyDict>) -> PyResult<Vec<NoteEvent>> {
     }
     let mut out = Vec::with_capacity(note_id.len());
     for i in 0..note_id.len() {
-        // The id as stored, unless a part of it was changed: then the parts, joined.
+        // The id as it is if it was changed (or its parts were not); else the parts, joined.
         let split = NoteId::split(note_id[i]);
+        let id_changed = read.as_ref().is_some_and(|r| r[i] != note_id[i]);
         let now = NoteId {
             scoring_type: parts[0][i],
             line_index: parts[1][i],
@@ -214,7 +217,11 @@ fn notes_from(d: &Bound<'_, PyDict>) -> PyResult<Vec<NoteEvent>> {
             color_type: parts[3][i],
             cut_direction: parts[4][i],
         };
-        let id = if split == now { note_id[i] } else { now.join() };
+        let id = if id_changed || split == now {
+            note_id[i]
+        } else {
+            now.join()
+        };
         let v3 = |a: usize| Vec3 {
             x: fl[a][i],
             y: fl[a + 1][i],
@@ -273,7 +280,15 @@ pub(crate) fn replay_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Replay> {
     } else {
         frames_from(&frames_obj.cast_into::<PyDict>()?)?
     };
-    let notes = notes_from(&dict(d, "notes")?)?;
+    let read = match d.get_item("note_id_read")? {
+        Some(a) if !a.is_none() => Some(
+            a.extract::<PyReadonlyArray1<'_, i32>>()?
+                .as_array()
+                .to_vec(),
+        ),
+        _ => None,
+    };
+    let notes = notes_from(&dict(d, "notes")?, read)?;
     let w = dict(d, "walls")?;
     let wall_id: Vec<i32> = col(&w, "walls", "wall_id", None)?;
     let n = Some(wall_id.len());
