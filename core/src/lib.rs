@@ -22,6 +22,8 @@
 //! - `recorder` (feature `recorder`): the runtime a game mod embeds: pushes from the render
 //!   thread into a bounded ring, a background thread that encodes and feeds file, live
 //!   (feature `live`) and classic sinks.
+//! - `xror` (feature `xror`): XROR recordings (the BOXRR-23 data set's format) read into
+//!   the BSOR model.
 //! - [`synth`]: synthetic replays from a seed, for demos, tests and benchmarks.
 //!
 //! With no features the crate is the classic codec, the stream format and transcoding, and
@@ -42,3 +44,5 @@ pub mod recorder;
 pub mod stream;
 pub mod synth;
 pub mod transcode;
+#[cfg(feature = "xror")]
+pub mod xror;
