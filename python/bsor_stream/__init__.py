@@ -291,7 +291,6 @@ def load_many(
     pending = []
 
     def flush():
-        names = [n for n, _ in pending]
         paths = [s for _, s in pending if not isinstance(s, bytes)]
         results = iter(_native.load_many(paths, threads, events_only)) if paths else iter(())
         out = []
@@ -306,7 +305,6 @@ def load_many(
                 r = next(results)
                 out.append((name, r if isinstance(r, ReplayError) else Replay(r)))
         pending.clear()
-        del names
         return out
 
     for item in _files(src):

@@ -408,3 +408,43 @@ def test_arrow_and_parquet(tmp_path):
     frames = pq.read_table(tmp_path / "out" / "frames.parquet")
     assert frames.num_rows == counts["frames"]
     assert set(frames.column("replay").to_pylist()) == {str(d / "a.bsor"), str(d / "sub" / "b.bsors")}
+
+
+def test_xror_is_the_same_play_as_bsor(corpus):
+    x = corpus / "sample1.xror"
+    if not x.is_file():
+        pytest.skip(f"no sample1.xror in {corpus}")
+    b = (corpus / "sample1.bsor").read_bytes()
+    r = bsor_stream.load(x)
+    assert r.format == "xror"
+    ref = bsor_stream.load(b)
+    assert r.info == ref.info
+    for k in ("time", "fps", "poses"):
+        assert same(r.frames[k], ref.frames[k]) if k != "fps" else np.array_equal(r.frames[k], ref.frames[k])
+    for k, v in ref.notes.items():
+        assert same(r.notes[k], v) if v.dtype == np.float32 else np.array_equal(r.notes[k], v), k
+    # Nothing sample1.bsor holds is missing from its XROR: the BSOR comes back whole.
+    assert r.to_bsor() == b
+    e = bsor_stream.load_events(x)
+    assert e.frames is None and e.frame_count == ref.frame_count
+    s = bsor_stream.encode(r, "compact")
+    assert bsor_stream.load(s).frame_count == ref.frame_count
+
+
+def test_damaged_xror_raises(corpus):
+    x = corpus / "sample1.xror"
+    if not x.is_file():
+        pytest.skip(f"no sample1.xror in {corpus}")
+    data = bytearray(x.read_bytes())
+    with pytest.raises(bsor_stream.ReplayError) as e:
+        bsor_stream.load(bytes(data[:-10]))
+    # A cut document is not BSON any more: the reader says it is none of the formats.
+    assert e.value.section == "header"
+    # Damage inside the frames' fpzip data: the frames field, with an offset in the file.
+    at = data.find(b"frames\x00") + 20
+    for k in range(at, at + 400, 37):
+        data[k] ^= 0x5A
+    try:
+        bsor_stream.load(bytes(data))
+    except bsor_stream.ReplayError as err:
+        assert err.section in ("frames", "document", "events", "info"), err
