@@ -1,6 +1,6 @@
 //! `bsor_stream._native`: the Rust half of the Python package `bsor_stream`.
 //!
-//! Every load fills plain Rust vectors with the GIL released ([`Columns`]), then hands each
+//! Every load fills plain Rust vectors with the GIL released (`columns::Columns`), then hands each
 //! vector to NumPy, which keeps the vector's buffer as the array's memory (no copy, no Python
 //! object per record). The Python half (`bsor_stream/__init__.py`) wraps the result in a
 //! `Replay` class and adds pandas, Arrow and Parquet output.
