@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Benchmark of the Python package on the corpus (not a test): load of BSOR into arrays
-against py-bsor 1.3.6, load of lossless .bsors against the Rust decoder (the CLI's
-`decode`), load_events, load_many with 1 and 2 threads, and peak memory per replay against
+against py-bsor 1.3.6, load of lossless .bsors against the Rust decoder alone,
+load_events, load_many with 1 and 2 threads, and peak memory per replay against
 its arrays' size. Figures go to docs/benchmarks.md ("The Python package").
 
-    python3 python/bench.py [CORPUS] [--rust-cli target/release/bsor-stream]
+    python3 python/bench.py [CORPUS]
 """
 
 import argparse
@@ -43,7 +43,6 @@ def main():
     here = pathlib.Path(__file__).resolve().parent
     ap = argparse.ArgumentParser()
     ap.add_argument("corpus", nargs="?", default=os.environ.get("BSOR_CORPUS") or here.parent.parent / "shared" / "corpus")
-    ap.add_argument("--rust-cli", default=str(here.parent / "target" / "release" / "bsor-stream"))
     args = ap.parse_args()
     corpus = pathlib.Path(args.corpus)
     files = sorted(corpus.glob("*.bsor"))
@@ -79,30 +78,11 @@ def main():
         ss = [bsor_stream.encode(bsor_stream.load(d), prof) for d in datas]
         tp_ = best(lambda: [bsor_stream.load(s) for s in ss])
         print(f"load {prof} .bsors -> arrays: {tp_ * 1e3:.2f} ms")
-    cli = pathlib.Path(args.rust_cli)
-    if cli.is_file():
-        tmp = pathlib.Path(tempfile.mkdtemp())
-        try:
-            paths = []
-            for i, s in enumerate(streams):
-                p = tmp / f"{i}.bsors"
-                p.write_bytes(s)
-                paths.append(p)
-            # The CLI's decode (the stream decoder into BSOR bytes, written to /dev/null);
-            # process start included, so a bound on the decoder's time from above.
-            def rust():
-                for p in paths:
-                    subprocess.run([str(cli), "decode", str(p), "-o", "/dev/null"], check=True,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            tr = best(rust)
-            tstart = best(lambda: [subprocess.run([str(cli), "--version"], stdout=subprocess.DEVNULL) for _ in paths])
-            print(f"Rust decode (CLI, {len(paths)} runs): {tr * 1e3:.2f} ms, less process start "
-                  f"{tstart * 1e3:.2f} ms: {(tr - tstart) * 1e3:.2f} ms; "
-                  f"load is {(ts / max(tr - tstart, 1e-9) - 1) * 100:+.0f}% of it")
-        finally:
-            shutil.rmtree(tmp)
-    else:
-        print(f"no Rust CLI at {cli}: build it with cargo build --release -p bsor-stream-cli")
+    # The Rust stream decoder alone, in this process (bsor_stream._native: decode into the
+    # core's Replay, GIL released, no arrays).
+    tr = best(lambda: [bsor_stream._native._decode_stream_only(s) for s in streams])
+    print(f"Rust decoder alone on the same lossless .bsors: {tr * 1e3:.2f} ms; "
+          f"load takes {(ts / tr - 1) * 100:+.0f}% of its time")
 
     # 3. load_many over many copies of the corpus, 1 and 2 threads.
     tmp = pathlib.Path(tempfile.mkdtemp())
@@ -122,9 +102,8 @@ def main():
     finally:
         shutil.rmtree(tmp)
 
-    # 4. Peak memory of one load from a path against its arrays' size: tracemalloc sees
-    # NumPy's and Python's allocations, not Rust's, so the Rust side is measured as the
-    # process's peak RSS growth on the largest file in a fresh process.
+    # 4. Peak memory of one load from a path against its arrays' size: the growth of the
+    # process's peak resident size (VmHWM, reset just before) in a fresh process.
     biggest = max(files, key=lambda f: f.stat().st_size)
     code = (
         "import sys, bsor_stream\n"
@@ -139,12 +118,12 @@ def main():
         "print(peak - before, n)\n"
     )
     # Warm the page cache and the import, then measure.
-    subprocess.run([sys.executable, "-c", code, str(biggest)], capture_output=True)
-    out = subprocess.run([sys.executable, "-c", code, str(biggest)], capture_output=True, text=True, check=True)
+    run = [sys.executable, "-c", code, str(biggest)]
+    subprocess.run(run, capture_output=True, cwd="/")
+    out = subprocess.run(run, capture_output=True, text=True, check=True, cwd="/")
     grown, arrays = map(int, out.stdout.split())
     print(f"peak RSS growth loading {biggest.name} ({biggest.stat().st_size / 1e6:.2f} MB): "
-          f"{grown / 1e6:.2f} MB for {arrays / 1e6:.2f} MB of arrays ({grown / arrays:.2f}x; "
-          f"the file's bytes are read whole first)")
+          f"{grown / 1e6:.2f} MB for {arrays / 1e6:.2f} MB of arrays ({grown / arrays:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -485,6 +485,93 @@ fn load_bsor(bytes: &[u8], events_only: bool) -> Result<Columns, LoadError> {
     Ok(Columns::from_replay("bsor", r, frames, count))
 }
 
+/// Reads a BSOR file without holding its frame section in memory: the bytes before the
+/// frame records, the records a megabyte at a time into the columns (or stepped over for
+/// `events_only`), then the rest, parsed with the frame count set to 0 as one buffer so that
+/// the core checks it all. `None` when the file is not a BSOR or does not read this way
+/// (then the caller reads it whole, which gives the exact error).
+pub(crate) fn load_bsor_file(path: &Path, events_only: bool) -> Option<Columns> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).ok()?;
+    let size = f.metadata().ok()?.len();
+    // The head: up to the frame records, found by the push parser.
+    let mut head = Vec::new();
+    let mut parser = bsor::PushParser::new();
+    let (start, count) = 'found: loop {
+        let mut piece = vec![0u8; 64 << 10];
+        let n = f.read(&mut piece).ok()?;
+        if n == 0 {
+            return None;
+        }
+        if head.is_empty() && !piece[..n].starts_with(&BSOR_MAGIC) {
+            return None;
+        }
+        head.extend_from_slice(&piece[..n]);
+        parser.push(&piece[..n]);
+        while let Some(event) = parser.next_event().ok()? {
+            if let bsor::Event::SectionStart {
+                section: bsor::Section::Frames,
+                count,
+            } = event
+            {
+                break 'found (usize::try_from(parser.offset()).ok()?, count as usize);
+            }
+        }
+        if head.len() > 64 << 20 {
+            return None;
+        }
+    };
+    let frames_len = count.checked_mul(FRAME_SIZE)?;
+    let end = start.checked_add(frames_len)?;
+    if (end as u64) > size || start < 4 {
+        return None;
+    }
+    // The records: those already read, then the rest of them in pieces.
+    let mut frames = (!events_only).then(FrameCols::default);
+    if let Some(c) = frames.as_mut() {
+        c.time.reserve_exact(count);
+        c.fps.reserve_exact(count);
+        c.poses.reserve_exact(count * POSE_FLOATS);
+    }
+    let have = head.len().min(end) - start;
+    let whole = have / FRAME_SIZE * FRAME_SIZE;
+    if let Some(c) = frames.as_mut() {
+        c.push_records(&head[start..start + whole]);
+    }
+    let mut done = whole;
+    if events_only {
+        done = frames_len;
+    } else {
+        let mut buf = vec![0u8; (1 << 20) / FRAME_SIZE * FRAME_SIZE];
+        let mut carry = head[start + whole..start + have].to_vec();
+        f.seek(SeekFrom::Start((start + have) as u64)).ok()?;
+        let mut left = frames_len - have;
+        while left > 0 {
+            let n = buf.len().min(left);
+            f.read_exact(&mut buf[..n]).ok()?;
+            left -= n;
+            carry.extend_from_slice(&buf[..n]);
+            let whole = carry.len() / FRAME_SIZE * FRAME_SIZE;
+            if let Some(c) = frames.as_mut() {
+                c.push_records(&carry[..whole]);
+            }
+            done += whole;
+            carry.drain(..whole);
+        }
+    }
+    if done != frames_len {
+        return None;
+    }
+    // Everything else, behind the head with its frame count set to 0.
+    let mut rest = head;
+    rest.truncate(start);
+    rest[start - 4..start].copy_from_slice(&0i32.to_le_bytes());
+    f.seek(SeekFrom::Start(end as u64)).ok()?;
+    f.read_to_end(&mut rest).ok()?;
+    let (r, _) = bsor::parse_skipping_frames(&rest, bsor::Limits::default()).ok()?;
+    Some(Columns::from_replay("bsor", r, frames, count as u64))
+}
+
 fn load_stream(bytes: &[u8], events_only: bool) -> Result<Columns, LoadError> {
     let mut d = if events_only {
         StreamDecoder::events_only()

@@ -30,6 +30,11 @@ enum Source<'a> {
 fn load_source(src: Source<'_>, events_only: bool) -> Result<Columns, LoadError> {
     match src {
         Source::Path(p) => {
+            // A BSOR file is read a piece of its frames at a time, straight into the
+            // columns; anything else (or a BSOR that does not read that way) whole.
+            if let Some(cols) = columns::load_bsor_file(&p, events_only) {
+                return Ok(cols);
+            }
             let bytes = std::fs::read(&p).map_err(|e| LoadError::io(&p, &e))?;
             columns::load(&bytes, events_only).map_err(|e| e.in_file(&p))
         }
@@ -188,6 +193,16 @@ fn synth_bsor(py: Python<'_>, seed: u64, seconds: f32, fps: u32) -> PyResult<Py<
     Ok(PyBytes::new(py, &bytes).unbind())
 }
 
+/// The Rust stream decoder alone on `.bsors` bytes (into the core's `Replay`, no arrays),
+/// with the GIL released: what `python/bench.py` compares `load` with. Returns the frames.
+#[pyfunction]
+fn _decode_stream_only(py: Python<'_>, data: &Bound<'_, PyBytes>) -> PyResult<usize> {
+    let bytes = data.as_bytes();
+    py.detach(|| bsor_stream_core::transcode::decode_replay(bytes))
+        .map(|(r, _)| r.frames.len())
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 /// Reshapes a flat vector into an array of `shape` without copying.
 pub(crate) fn array<'py, T: numpy::Element>(
     py: Python<'py>,
@@ -209,5 +224,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(to_bsor, m)?)?;
     m.add_function(wrap_pyfunction!(encode, m)?)?;
     m.add_function(wrap_pyfunction!(synth_bsor, m)?)?;
+    m.add_function(wrap_pyfunction!(_decode_stream_only, m)?)?;
     Ok(())
 }
