@@ -78,6 +78,9 @@ _DTYPES = {
     "notes": _NOTE_DTYPES,
     "walls": {
         "wall_id": np.int32,
+        "line": np.int32,
+        "obstacle_type": np.int32,
+        "width": np.int32,
         "energy": np.float32,
         "time": np.float32,
         "spawn_time": np.float32,
@@ -103,7 +106,8 @@ class Replay:
             3 bomb), the parts of the note ID (``scoring_type``, ``line``, ``layer``,
             ``color`` -1 bomb / 0 red / 1 blue, ``cut_direction``), and the cut fields
             (NaN, 0 or -1 for events without a cut).
-        walls: ``wall_id``, ``energy``, ``time``, ``spawn_time``.
+        walls: ``wall_id`` and its parts (``line``, ``obstacle_type`` 0 full height / 1
+            crouch, ``width``), ``energy``, ``time``, ``spawn_time``.
         heights: ``height``, ``time``.
         pauses: ``duration`` int64 (seconds), ``time``.
         controller_offsets: float32 (2, 7) (left, right × x, y, z, qx, qy, qz, qw) or None.
@@ -132,6 +136,7 @@ class Replay:
         "frame_count",
         "_length_fields",
         "_note_id_read",
+        "_wall_id_read",
     )
 
     def __init__(self, d: Dict[str, Any]):
@@ -152,6 +157,7 @@ class Replay:
         self._length_fields = d.get("length_fields", {})
         # The IDs as read, to tell an edited ID from edited parts when writing.
         self._note_id_read = np.array(self.notes["note_id"], dtype=np.int32)
+        self._wall_id_read = np.array(self.walls["wall_id"], dtype=np.int32)
 
     def __repr__(self) -> str:
         return (
@@ -176,6 +182,7 @@ class Replay:
             "info": self.info,
             "length_fields": self._length_fields,
             "note_id_read": self._note_id_read,
+            "wall_id_read": self._wall_id_read,
             "frames": table("frames", self.frames),
             "notes": table("notes", self.notes),
             "walls": table("walls", self.walls),

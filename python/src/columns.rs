@@ -355,6 +355,19 @@ impl Columns {
             "wall_id",
             array(py, w.iter().map(|w| w.wall_id).collect(), &[0])?,
         )?;
+        let ids: Vec<bsor::WallId> = w.iter().map(|w| w.id()).collect();
+        walls.set_item(
+            "line",
+            array(py, ids.iter().map(|i| i.line_index).collect(), &[0])?,
+        )?;
+        walls.set_item(
+            "obstacle_type",
+            array(py, ids.iter().map(|i| i.obstacle_type).collect(), &[0])?,
+        )?;
+        walls.set_item(
+            "width",
+            array(py, ids.iter().map(|i| i.width).collect(), &[0])?,
+        )?;
         walls.set_item(
             "energy",
             array(py, w.iter().map(|w| w.energy).collect(), &[0])?,

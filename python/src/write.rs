@@ -3,7 +3,7 @@
 
 use bsor_stream_core::bsor::{
     BsorString, ControllerOffsets, CutInfo, Frame, Height, Info, NoteEvent, NoteId, NoteOutcome,
-    Pause, Pose, Quat, RawBool, Replay, UnknownEventType, Vec3, Wall,
+    Pause, Pose, Quat, RawBool, Replay, UnknownEventType, Vec3, Wall, WallId,
 };
 use numpy::{PyReadonlyArray1, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
@@ -290,8 +290,38 @@ pub(crate) fn replay_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Replay> {
     };
     let notes = notes_from(&dict(d, "notes")?, read)?;
     let w = dict(d, "walls")?;
-    let wall_id: Vec<i32> = col(&w, "walls", "wall_id", None)?;
+    let mut wall_id: Vec<i32> = col(&w, "walls", "wall_id", None)?;
     let n = Some(wall_id.len());
+    // As for notes: the ID as it is if it was changed (or its parts were not), else the
+    // parts joined (`line·100 + obstacle_type·10 + width`).
+    if w.contains("line")? {
+        let parts = [
+            col::<i32>(&w, "walls", "line", n)?,
+            col::<i32>(&w, "walls", "obstacle_type", n)?,
+            col::<i32>(&w, "walls", "width", n)?,
+        ];
+        let read = match d.get_item("wall_id_read")? {
+            Some(a) if !a.is_none() => Some(
+                a.extract::<PyReadonlyArray1<'_, i32>>()?
+                    .as_array()
+                    .to_vec(),
+            ),
+            _ => None,
+        }
+        .filter(|r| r.len() == wall_id.len());
+        for (i, id) in wall_id.iter_mut().enumerate() {
+            let split = WallId::split(*id);
+            let now = (parts[0][i], parts[1][i], parts[2][i]);
+            let changed = read.as_ref().is_some_and(|r| r[i] != *id);
+            if !changed && (split.line_index, split.obstacle_type, split.width) != now {
+                *id = now
+                    .0
+                    .wrapping_mul(100)
+                    .wrapping_add(now.1.wrapping_mul(10))
+                    .wrapping_add(now.2);
+            }
+        }
+    }
     let energy: Vec<f32> = col(&w, "walls", "energy", n)?;
     let wtime: Vec<f32> = col(&w, "walls", "time", n)?;
     let wspawn: Vec<f32> = col(&w, "walls", "spawn_time", n)?;

@@ -136,6 +136,7 @@ def check_against_pybsor(data: bytes, r: bsor_stream.Replay):
 
     w = r.walls
     assert list(w["wall_id"]) == [x.id for x in m.walls]
+    assert np.array_equal(w["wall_id"], w["line"] * 100 + w["obstacle_type"] * 10 + w["width"])
     for ours, theirs in (("energy", "energy"), ("time", "time"), ("spawn_time", "spawnTime")):
         assert same(w[ours], [getattr(x, theirs) for x in m.walls])
     assert same(r.heights["height"], [x.height for x in m.heights])
@@ -204,6 +205,7 @@ def test_edits_are_written_back():
     r.notes["saber_speed"][0] = 42.0
     r.notes["line"][1] = 3  # a part of the note ID: the ID follows
     r.walls["energy"][0] = 0.5
+    r.walls["width"][1] = (r.walls["width"][1] % 3) + 1
     r.pauses["duration"][0] = 77
     r.info["playerName"] = "Zoë 🎵"
     r.user_data = b"new"
@@ -217,6 +219,10 @@ def test_edits_are_written_back():
     old = bsor_stream.load(data).notes
     assert b.notes["note_id"][1] == old["note_id"][1] + (3 - old["line"][1]) * 1000
     assert b.walls["energy"][0] == np.float32(0.5)
+    assert b.walls["width"][1] == r.walls["width"][1]
+    assert b.walls["wall_id"][1] == (
+        r.walls["line"][1] * 100 + r.walls["obstacle_type"][1] * 10 + r.walls["width"][1]
+    )
     assert b.pauses["duration"][0] == 77
     assert b.info["playerName"] == "Zoë 🎵"
     assert b.user_data == b"new"
