@@ -459,3 +459,21 @@ def test_damaged_xror_raises(corpus):
         bsor_stream.load(bytes(data))
     except bsor_stream.ReplayError as err:
         assert err.section in ("frames", "document", "events", "info"), err
+
+
+def test_mutated_files_raise_or_load_never_crash():
+    """Random byte flips in BSOR and .bsors: a Replay or a ReplayError, nothing else."""
+    rng = np.random.default_rng(11)
+    data = synth(seed=12, seconds=4.0, fps=30)
+    stream = bsor_stream.encode(bsor_stream.load(data), "fine", archive=False)
+    for src in (data, stream):
+        for _ in range(150):
+            m = bytearray(src)
+            for at in rng.integers(0, len(m), size=rng.integers(1, 4)):
+                m[at] ^= int(rng.integers(1, 256))
+            for f in (bsor_stream.load, bsor_stream.load_events):
+                try:
+                    r = f(bytes(m))
+                except bsor_stream.ReplayError:
+                    continue
+                assert isinstance(r, bsor_stream.Replay)
