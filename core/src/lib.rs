@@ -24,6 +24,8 @@
 //! - `recorder` (feature `recorder`): the runtime a game mod embeds: pushes from the render
 //!   thread into a bounded ring, a background thread that encodes and feeds file, live
 //!   (feature `live`) and classic sinks.
+//! - `xror` (feature `xror`): XROR recordings (the BOXRR-23 data set's format) read into
+//!   the BSOR model.
 //! - [`synth`]: synthetic replays from a seed, for demos, tests and benchmarks.
 //!
 //! With no features, or with `client`, the crate is the classic codec, the stream format and
@@ -44,3 +46,5 @@ pub mod recorder;
 pub mod stream;
 pub mod synth;
 pub mod transcode;
+#[cfg(feature = "xror")]
+pub mod xror;
