@@ -295,10 +295,15 @@ enum Command {
         /// DIR/SESSION.witness (proto-spec/integrity.md §12).
         #[arg(long, value_name = "FILE")]
         witness_key: Option<PathBuf>,
+        /// Serve the maps in DIR (`DIR/HASH.zip`, BeatSaver zips named by their hash) as
+        /// `GET /maps/HASH.zip` on the WebSocket address, for the player to show a replay's
+        /// map and play its song.
+        #[arg(long, value_name = "DIR", requires = "ws")]
+        maps: Option<PathBuf>,
         #[command(flatten)]
         budgets: commands::serve::Budgets,
         #[command(flatten)]
-        replays: commands::serve::ReplayArgs,
+        replays: Box<commands::serve::ReplayArgs>,
     },
     /// Send a replay to a relay as a recorder would (a `.bsor` is encoded live with the
     /// profile; a `.bsors` is sent as it is), resuming after a lost connection.
@@ -540,6 +545,7 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             tls_key,
             allow_origin,
             witness_key,
+            maps,
             budgets,
             replays,
         } => {
@@ -547,6 +553,7 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
                 tls: tls_cert.as_deref().zip(tls_key.as_deref()),
                 allowed_origins: allow_origin,
                 witness_key: witness_key.as_deref(),
+                maps: maps.as_deref(),
             };
             commands::serve::serve(
                 &tcp,

@@ -135,10 +135,12 @@ pub struct Exposure<'a> {
     pub allowed_origins: Vec<String>,
     /// The witness key file (`keygen`'s), if the relay witnesses.
     pub witness_key: Option<&'a Path>,
+    /// The folder of map zips served as `GET /maps/HASH.zip`.
+    pub maps: Option<&'a Path>,
 }
 
 /// `serve --tcp ADDR [--ws ADDR] [--archive DIR] --token-file FILE [--tls-cert PEM --tls-key
-/// PEM] [--allow-origin ORIGIN]...`: prints `listening tcp=ADDR[ ws=ADDR]` (the bound
+/// PEM] [--allow-origin ORIGIN]... [--maps DIR]`: prints `listening tcp=ADDR[ ws=ADDR]` (the bound
 /// addresses) when ready, runs until Ctrl-C or SIGTERM, then finishes the archive files.
 /// SIGHUP re-reads the token file.
 pub fn serve(
@@ -173,6 +175,11 @@ pub fn serve(
         )),
         None => None,
     };
+    if let Some(dir) = exposure.maps {
+        if !dir.is_dir() {
+            return Err(Failure(format!("--maps {}: not a folder", dir.display())));
+        }
+    }
     // Before any port is bound: a bad key is the command line's error.
     let trusted = trusted_witnesses(replays, witness.as_ref().map(|w| w.public_key()))?;
     let name = server_name(replays, ws_addr)?;
@@ -250,6 +257,9 @@ pub fn serve(
                     allowed_origins: exposure.allowed_origins,
                 };
                 let mut page = crate::assets::web();
+                if let Some(dir) = exposure.maps {
+                    page = page.with_maps(dir);
+                }
                 if let Some(r) = &replay_server {
                     page = page.with_mount(std::sync::Arc::new(
                         bsor_stream::server::http::Routes::new(r.clone()),

@@ -309,3 +309,137 @@ async fn a_huge_request_head_is_refused_not_buffered() {
     .await
     .unwrap();
 }
+
+/// `GET /maps/HASH.zip` from a folder: the hash in any case, ranges and the ETag as for
+/// archived replays, a missing map `404`, a bad hash or a way out of the folder `400`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maps_are_served_from_their_folder_by_hash_with_ranges() {
+    tokio::time::timeout(LIMIT, async {
+        let dir = tempfile::tempdir().unwrap();
+        let maps = dir.path().join("maps");
+        std::fs::create_dir(&maps).unwrap();
+        let hash = "0123456789abcdef0123456789abcdef01234567";
+        let upper = "89ABCDEF0123456789ABCDEF0123456789ABCDEF";
+        let zip: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(maps.join(format!("{hash}.zip")), &zip).unwrap();
+        std::fs::write(maps.join(format!("{upper}.zip")), b"PK upper").unwrap();
+        // A file beside the folder that a traversal would reach.
+        std::fs::write(dir.path().join("secret.zip"), b"secret").unwrap();
+        let addr = relay(RelayConfig::default(), page().with_maps(&maps)).await;
+        let mut sock = TcpStream::connect(&addr).await.unwrap();
+
+        let whole = request(&mut sock, "GET", &format!("/maps/{hash}.zip"), "").await;
+        assert_eq!(whole.status, 200);
+        assert_eq!(whole.body, zip);
+        assert_eq!(whole.header("content-type"), Some("application/zip"));
+        assert_eq!(whole.header("accept-ranges"), Some("bytes"));
+        let tag = whole.header("etag").unwrap().to_string();
+        assert!(tag.starts_with('"'), "{tag}");
+        // The hash in uppercase names the same file, and a file named in uppercase is found
+        // by a lowercase hash.
+        let shouted = hash.to_ascii_uppercase();
+        let same = request(&mut sock, "GET", &format!("/maps/{shouted}.zip"), "").await;
+        assert_eq!(same.status, 200);
+        assert_eq!(same.body, zip);
+        let lower = upper.to_ascii_lowercase();
+        let found = request(&mut sock, "GET", &format!("/maps/{lower}.zip"), "").await;
+        assert_eq!(
+            (found.status, found.body.as_slice()),
+            (200, &b"PK upper"[..])
+        );
+
+        // Ranges: a middle, a suffix, an open end, beyond the end.
+        let part = request(
+            &mut sock,
+            "GET",
+            &format!("/maps/{hash}.zip"),
+            "Range: bytes=100-199\r\n",
+        )
+        .await;
+        assert_eq!(part.status, 206);
+        assert_eq!(part.body, &zip[100..200]);
+        assert_eq!(part.header("content-range"), Some("bytes 100-199/5000"));
+        let tail = request(
+            &mut sock,
+            "GET",
+            &format!("/maps/{hash}.zip"),
+            "Range: bytes=-22\r\n",
+        )
+        .await;
+        assert_eq!(tail.status, 206);
+        assert_eq!(tail.body, &zip[4978..]);
+        let open = request(
+            &mut sock,
+            "GET",
+            &format!("/maps/{hash}.zip"),
+            "Range: bytes=4990-\r\n",
+        )
+        .await;
+        assert_eq!((open.status, open.body.as_slice()), (206, &zip[4990..]));
+        let past = request(
+            &mut sock,
+            "GET",
+            &format!("/maps/{hash}.zip"),
+            "Range: bytes=5000-\r\n",
+        )
+        .await;
+        assert_eq!(past.status, 416);
+        assert_eq!(past.header("content-range"), Some("bytes */5000"));
+        // The ETag: a 304, and an If-Range that no longer holds gives the whole file.
+        let again = request(
+            &mut sock,
+            "GET",
+            &format!("/maps/{hash}.zip"),
+            &format!("If-None-Match: {tag}\r\n"),
+        )
+        .await;
+        assert_eq!(again.status, 304);
+        let stale = request(
+            &mut sock,
+            "GET",
+            &format!("/maps/{hash}.zip"),
+            "Range: bytes=0-9\r\nIf-Range: \"other\"\r\n",
+        )
+        .await;
+        assert_eq!((stale.status, stale.body.len()), (200, zip.len()));
+        let head = request(&mut sock, "HEAD", &format!("/maps/{hash}.zip"), "").await;
+        assert_eq!(head.status, 200);
+        assert_eq!(head.header("content-length"), Some("5000"));
+        assert!(head.body.is_empty());
+
+        // A missing map.
+        let missing = "f".repeat(40);
+        let r = request(&mut sock, "GET", &format!("/maps/{missing}.zip"), "").await;
+        assert_eq!(r.status, 404);
+        // Bad hashes and ways out of the folder name nothing.
+        for bad in [
+            "/maps/secret.zip".to_string(),
+            "/maps/../secret.zip".to_string(),
+            "/maps/..%2fsecret.zip".to_string(),
+            format!("/maps/{}.zip", &hash[..39]),
+            format!("/maps/{hash}a.zip"),
+            format!("/maps/{}z.zip", &hash[..39]),
+            format!("/maps/{hash}"),
+            format!("/maps/%2e%2e%2f{}.zip", &hash[9..]),
+        ] {
+            let r = request(&mut sock, "GET", &bad, "").await;
+            assert_eq!(r.status, 400, "{bad}");
+            assert_ne!(r.body, b"secret");
+        }
+    })
+    .await
+    .unwrap();
+}
+
+/// A relay given no maps folder answers `404` for every map.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_maps_folder_no_map_is_served() {
+    tokio::time::timeout(LIMIT, async {
+        let addr = relay(RelayConfig::default(), page()).await;
+        let mut sock = TcpStream::connect(&addr).await.unwrap();
+        let path = format!("/maps/{}.zip", "a".repeat(40));
+        assert_eq!(request(&mut sock, "GET", &path, "").await.status, 404);
+    })
+    .await
+    .unwrap();
+}
