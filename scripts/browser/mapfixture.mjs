@@ -179,8 +179,8 @@ function infoV4(diffFile) {
 
 // A click track (Ogg Vorbis, from oggenc): a 3 ms burst every CLICK_EVERY s of the song,
 // silence between; mono, 44.1 kHz.
-export function clickTrack(dir) {
-  const n = SONG_SECONDS * FREQ;
+export function clickTrack(dir, length = SONG_SECONDS, name = "click") {
+  const n = Math.round(length * FREQ);
   const pcm = Buffer.alloc(44 + n * 2);
   pcm.write("RIFF", 0);
   pcm.writeUInt32LE(36 + n * 2, 4);
@@ -194,15 +194,15 @@ export function clickTrack(dir) {
   pcm.writeUInt16LE(16, 34);
   pcm.write("data", 36);
   pcm.writeUInt32LE(n * 2, 40);
-  for (let k = 0; k * CLICK_EVERY < SONG_SECONDS; k++) {
+  for (let k = 0; k * CLICK_EVERY < length; k++) {
     const at = Math.round(k * CLICK_EVERY * FREQ);
     for (let i = 0; i < 0.003 * FREQ && at + i < n; i++) {
       const v = Math.sin((2 * Math.PI * 2000 * i) / FREQ) * 0.9;
       pcm.writeInt16LE(Math.round(v * 32767), 44 + (at + i) * 2);
     }
   }
-  const wav = join(dir, "click.wav");
-  const ogg = join(dir, "click.ogg");
+  const wav = join(dir, `${name}.wav`);
+  const ogg = join(dir, `${name}.ogg`);
   writeFileSync(wav, pcm);
   execFileSync("oggenc", ["-Q", "-q", "6", "-o", ogg, wav]);
   return readFileSync(ogg);
@@ -372,4 +372,36 @@ export function replay(hash, { jd = 0, modifiers = "", seconds: length = SONG_SE
   w.u8(4); w.i32(0);
   w.u8(5); w.i32(0);
   return w.bytes();
+}
+
+// A v3 map (BPM 60: a beat a second) made from a real replay's note events (`bsor-stream
+// export`'s JSON): a colour note or bomb at each event's note time, its lane, row, colour
+// and direction from the note ID; the song a click track as long as the replay. {bytes, hash}.
+export function mapFromReplay(exported, dir) {
+  const colorNotes = [];
+  const bombNotes = [];
+  for (const n of exported.notes) {
+    const id = n.noteID;
+    const d = ((id % 10) + 10) % 10;
+    let rest = (id - d) / 10;
+    const c = (((rest + 1) % 10) + 10) % 10 - 1;
+    rest = (rest - c) / 10;
+    const y = ((rest % 10) + 10) % 10;
+    rest = (rest - y) / 10;
+    const x = ((rest % 10) + 10) % 10;
+    if (n.eventType === 3 || c < 0) bombNotes.push({ b: n.spawnTime, x, y });
+    else colorNotes.push({ b: n.spawnTime, x, y, c, d: d > 8 ? 8 : d, a: 0 });
+  }
+  const last = exported.frames.length ? exported.frames[exported.frames.length - 1].time : 60;
+  const ogg = clickTrack(dir, Math.ceil(last) + 1, "long-click");
+  const diff = Buffer.from(JSON.stringify({ version: "3.3.0", bpmEvents: [], colorNotes, bombNotes, obstacles: [],
+    sliders: [], burstSliders: [] }));
+  const info = Buffer.from(JSON.stringify({
+    _version: "2.1.0", _songName: exported.info.songName, _beatsPerMinute: 60, _songTimeOffset: 0, _songFilename: "song.egg",
+    _difficultyBeatmapSets: [{ _beatmapCharacteristicName: exported.info.mode, _difficultyBeatmaps: [
+      { _difficulty: exported.info.difficulty, _beatmapFilename: "Map.dat", _noteJumpMovementSpeed: 18, _noteJumpStartBeatOffset: 0 },
+    ] }],
+  }));
+  const hash = createHash("sha1").update(info).update(diff).digest("hex");
+  return { bytes: zip([["Info.dat", info], ["Map.dat", diff], ["song.egg", ogg]]), hash };
 }

@@ -867,7 +867,7 @@ for (const v of [2, 3, 4]) {
     assertHud(end, mapsMade[v].bsor, `v${v}'s end with the map`);
     if (v === 3) {
       // The screenshot for the docs: walls and bombs in view.
-      await seekTo(page, 3.1);
+      await seekTo(page, 4.3);
       await page.waitForTimeout(300);
       await page.screenshot({ path: join(root, "docs", "figures", "player-map.png") });
     }

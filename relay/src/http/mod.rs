@@ -669,7 +669,7 @@ impl Ctx {
                 );
             }
         };
-        self.send_file(file, &path, "application/octet-stream", headers, head)
+        self.send_file(file, &path, name, "application/octet-stream", headers, head)
             .await
     }
 
@@ -687,7 +687,14 @@ impl Ctx {
             match tokio::fs::File::open(&path).await {
                 Ok(file) => {
                     return self
-                        .send_file(file, &path, "application/zip", headers, head)
+                        .send_file(
+                            file,
+                            &path,
+                            &format!("{hash}.zip"),
+                            "application/zip",
+                            headers,
+                            head,
+                        )
                         .await
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -702,11 +709,12 @@ impl Ctx {
 
     /// An open file as the answer to a GET or HEAD: whole, a range, `304` or `416` as the
     /// request's conditions say (`rules::plan`), with a strong ETag from its length and
-    /// modification time; the body read piece by piece, paced.
+    /// modification time; the body read piece by piece, paced. `label` names it in the log.
     async fn send_file(
         &self,
         mut file: tokio::fs::File,
         path: &std::path::Path,
+        label: &str,
         content_type: &str,
         headers: &HeaderMap,
         head: bool,
@@ -752,12 +760,8 @@ impl Ctx {
                 return text(StatusCode::INTERNAL_SERVER_ERROR, "the file cannot be read");
             }
             if count > 0 {
-                // (`served NAME bytes A-B`: the browser tests read this line.)
-                let name = path
-                    .file_name()
-                    .map(|n| n.to_string_lossy())
-                    .unwrap_or_default();
-                tracing::debug!("served {name} bytes {first}-{}", first + count - 1);
+                // (`http.md` §5.2; the browser tests read this line.)
+                tracing::debug!("served {label} bytes {first}-{}", first + count - 1);
             }
             file.set_max_buf_size(PIECE);
             file_body(file, count, self.site.clone(), self.ip)
