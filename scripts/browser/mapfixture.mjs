@@ -208,12 +208,13 @@ export function clickTrack(dir, length = SONG_SECONDS, name = "click") {
   return readFileSync(ogg);
 }
 
-// A zip of [name, bytes] (deflated; stored when that is no smaller).
+// A zip of [name, bytes, size] (deflated; stored when that is no smaller); `size`, when
+// given, is the inflated size the zip claims (a lie, for the bounds' test).
 export function zip(files) {
   const locals = [];
   const central = [];
   let offset = 0;
-  for (const [name, data] of files) {
+  for (const [name, data, claimed] of files) {
     const raw = Buffer.from(data);
     const deflated = deflateRawSync(raw);
     const stored = deflated.length >= raw.length;
@@ -226,7 +227,7 @@ export function zip(files) {
     head.writeUInt16LE(stored ? 0 : 8, 8);
     head.writeUInt32LE(crc, 14);
     head.writeUInt32LE(body.length, 18);
-    head.writeUInt32LE(raw.length, 22);
+    head.writeUInt32LE(claimed ?? raw.length, 22);
     head.writeUInt16LE(nameB.length, 26);
     locals.push(head, nameB, body);
     const c = Buffer.alloc(46);
@@ -236,7 +237,7 @@ export function zip(files) {
     c.writeUInt16LE(stored ? 0 : 8, 10);
     c.writeUInt32LE(crc, 16);
     c.writeUInt32LE(body.length, 20);
-    c.writeUInt32LE(raw.length, 24);
+    c.writeUInt32LE(claimed ?? raw.length, 24);
     c.writeUInt16LE(nameB.length, 28);
     c.writeUInt32LE(offset, 42);
     central.push(c, nameB);
@@ -254,7 +255,7 @@ export function zip(files) {
 
 // A map zip in format `version` (2, 3 or 4) with the song `ogg`: {bytes, hash}. The hash is
 // BeatSaver's: SHA-1 of Info.dat, then each difficulty file in the order Info.dat lists them.
-export function mapZip(version, ogg) {
+export function mapZip(version, ogg, { lie = false } = {}) {
   const diffFile = "Expert.dat";
   const diff = version === 2 ? difficultyV2() : version === 3 ? difficultyV3() : difficultyV4();
   const hard = version === 2 ? { _version: "2.2.0", _notes: [], _obstacles: [], _events: [] }
@@ -264,7 +265,9 @@ export function mapZip(version, ogg) {
   const diffB = Buffer.from(JSON.stringify(diff));
   const hardB = Buffer.from(JSON.stringify(hard));
   const hash = createHash("sha1").update(infoB).update(hardB).update(diffB).digest("hex");
-  const files = [["Info.dat", infoB], ["Hard.dat", hardB], [diffFile, diffB], ["song.egg", ogg]];
+  // (`lie`: the difficulty's entry claims a tenth of its size: it inflates past it.)
+  const files = [["Info.dat", infoB], ["Hard.dat", hardB], [diffFile, diffB, lie ? diffB.length >> 3 : undefined],
+    ["song.egg", ogg]];
   if (version === 4) {
     files.push(["AudioData.dat", Buffer.from(JSON.stringify(audioDataV4()))]);
     files.push(["Lightshow.dat", Buffer.from(JSON.stringify({ version: "4.0.0" }))]);

@@ -113,6 +113,8 @@ for (const v of [2, 3, 4]) {
   writeFileSync(join(tmp, `map-v${v}.bsors`), readFileSync(join(tmp, "archive", `map-v${v}.bsors`)));
   mapsMade[v] = { hash: m.hash, jd, bsor };
 }
+// A zip whose difficulty entry inflates past the size it claims.
+writeFileSync(join(tmp, "map-lie.zip"), fx.mapZip(3, ogg, { lie: true }).bytes);
 // A replay of a map the relay does not have.
 {
   const bsor = join(tmp, "map-none.bsor");
@@ -897,6 +899,11 @@ await test("no_map_says_so_and_a_dropped_zip_is_taken", async (page) => {
   s = await until(page, "the dropped map", (st) => st.mapState === "matched" || st.mapState === "failed", 20);
   assert.equal(s.mapState, "matched");
   assert.match(await page.textContent("#unknowns"), /a dropped zip/);
+  // A zip whose entry inflates past the size it claims is refused, the replay played on.
+  await page.goto(`${staticBase}?src=map-v3.bsors&map=map-lie.zip`);
+  s = await until(page, "the bound", (st) => (st.mapState === "failed" && st.framesRendered > 0) || st.lastError, 20);
+  assert.equal(s.mapState, "failed");
+  assert.match(await page.textContent("#unknowns"), /Expert\.dat: inflates past its size .*rebuilt from the replay's events/);
   // A map of another origin is refused (the CSP allows none).
   await page.goto(`${staticBase}?src=map-v4.bsors&map=${encodeURIComponent(`${base}maps/${mapsMade[4].hash}.zip`)}`);
   s = await until(page, "refused", (st) => st.mapState === "refused" || st.lastError, 20);
