@@ -107,7 +107,16 @@ export class Music {
   sync(t, playing, rate, now) {
     if (this.clock.length >= 2048) this.clock.splice(0, 1024);
     this.clock.push(now, t);
-    if (this.state !== "ready" || this.ctx.state !== "running") return;
+    if (this.state !== "ready") return;
+    if (this.ctx.state !== "running") {
+      // Asked once: where the browser lets sound start without a gesture this starts it;
+      // elsewhere the page asks for one (`needsGesture`).
+      if (!this.resumed && playing) {
+        this.resumed = true;
+        this.resume();
+      }
+      return;
+    }
     if (!playing || !(rate > 0) || t >= this.buffer.duration) {
       this.stop();
       return;

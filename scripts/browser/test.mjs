@@ -113,6 +113,12 @@ for (const v of [2, 3, 4]) {
   writeFileSync(join(tmp, `map-v${v}.bsors`), readFileSync(join(tmp, "archive", `map-v${v}.bsors`)));
   mapsMade[v] = { hash: m.hash, jd, bsor };
 }
+// map-v3's play with Faster Song (1.2x): the same map.
+{
+  const bsor = join(tmp, "map-fs.bsor");
+  writeFileSync(bsor, fx.replay(mapsMade[3].hash, { jd: 0, modifiers: "FS" }));
+  run("encode", bsor, "-o", join(tmp, "archive", "map-fs.bsors"), "--archive");
+}
 // A zip whose difficulty entry inflates past the size it claims.
 writeFileSync(join(tmp, "map-lie.zip"), fx.mapZip(3, ogg, { lie: true }).bytes);
 // A replay of a map the relay does not have.
@@ -916,7 +922,7 @@ await test("no_map_says_so_and_a_dropped_zip_is_taken", async (page) => {
 await test("the_song_plays_in_step_with_the_replay_across_a_seek_and_a_speed_change", async (page) => {
   await page.goto(`${base}?replay=map-v3`);
   const s = await until(page, "the song", (st) => (st.audio && st.audio.state !== "decoding" && st.audio.state !== "none" &&
-    st.framesRendered > 0) || st.lastError, 20);
+    st.audio.context === "running" && st.framesRendered > 0) || st.lastError, 20);
   assert.equal(s.audio.state, "ready", JSON.stringify(s.audio));
   assert.ok(s.mapFirstFrame !== null, "a frame with the map");
   await page.evaluate(async (url) => {
@@ -972,14 +978,70 @@ await test("the_song_plays_in_step_with_the_replay_across_a_seek_and_a_speed_cha
   for (const m of r.measured) assert.ok(Math.abs(m.error) <= 0.04, `a click ${(m.error * 1000).toFixed(1)} ms off at ${m.t.toFixed(3)} s`);
 });
 
+await test("faster_song_paces_the_song_time_and_the_song_at_1_2x", async (page) => {
+  await page.goto(`${base}?replay=map-fs`);
+  const s = await until(page, "the song", (st) => (st.audio && st.audio.state === "ready" && st.audio.context === "running" &&
+    st.framesRendered > 0) || st.lastError, 20);
+  assert.equal(s.mapState, "matched");
+  await page.evaluate(async (url) => {
+    const m = window.bsorMusic;
+    const ctx = m.ctx;
+    await ctx.audioWorklet.addModule(url);
+    const node = new AudioWorkletNode(ctx, "tap");
+    m.out.connect(node);
+    node.connect(ctx.destination);
+    window.tapOnsets = [];
+    node.port.onmessage = (e) => {
+      const ts = ctx.getOutputTimestamp();
+      window.tapOnsets.push(ts.performanceTime + (e.data - ts.contextTime) * 1000);
+    };
+    const el = document.getElementById("timeline");
+    window.tapFrom = performance.now();
+    el.value = "0.5";
+    el.dispatchEvent(new Event("input"));
+  }, `${base}tap.js`);
+  await page.waitForTimeout(3000);
+  const r = await page.evaluate((every) => {
+    const c = window.bsorMusic.clock;
+    // The song time's pace over the last 2 s of frames.
+    let k0 = 0;
+    while (k0 + 2 < c.length && c[k0] < c[c.length - 2] - 2000) k0 += 2;
+    const pace = (c[c.length - 1] - c[k0 + 1]) / ((c[c.length - 2] - c[k0]) / 1000);
+    const errors = [];
+    for (const p of window.tapOnsets) {
+      if (p < window.tapFrom + 150) continue;
+      let k = 0;
+      while (k + 2 < c.length && c[k + 2] <= p) k += 2;
+      if (!(c[k] <= p && k + 2 < c.length)) continue;
+      const t = c[k + 1] + ((c[k + 3] - c[k + 1]) * (p - c[k])) / (c[k + 2] - c[k]);
+      errors.push(t - Math.round(t / every) * every);
+    }
+    return { pace, rate: window.bsorMusic.rate, errors };
+  }, fx.CLICK_EVERY);
+  console.log(`  Faster Song: song time at ${r.pace.toFixed(3)} s a second, the song at ${r.rate}x, ` +
+    `${r.errors.length} clicks, error max ${Math.max(...r.errors.map(Math.abs)) * 1000 | 0} ms`);
+  assert.ok(Math.abs(r.pace - 1.2) < 0.05, `the song time's pace: ${r.pace}`);
+  assert.equal(r.rate, 1.2);
+  assert.ok(r.errors.length >= 4, `clicks: ${r.errors.length}`);
+  for (const e of r.errors) assert.ok(Math.abs(e) <= 0.04, `a click ${(e * 1000).toFixed(1)} ms off`);
+});
+
 await test("a_browser_that_holds_sound_gets_asked_for_a_gesture", async (page) => {
   // Headless Chromium 156 starts Web Audio without a gesture whatever its autoplay flags
   // (Playwright's default, none, or --autoplay-policy=document-user-activation-required: the
-  // context runs in each, measured), so the test holds the context suspended itself, as a
-  // desktop browser's autoplay policy does until a gesture, and expects the page to ask.
+  // context runs in each, measured), so the test emulates a desktop browser's policy itself
+  // (the context suspended, resumed only after a gesture) and expects the page to ask.
   await page.goto(`${base}?replay=map-v3`);
   await until(page, "the song", (st) => (st.audio && st.audio.state === "ready") || st.lastError, 20);
-  await page.evaluate(() => window.bsorMusic.ctx.suspend());
+  // The policy, emulated: the context suspended, and resumed only after a user's gesture.
+  await page.evaluate(() => {
+    const ctx = window.bsorMusic.ctx;
+    const resume = ctx.resume.bind(ctx);
+    let gesture = false;
+    window.addEventListener("pointerdown", () => { gesture = true; }, true);
+    ctx.resume = () => (gesture ? resume() : Promise.resolve());
+    return ctx.suspend();
+  });
   const s = await until(page, "the page asks", (st) => (st.audio && st.audio.needsGesture) || st.lastError, 10);
   assert.equal(s.audio.context, "suspended");
   await page.waitForFunction(() => !document.getElementById("sound").hidden);
