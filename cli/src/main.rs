@@ -300,6 +300,13 @@ enum Command {
         /// map and play its song.
         #[arg(long, value_name = "DIR", requires = "ws")]
         maps: Option<PathBuf>,
+        /// Fetch a map not in --maps DIR from this mirror (`http://` or `https://`, `{hash}`
+        /// standing for the hash in lowercase) and keep it there.
+        #[arg(long, value_name = "TEMPLATE", requires = "maps")]
+        map_url: Option<String>,
+        /// The CAs an https --map-url must be certified by (PEM).
+        #[arg(long, value_name = "PEM", requires = "map_url")]
+        map_url_ca: Option<PathBuf>,
         #[command(flatten)]
         budgets: commands::serve::Budgets,
         #[command(flatten)]
@@ -546,6 +553,8 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             allow_origin,
             witness_key,
             maps,
+            map_url,
+            map_url_ca,
             budgets,
             replays,
         } => {
@@ -554,6 +563,8 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
                 allowed_origins: allow_origin,
                 witness_key: witness_key.as_deref(),
                 maps: maps.as_deref(),
+                map_url: map_url.as_deref(),
+                map_url_ca: map_url_ca.as_deref(),
             };
             commands::serve::serve(
                 &tcp,

@@ -137,6 +137,10 @@ pub struct Exposure<'a> {
     pub witness_key: Option<&'a Path>,
     /// The folder of map zips served as `GET /maps/HASH.zip`.
     pub maps: Option<&'a Path>,
+    /// The mirror maps not in the folder are fetched from (`{hash}` in it).
+    pub map_url: Option<&'a str>,
+    /// The CAs an https mirror must be certified by.
+    pub map_url_ca: Option<&'a Path>,
 }
 
 /// `serve --tcp ADDR [--ws ADDR] [--archive DIR] --token-file FILE [--tls-cert PEM --tls-key
@@ -180,6 +184,16 @@ pub fn serve(
             return Err(Failure(format!("--maps {}: not a folder", dir.display())));
         }
     }
+    let mirror = match exposure.map_url {
+        Some(url) => {
+            let tls = match exposure.map_url_ca {
+                Some(ca) => Some(tls::client_config(ca).map_err(|e| Failure(e.to_string()))?),
+                None => None,
+            };
+            Some(bsor_stream::net::http::mirror::Mirror::new(url, tls).map_err(Failure)?)
+        }
+        None => None,
+    };
     // Before any port is bound: a bad key is the command line's error.
     let trusted = trusted_witnesses(replays, witness.as_ref().map(|w| w.public_key()))?;
     let name = server_name(replays, ws_addr)?;
@@ -259,6 +273,9 @@ pub fn serve(
                 let mut page = crate::assets::web();
                 if let Some(dir) = exposure.maps {
                     page = page.with_maps(dir);
+                }
+                if let Some(m) = mirror {
+                    page = page.with_map_mirror(m);
                 }
                 if let Some(r) = &replay_server {
                     page = page.with_mount(std::sync::Arc::new(

@@ -731,4 +731,31 @@ fn serve_maps_serves_zips_by_hash() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // A mirror template without {hash}, or https without the CAs to trust: refused.
+    for bad in [
+        "http://127.0.0.1:9/zips/x.zip",
+        "https://127.0.0.1:9/{hash}.zip",
+    ] {
+        let out = bin()
+            .args([
+                "serve",
+                "--tcp",
+                "127.0.0.1:0",
+                "--ws",
+                "127.0.0.1:0",
+                "--token-file",
+            ])
+            .arg(&tokens)
+            .arg("--maps")
+            .arg(&maps)
+            .args(["--map-url", bad])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{bad}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("--map-url"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

@@ -26,6 +26,7 @@
 
 pub mod catalog;
 pub mod events;
+pub mod mirror;
 pub mod rules;
 
 use std::collections::HashMap;
@@ -115,6 +116,8 @@ pub struct Assets {
     /// The folder of map zips `GET /maps/HASH.zip` serves (`HASH.zip`, the hash in
     /// lowercase or uppercase).
     maps: Option<PathBuf>,
+    /// Where a map not in `maps` is fetched from (`--map-url`).
+    mirror: Option<Arc<mirror::Mirror>>,
 }
 
 impl std::fmt::Debug for Assets {
@@ -139,6 +142,7 @@ impl Assets {
             files,
             mount: None,
             maps: None,
+            mirror: None,
         }
     }
 
@@ -151,6 +155,12 @@ impl Assets {
     /// The same assets, with `mount` answering the paths it claims on the same address.
     pub fn with_mount(mut self, mount: Arc<dyn Mount>) -> Self {
         self.mount = Some(mount);
+        self
+    }
+
+    /// The same assets, with maps not in the maps folder fetched from `mirror` and kept there.
+    pub fn with_map_mirror(mut self, mirror: mirror::Mirror) -> Self {
+        self.mirror = Some(Arc::new(mirror));
         self
     }
 
@@ -704,7 +714,35 @@ impl Ctx {
                 }
             }
         }
-        text(StatusCode::NOT_FOUND, "no such map")
+        let Some(mirror) = self.site.assets.mirror.clone() else {
+            return text(StatusCode::NOT_FOUND, "no such map");
+        };
+        match mirror.fetch(hash, &dir).await {
+            Ok(mirror::Fetched::Stored) => {
+                let path = dir.join(format!("{hash}.zip"));
+                match tokio::fs::File::open(&path).await {
+                    Ok(file) => {
+                        self.send_file(
+                            file,
+                            &path,
+                            &format!("{hash}.zip"),
+                            "application/zip",
+                            headers,
+                            head,
+                        )
+                        .await
+                    }
+                    Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "the map cannot be read"),
+                }
+            }
+            Ok(mirror::Fetched::Missing) => {
+                text(StatusCode::NOT_FOUND, "no such map (nor on the mirror)")
+            }
+            Err(e) => {
+                tracing::warn!(hash, err = %e, "fetching a map from the mirror");
+                text(StatusCode::BAD_GATEWAY, "the map's mirror failed")
+            }
+        }
     }
 
     /// An open file as the answer to a GET or HEAD: whole, a range, `304` or `416` as the

@@ -443,3 +443,127 @@ async fn without_a_maps_folder_no_map_is_served() {
     .await
     .unwrap();
 }
+
+/// A mirror on 127.0.0.1 answering `GET /zips/HASH.zip` from `maps` (else `404`), counting
+/// the requests; a hash in `huge` gets a body over the relay's bound.
+async fn mirror(
+    maps: std::collections::HashMap<String, Vec<u8>>,
+    huge: String,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    let maps = std::sync::Arc::new(maps);
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            let maps = maps.clone();
+            let seen = seen.clone();
+            let huge = huge.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut piece = [0u8; 1024];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut piece).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&piece[..n]),
+                    }
+                }
+                seen.fetch_add(1, Ordering::SeqCst);
+                let head = String::from_utf8_lossy(&buf).into_owned();
+                let path = head.split(' ').nth(1).unwrap_or("").to_string();
+                let name = path
+                    .strip_prefix("/zips/")
+                    .and_then(|p| p.strip_suffix(".zip"));
+                if name == Some(huge.as_str()) {
+                    let len = bsor_stream_relay::http::mirror::MAX_MAP + 1;
+                    let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {len}\r\n\r\n");
+                    let _ = s.write_all(head.as_bytes()).await;
+                    return;
+                }
+                match name.and_then(|n| maps.get(n)) {
+                    Some(body) => {
+                        let head =
+                            format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+                        let _ = s.write_all(head.as_bytes()).await;
+                        let _ = s.write_all(body).await;
+                    }
+                    None => {
+                        let _ = s
+                            .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                            .await;
+                    }
+                }
+            });
+        }
+    });
+    (addr, count)
+}
+
+/// `--map-url`: a map not in the folder is fetched from the mirror once, kept in the folder
+/// and served from there; one the mirror lacks is a `404`; one over the bound a `502`, with
+/// nothing kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maps_missing_from_the_folder_are_fetched_from_the_mirror_once() {
+    use bsor_stream_relay::http::mirror::Mirror;
+    use std::sync::atomic::Ordering;
+    tokio::time::timeout(LIMIT, async {
+        let dir = tempfile::tempdir().unwrap();
+        let hash = "00112233445566778899aabbccddeeff00112233";
+        let huge = "ffffffffffffffffffffffffffffffffffffffff";
+        let zip: Vec<u8> = (0..40_000u32).map(|i| (i % 253) as u8).collect();
+        let (at, count) = mirror(
+            [(hash.to_string(), zip.clone())].into_iter().collect(),
+            huge.to_string(),
+        )
+        .await;
+        let m = Mirror::new(&format!("http://{at}/zips/{{hash}}.zip"), None).unwrap();
+        let addr = relay(
+            RelayConfig::default(),
+            page().with_maps(dir.path()).with_map_mirror(m),
+        )
+        .await;
+        let mut sock = TcpStream::connect(&addr).await.unwrap();
+        let upper = hash.to_ascii_uppercase();
+        let r = request(&mut sock, "GET", &format!("/maps/{upper}.zip"), "").await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, zip);
+        assert_eq!(
+            std::fs::read(dir.path().join(format!("{hash}.zip"))).unwrap(),
+            zip
+        );
+        let part = request(
+            &mut sock,
+            "GET",
+            &format!("/maps/{hash}.zip"),
+            "Range: bytes=5-9\r\n",
+        )
+        .await;
+        assert_eq!((part.status, part.body.as_slice()), (206, &zip[5..10]));
+        assert_eq!(count.load(Ordering::SeqCst), 1, "fetched once");
+        let none = format!("/maps/{}.zip", "1".repeat(40));
+        assert_eq!(request(&mut sock, "GET", &none, "").await.status, 404);
+        let big = request(&mut sock, "GET", &format!("/maps/{huge}.zip"), "").await;
+        assert_eq!(big.status, 502);
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, vec![format!("{hash}.zip")], "nothing else kept");
+        // Bad templates are refused.
+        for bad in [
+            "ftp://x/{hash}",
+            "http://x/nohash",
+            "https://x/{hash}.zip",
+            "http:///{hash}",
+        ] {
+            assert!(Mirror::new(bad, None).is_err(), "{bad}");
+        }
+    })
+    .await
+    .unwrap();
+}
