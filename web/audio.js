@@ -53,13 +53,17 @@ export class Music {
   // Decodes the song (a promise of its bytes), off the page's frame: the scene does not wait.
   async load(bytes) {
     this.state = "decoding";
+    const mine = (this.loads = (this.loads || 0) + 1);
     try {
       const ctx = this.context();
       const b = await bytes;
       const copy = b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength);
-      this.buffer = await ctx.decodeAudioData(copy);
+      const buffer = await ctx.decodeAudioData(copy);
+      if (mine !== this.loads) return; // unloaded meanwhile
+      this.buffer = buffer;
       this.state = "ready";
     } catch (e) {
+      if (mine !== this.loads) return;
       this.state = "failed";
       this.error = e.message || String(e);
     }
@@ -88,6 +92,15 @@ export class Music {
     const ts = this.ctx.getOutputTimestamp ? this.ctx.getOutputTimestamp() : null;
     if (ts && ts.performanceTime > 0) return ts.contextTime + (now - ts.performanceTime) / 1000;
     return this.ctx.currentTime + (this.ctx.outputLatency || 0);
+  }
+
+  // Forgets the song (another replay or map): nothing plays until the next `load`.
+  unload() {
+    this.stop();
+    this.buffer = null;
+    this.state = "none";
+    this.error = null;
+    this.loads = (this.loads || 0) + 1;
   }
 
   stop() {

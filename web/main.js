@@ -79,7 +79,10 @@ function resetData() {
   fit.reset();
   map = null;
   mapTried = false;
-  music.stop();
+  music.unload();
+  status.map = null;
+  status.mapState = "none";
+  status.mapFirstFrame = null;
   status.framesDecoded = 0;
   status.ended = false;
   status.backlog = null;
@@ -988,7 +991,7 @@ function playFile(file) {
     }
     mapTried = true;
     map = null;
-    music.stop();
+    music.unload();
     useMap(file.arrayBuffer().then((b) => new Uint8Array(b)), "a dropped zip");
     return;
   }
