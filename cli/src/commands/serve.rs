@@ -190,7 +190,10 @@ pub fn serve(
                 Some(ca) => Some(tls::client_config(ca).map_err(|e| Failure(e.to_string()))?),
                 None => None,
             };
-            Some(bsor_stream::net::http::mirror::Mirror::new(url, tls).map_err(Failure)?)
+            Some(
+                bsor_stream::net::http::mirror::Mirror::new(url, tls)
+                    .map_err(|e| Failure(e.to_string()))?,
+            )
         }
         None => None,
     };

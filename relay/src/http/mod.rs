@@ -719,7 +719,7 @@ impl Ctx {
         };
         match mirror.fetch(hash, &dir).await {
             Ok(mirror::Fetched::Stored) => {
-                let path = dir.join(format!("{hash}.zip"));
+                let path = mirror::Mirror::kept(&dir, hash);
                 match tokio::fs::File::open(&path).await {
                     Ok(file) => {
                         self.send_file(

@@ -532,10 +532,7 @@ async fn maps_missing_from_the_folder_are_fetched_from_the_mirror_once() {
         let r = request(&mut sock, "GET", &format!("/maps/{upper}.zip"), "").await;
         assert_eq!(r.status, 200);
         assert_eq!(r.body, zip);
-        assert_eq!(
-            std::fs::read(dir.path().join(format!("{hash}.zip"))).unwrap(),
-            zip
-        );
+        assert_eq!(std::fs::read(Mirror::kept(dir.path(), hash)).unwrap(), zip);
         let part = request(
             &mut sock,
             "GET",
@@ -549,11 +546,16 @@ async fn maps_missing_from_the_folder_are_fetched_from_the_mirror_once() {
         assert_eq!(request(&mut sock, "GET", &none, "").await.status, 404);
         let big = request(&mut sock, "GET", &format!("/maps/{huge}.zip"), "").await;
         assert_eq!(big.status, 502);
-        let left: Vec<_> = std::fs::read_dir(dir.path())
+        let left: Vec<_> = std::fs::read_dir(dir.path().join(".mirror"))
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         assert_eq!(left, vec![format!("{hash}.zip")], "nothing else kept");
+        let operators: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(operators, vec![".mirror"], "fetched maps kept apart");
         // Bad templates are refused.
         for bad in [
             "ftp://x/{hash}",
@@ -563,6 +565,71 @@ async fn maps_missing_from_the_folder_are_fetched_from_the_mirror_once() {
         ] {
             assert!(Mirror::new(bad, None).is_err(), "{bad}");
         }
+    })
+    .await
+    .unwrap();
+}
+
+/// A client asking for map after map cannot fill the relay's disk: fetched maps are kept up
+/// to the cache's limit, the oldest removed first (and fetched again when asked for), while
+/// the operator's own maps are never removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetched_maps_are_kept_within_the_cache_limit() {
+    use bsor_stream_relay::http::mirror::Mirror;
+    use std::sync::atomic::Ordering;
+    tokio::time::timeout(LIMIT, async {
+        let dir = tempfile::tempdir().unwrap();
+        let hashes: Vec<String> = (0..5u8).map(|i| format!("{i:x}").repeat(40)).collect();
+        let zip = |i: usize| vec![i as u8; 10_000];
+        let (at, count) = mirror(
+            hashes
+                .iter()
+                .enumerate()
+                .map(|(i, h)| (h.clone(), zip(i)))
+                .collect(),
+            "f".repeat(40),
+        )
+        .await;
+        // The operator's own map, bigger than the limit: served, never counted or removed.
+        let own = "abcdefabcdefabcdefabcdefabcdefabcdefabcd";
+        std::fs::write(dir.path().join(format!("{own}.zip")), vec![7u8; 50_000]).unwrap();
+        let m = Mirror::new(&format!("http://{at}/zips/{{hash}}.zip"), None)
+            .unwrap()
+            .with_cache_limit(25_000);
+        let addr = relay(
+            RelayConfig::default(),
+            page().with_maps(dir.path()).with_map_mirror(m),
+        )
+        .await;
+        let mut sock = TcpStream::connect(&addr).await.unwrap();
+        for (i, h) in hashes.iter().enumerate() {
+            let r = request(&mut sock, "GET", &format!("/maps/{h}.zip"), "").await;
+            assert_eq!((r.status, r.body), (200, zip(i)), "map {i}");
+            let mut kept: Vec<String> = std::fs::read_dir(dir.path().join(".mirror"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            kept.sort();
+            let mut want: Vec<String> = hashes[i.saturating_sub(1)..=i]
+                .iter()
+                .map(|h| format!("{h}.zip"))
+                .collect();
+            want.sort();
+            assert_eq!(kept, want, "after map {i}: the two newest (20 KB of 25 KB)");
+        }
+        assert_eq!(count.load(Ordering::SeqCst), 5);
+        // The first was removed: asked again, it is fetched again.
+        let r = request(&mut sock, "GET", &format!("/maps/{}.zip", hashes[0]), "").await;
+        assert_eq!((r.status, r.body), (200, zip(0)));
+        assert_eq!(count.load(Ordering::SeqCst), 6);
+        let r = request(&mut sock, "GET", &format!("/maps/{own}.zip"), "").await;
+        assert_eq!((r.status, r.body.len()), (200, 50_000));
+        assert!(dir.path().join(format!("{own}.zip")).exists());
+        assert_eq!(
+            count.load(Ordering::SeqCst),
+            6,
+            "the operator's map is not fetched"
+        );
     })
     .await
     .unwrap();
