@@ -254,7 +254,16 @@ pub fn serve(
         }
         let replay_server = match &replays.store {
             Some(location) => {
-                Some(open_replays(location, replays, &text, trusted.clone(), name.clone()).await?)
+                let maps = exposure.maps.map(Path::to_path_buf);
+                let opened = open_replays(
+                    location,
+                    replays,
+                    &text,
+                    trusted.clone(),
+                    name.clone(),
+                    maps,
+                );
+                Some(opened.await?)
             }
             None => None,
         };
@@ -412,6 +421,7 @@ async fn open_replays(
     tokens: &str,
     trusted_witnesses: Vec<[u8; 32]>,
     server_name: String,
+    maps: Option<std::path::PathBuf>,
 ) -> Result<std::sync::Arc<ReplayServer>, Failure> {
     let key = match &args.server_key {
         Some(path) => Some(super::integrity::load_key(path)?),
@@ -427,6 +437,7 @@ async fn open_replays(
         lease: std::time::Duration::from_secs(args.lease_seconds.unwrap_or(600)),
         trusted_witnesses,
         server_name,
+        maps,
         caps: if args.no_address_caps {
             server::admission::Caps::default().without_address_caps()
         } else {
