@@ -30,6 +30,8 @@ pub use bsor_stream_core::integrity;
 pub use bsor_stream_core::legacy;
 #[cfg(feature = "recorder")]
 pub use bsor_stream_core::recorder;
+#[cfg(feature = "xror")]
+pub use bsor_stream_core::xror;
 #[cfg(feature = "server")]
 pub use bsor_stream_server as server;
 

@@ -8,8 +8,9 @@ import { NjsFit, laneX, rowY, jumpOffset, heightAt } from "./place.js";
 import { loadMap, fetchMap, matchEvents, objectAt, rowAt, dirVector, LAYER } from "./map.js";
 import { Music, songSpeed } from "./audio.js";
 
-const FRAME_FLOATS = 22;
-const EVENT_FLOATS = 18;
+// The decoder's record layouts, from the module (the worker says them before any record).
+let FRAME_FLOATS = 0;
+let EVENT_FLOATS = 0;
 const LIVE_DELAY = 0.25; // s behind the newest frame a live view plays
 const MAX_FRAMES = 2_000_000; // about 6 hours at 90 fps: the page keeps no more
 
@@ -391,7 +392,10 @@ function handle(m) {
     eventsTo = m.eventsTo;
     status.eventsTo = Number.isFinite(eventsTo) ? eventsTo : "all";
   }
-  if (m.type === "data") {
+  if (m.type === "layout") {
+    FRAME_FLOATS = m.frameFloats;
+    EVENT_FLOATS = m.eventFloats;
+  } else if (m.type === "data") {
     if (status.mode === "live" && m.frames.length && totalFrames > 0) liveEventsTo = liveEdge();
     if (m.frames.length) addFrames(m.frames, m.group ?? -1);
     if (m.group !== undefined && groups) groups[m.group].state = "loaded";
@@ -803,6 +807,7 @@ function tick(now) {
     score.advanceTo(atEnd ? Infinity : t);
     buildView(t);
     view.data = seg.data;
+    view.stride = FRAME_FLOATS;
     view.at = i * FRAME_FLOATS;
     view.from = j * FRAME_FLOATS;
     view.camera = camera;

@@ -281,8 +281,10 @@ const IDENTITY = new Float32Array([1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 
 const TRAIL_MAX = 16;
 
 // What the page shows in one frame, in typed arrays the page refills each frame:
-//   data, at, from: the decoded frames (records of 22 floats), the shown frame's offset
-//     in data (or -1 for none) and the first trail frame's offset (history: from..at);
+//   data, at, from, stride: the decoded frames (records of `stride` floats, the module's
+//     layout: time, then head, left and right hand, each x, y, z, qx, qy, qz, qw), the
+//     shown frame's offset in data (or -1 for none) and the first trail frame's offset
+//     (history: from..at);
 //   notes: records of NOTE (x, y, z in the scene, color: -1 bomb, 0 red, 1 blue, cut
 //     direction, alpha, chain 0/1), nNotes of them;
 //   walls: records of WALL (center x, y, z, size x, y, z), nWalls;
@@ -299,6 +301,7 @@ export class View {
     this.data = null;
     this.at = -1;
     this.from = -1;
+    this.stride = 0;
     this.camera = "behind";
     this.notes = new Float32Array(max * NOTE);
     this.walls = new Float32Array(max * WALL_SIZE);
@@ -576,7 +579,7 @@ export class Scene {
 
     this.draw(this.meshes.cube, this.floor[0], FLOOR);
     for (let k = 1; k < this.floor.length; k++) this.draw(this.meshes.cube, this.floor[k], LANE, 1, 0);
-    if (v.data && v.at >= 0) this.drawPlayer(v.data, v.at, v.from, v.camera !== "first");
+    if (v.data && v.at >= 0) this.drawPlayer(v.data, v.at, v.from, v.stride, v.camera !== "first");
     const n = v.notes;
     for (let k = 0; k < v.nNotes; k++) {
       const o = k * NOTE;
@@ -634,8 +637,8 @@ export class Scene {
   }
 
   // The frame at offset `at` of data, with the frames from offset `from` to it (records of
-  // 22) for the sabers' trails.
-  drawPlayer(f, at, from, headset) {
+  // `stride` floats) for the sabers' trails.
+  drawPlayer(f, at, from, stride, headset) {
     const p = this.p;
     const q = this.q;
     const hp = this.hp;
@@ -651,7 +654,7 @@ export class Scene {
       this.drawAt(this.meshes.cube, v3, q, 0.025, 0.025, 1, color, 1, 0.3);
       const t = this.trailData;
       let n = 0;
-      for (let i = Math.max(from, at - (TRAIL_MAX - 1) * 22); i <= at; i += 22) {
+      for (let i = Math.max(from, at - (TRAIL_MAX - 1) * stride); i <= at; i += stride) {
         poseInto(hp, hq, f, i + o);
         offsetInto(v3, hp, hq, 0, 0, -0.3);
         t[n * 6] = v3[0];

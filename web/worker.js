@@ -11,10 +11,15 @@ let wasm = null;
 // The page sends the module compiled ({op: "module", module}), or null when it could not.
 let fromPage;
 const pageModule = new Promise((ok) => { fromPage = ok; });
+// The records' layout comes from the module, to the page before any record.
+function layout() {
+  postMessage({ type: "layout", frameFloats: wasm.frame_floats(), eventFloats: wasm.event_floats() });
+}
 const ready = (async () => {
   const module = await pageModule;
   if (module) {
     wasm = (await WebAssembly.instantiate(module, {})).exports;
+    layout();
     return;
   }
   const res = await fetch("bsor_stream.wasm");
@@ -24,9 +29,11 @@ const ready = (async () => {
     ? await WebAssembly.instantiateStreaming(res, {})
     : await WebAssembly.instantiate(await res.arrayBuffer(), {});
   wasm = instance.exports;
+  layout();
 })();
 ready.catch(() => {}); // reported to the page when a source comes
 
+const enc = new TextEncoder();
 let bytesIn = 0;
 let generation = 0; // bumps on every new source, so stale callbacks stop
 
@@ -126,7 +133,6 @@ class Sink {
 // stream without a footer or an index (cut short) is read whole and played as far as it
 // goes, as a dropped file is.
 
-const MAX_CHUNK_HEADER = 34;
 // The first read, for the stream header (its info block is usually a few hundred bytes;
 // a longer one takes more reads).
 const HEAD_GUESS = 512;
@@ -362,11 +368,8 @@ async function rangesSource(url, gen, t) {
     let floats = 0;
     for (let k = s.first; k < s.end; k++) {
       const c = chunks[k];
-      let piece = got.bytes.subarray(c.from - s.from, c.to - s.from);
-      input(piece.subarray(0, MAX_CHUNK_HEADER));
-      const len = wasm.chunk_length();
-      if (len > 0 && len <= piece.length) piece = piece.subarray(0, len);
-      input(piece);
+      // From its index entry to the next: the module reads the chunk at its start.
+      input(got.bytes.subarray(c.from - s.from, c.to - s.from));
       wasm.seek_events(c.newGroup);
       const part = new Float32Array(wasm.memory.buffer, wasm.events_ptr(), wasm.events_len()).slice();
       parts.push(part);
@@ -399,66 +402,92 @@ async function loadGroup(i) {
 }
 
 // ---- live: wire.md over WebSocket, one frame per binary message ----
-
-const enc = new TextEncoder();
-
-function frame(type, body) {
-  const out = new Uint8Array(5 + body.length);
-  const dv = new DataView(out.buffer);
-  dv.setUint32(0, 1 + body.length, true);
-  out[4] = type;
-  out.set(body, 5);
-  return out;
-}
-
-function str(s) {
-  const b = enc.encode(s);
-  const out = new Uint8Array(2 + b.length);
-  new DataView(out.buffer).setUint16(0, b.length, true);
-  out.set(b, 2);
-  return out;
-}
-
-function cat(...parts) {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) { out.set(p, at); at += p.length; }
-  return out;
-}
-
-// The sequence number of a chunk (format.md 4.1: sync, type, varint32 seq).
-function chunkSeq(b) {
-  let v = 0;
-  let shift = 0;
-  for (let i = 2; i < Math.min(b.length, 7); i++) {
-    v += (b[i] & 0x7f) * 2 ** shift;
-    if (!(b[i] & 0x80)) return v;
-    shift += 7;
-  }
-  return -1;
-}
-
-const NO_RETRY = new Set([5, 6, 7, 8, 9, 12, 13, 16, 17]);
+// The protocol is the module's (the core's client state machine, proto-spec/wire.md):
+// this only carries bytes between the WebSocket and the module, keeps the timer it asks
+// for, and reads the events of chunks the viewer did not get from the relay's HTTP.
 
 class Live {
   constructor(url, session, gen) {
     this.url = url;
     this.session = session;
     this.gen = gen;
-    this.header = null; // the stream header's bytes
-    this.lastSeq = -1;
-    this.ended = false;
-    this.retries = 0;
-    this.backlog = null; // the first chunk's seq when joined late, 0 when from the start
-    this.connect();
+    this.ws = null;
+    this.timer = 0;
+    this.run(() => { input(enc.encode(session)); return wasm.live_begin(performance.now(), 10000); });
   }
-  // The session's event chunks before chunk `seq` (http.md 4.1: the stream header, then
-  // each event chunk after a byte saying whether a keyframe chunk came before it), decoded
-  // and posted to the page; then {type: "backlog", state}.
-  // The events of the chunks before `seq` (after `after`, when a gap is filled: the chunks
-  // the relay skipped for this viewer, or those published while it reconnected), from the
-  // relay's HTTP (http.md 4.1). A late join says how it went as "backlog", a gap as "gap".
-  async fetchBacklog(seq, after = -1) {
+  // Calls the module, then does what it asks: open or close the socket, send bytes, show
+  // a state, read events over HTTP; the decoded records go to the page.
+  run(call) {
+    if (this.gen !== generation) return;
+    const code = call();
+    const send = new Uint8Array(wasm.memory.buffer, wasm.send_ptr(), wasm.send_len()).slice();
+    const frames = new Float32Array(wasm.memory.buffer, wasm.frames_ptr(), wasm.frames_len()).slice();
+    const events = new Float32Array(wasm.memory.buffer, wasm.events_ptr(), wasm.events_len()).slice();
+    const decoded = [];
+    for (const m of outputMessages()) {
+      if (m.type === "send") {
+        if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(send.subarray(m.from, m.to));
+      } else if (m.type === "live") {
+        if (m.do === "connect") this.connect();
+        else this.close();
+      } else if (m.type === "net") {
+        net(m.state, m.state === "subscribed" ? this.session : m.detail);
+      } else if (m.type === "backlog") {
+        this.fetchEvents(m.before, -1);
+      } else if (m.type === "gap") {
+        this.fetchEvents(m.before, m.after);
+      } else {
+        decoded.push(m);
+      }
+    }
+    if (frames.length || events.length || decoded.length) {
+      postMessage({ type: "data", frames, events, messages: decoded, bytes: bytesIn },
+        [frames.buffer, events.buffer]);
+    }
+    clearTimeout(this.timer);
+    const at = wasm.live_deadline();
+    if (at >= 0) {
+      this.timer = setTimeout(() => this.run(() => wasm.live_timeout(performance.now())),
+        Math.max(0, at - performance.now()));
+    }
+    return code;
+  }
+  connect() {
+    net("connecting", this.url);
+    let ws;
+    try {
+      ws = new WebSocket(this.url, "bsor-stream.v1");
+    } catch (e) {
+      queueMicrotask(() => this.lost(null, `WebSocket ${this.url}: ${e.message}`));
+      return;
+    }
+    this.ws = ws;
+    ws.binaryType = "arraybuffer";
+    ws.onopen = () => { if (ws === this.ws) this.run(() => wasm.live_connected(performance.now())); };
+    ws.onmessage = (ev) => {
+      if (ws !== this.ws) return;
+      const bytes = new Uint8Array(ev.data);
+      bytesIn += bytes.length;
+      this.run(() => { input(bytes); return wasm.live_message(performance.now()); });
+    };
+    ws.onclose = (ev) => this.lost(ws, `the connection closed (${ev.code}${ev.reason ? ` ${ev.reason}` : ""})`);
+  }
+  // The socket closed: the module decides whether and when to connect again.
+  lost(ws, why) {
+    if (ws !== this.ws) return;
+    this.ws = null;
+    this.run(() => { input(enc.encode(why)); return wasm.live_lost(performance.now()); });
+  }
+  close() {
+    const ws = this.ws;
+    this.ws = null;
+    if (ws) ws.close();
+  }
+  // The events of the chunks before `before` (after `after`, when a gap is filled: the
+  // chunks the relay skipped for this viewer, or those published while it reconnected),
+  // from the relay's HTTP (http.md 4.1). A late join says how it went as "backlog", a gap
+  // as "gap".
+  async fetchEvents(before, after) {
     const kind = after < 0 ? "backlog" : "gap";
     postMessage({ type: kind, state: "loading", bytes: bytesIn });
     const url = new URL(`sessions/${encodeURIComponent(this.session)}/events`, this.httpBase()).href;
@@ -492,43 +521,13 @@ class Live {
     }
     bytesIn += body.length;
     input(body);
-    const hlen = wasm.seek_header();
-    const parts = [];
-    const messages = [];
-    let floats = 0;
-    let at = hlen;
-    while (hlen > 0 && at < body.length) {
-      const newGroup = body[at++];
-      input(body.subarray(at, at + MAX_CHUNK_HEADER));
-      const len = wasm.chunk_length();
-      if (!(len > 0) || at + len > body.length) break;
-      const chunk = body.subarray(at, at + len);
-      at += len;
-      const s = chunkSeq(chunk);
-      if (s < 0 || s >= seq) break; // the viewer has these from the relay itself
-      input(chunk);
-      wasm.seek_events(newGroup);
-      // The viewer has these too; decoded all the same, since an event chunk may be coded
-      // against the ones before it in its keyframe group.
-      if (s <= after) {
-        outputMessages();
-        continue;
-      }
-      const part = new Float32Array(wasm.memory.buffer, wasm.events_ptr(), wasm.events_len()).slice();
-      parts.push(part);
-      floats += part.length;
-      messages.push(...outputMessages().filter((m) => m.type !== "header"));
-    }
-    const all = new Float32Array(floats);
-    let o = 0;
-    for (const p of parts) {
-      all.set(p, o);
-      o += p.length;
-    }
-    postMessage({ type: "data", frames: new Float32Array(0), events: all, messages, bytes: bytesIn, reads },
-      [all.buffer]);
-    postMessage({ type: kind, state: hlen > 0 ? "done" : "failed", detail: hlen > 0 ? "" : "no stream header",
-      bytes: bytesIn });
+    const ok = wasm.backlog_events(before, after) === 0;
+    const events = new Float32Array(wasm.memory.buffer, wasm.events_ptr(), wasm.events_len()).slice();
+    const messages = outputMessages();
+    postMessage({ type: "data", frames: new Float32Array(0), events, messages, bytes: bytesIn, reads },
+      [events.buffer]);
+    postMessage({ type: kind, state: ok ? "done" : "failed",
+      detail: ok ? "" : (messages.find((m) => m.type === "error")?.message ?? ""), bytes: bytesIn });
   }
   // The relay's HTTP address: the page's own (the WebSocket's, given as ?ws=, for another).
   httpBase() {
@@ -536,111 +535,11 @@ class Live {
     u.protocol = u.protocol === "wss:" ? "https:" : "http:";
     return u.href;
   }
-  connect() {
-    if (this.gen !== generation) return;
-    net("connecting", this.url);
-    let ws;
-    try {
-      ws = new WebSocket(this.url, "bsor-stream.v1");
-    } catch (e) {
-      net("error", `WebSocket ${this.url}: ${e.message}`);
-      return;
-    }
-    this.ws = ws;
-    ws.binaryType = "arraybuffer";
-    ws.onopen = () => {
-      const hello = new Uint8Array(5);
-      const dv = new DataView(hello.buffer);
-      dv.setUint16(0, 1, true);
-      dv.setUint16(2, 1, true);
-      hello[4] = 2; // viewer
-      ws.send(frame(0x01, cat(hello, str("bsor-stream-web"))));
-    };
-    ws.onmessage = (ev) => this.onFrame(new Uint8Array(ev.data));
-    ws.onclose = () => {
-      if (this.ended || this.fatal || this.gen !== generation) return;
-      const delay = Math.min(5000, 250 * 2 ** this.retries++);
-      net("reconnecting", `connection lost; again in ${delay} ms`);
-      setTimeout(() => this.connect(), delay);
-    };
-  }
-  onFrame(m) {
-    if (this.gen !== generation) return;
-    if (m.length < 5) return;
-    const type = m[4];
-    const body = m.subarray(5);
-    const dv = new DataView(body.buffer, body.byteOffset, body.byteLength);
-    switch (type) {
-      case 0x01: { // Hello: subscribe, live mode, wait up to 10 s for the session
-        const wait = new Uint8Array(5);
-        new DataView(wait.buffer).setUint32(1, 10000, true);
-        this.ws.send(frame(0x03, cat(str(this.session), wait)));
-        net("subscribed", this.session);
-        break;
-      }
-      case 0x04: { // StreamHeader
-        this.retries = 0;
-        if (this.header && this.header.length === body.length &&
-          this.header.every((v, i) => v === body[i])) break; // the same stream, resumed
-        this.header = body.slice();
-        this.lastSeq = -1;
-        this.backlog = null;
-        bytesIn += body.length;
-        wasm.stream_begin();
-        input(body);
-        collect(wasm.stream_push());
-        break;
-      }
-      case 0x05: { // Chunk
-        const seq = chunkSeq(body);
-        if (seq >= 0 && seq <= this.lastSeq) break; // had it before the reconnection
-        if (this.lastSeq < 0 && seq > 0 && this.backlog === null) {
-          // Joined late (the relay starts a viewer at the newest keyframe group): the
-          // events before it come from the relay's HTTP.
-          this.backlog = seq;
-          this.fetchBacklog(seq);
-        } else if (this.lastSeq < 0 && this.backlog === null) {
-          this.backlog = 0;
-        } else if (this.lastSeq >= 0 && seq > this.lastSeq + 1) {
-          // Chunks skipped (the viewer fell behind, or the relay resumed it at the newest
-          // keyframe group after a reconnection): their frames are gone, their events not.
-          this.fetchBacklog(seq, this.lastSeq);
-        }
-        this.lastSeq = seq;
-        bytesIn += body.length;
-        input(body);
-        collect(wasm.stream_push());
-        break;
-      }
-      case 0x08: // End
-        this.ended = true;
-        collect(wasm.stream_finish());
-        net("ended", body[0] === 0 ? "the song finished" : "the publisher is gone");
-        this.ws.close();
-        break;
-      case 0x09: { // Error
-        const code = dv.getUint16(0, true);
-        const len = dv.getUint16(2, true);
-        const msg = new TextDecoder().decode(body.subarray(4, 4 + len));
-        if (NO_RETRY.has(code)) this.fatal = true;
-        net(this.fatal ? "error" : "reconnecting", `relay error ${code}: ${msg}`);
-        break;
-      }
-      case 0x0a: // Ping -> Pong
-        this.ws.send(frame(0x0b, body));
-        break;
-      case 0x0c: { // Skipped
-        const chunks = dv.getUint32(0, true);
-        net("skipped", `fell behind: skipped ${chunks} chunks to the next keyframe group`);
-        break;
-      }
-      default:
-        break;
-    }
-  }
   stop() {
-    this.ended = true;
-    if (this.ws) this.ws.close();
+    clearTimeout(this.timer);
+    this.gen = -1;
+    this.close();
+    wasm.live_stop();
   }
 }
 

@@ -160,12 +160,13 @@ enum Command {
         #[arg(long, default_value_t = 2.0)]
         notes_per_second: f32,
     },
-    /// Import a legacy ScoreSaber replay JSON document as a BSOR (what each BSOR field is
-    /// filled from: proto-spec/legacy-import.md).
+    /// Import a legacy ScoreSaber replay JSON document (what each BSOR field is filled
+    /// from: proto-spec/legacy-import.md) or an XROR recording (the BOXRR-23 data set's
+    /// format) as a BSOR, or as a lossless `.bsors` when the output's name ends in `.bsors`.
     Import {
-        /// The legacy `.json` document.
+        /// The legacy `.json` document or the `.xror` recording.
         input: PathBuf,
-        /// Where to write the BSOR.
+        /// Where to write the BSOR (or `.bsors`).
         #[arg(short, long)]
         output: PathBuf,
     },

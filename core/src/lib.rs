@@ -18,14 +18,18 @@
 //! - `legacy` (feature `legacy`): legacy ScoreSaber replay JSON imported as BSOR.
 //! - `net` (feature `net`): the live protocol (`proto-spec/wire.md`): framing, messages, the
 //!   relay's and the client's session logic (sans-IO), the archive's files, and the
-//!   publisher on a plain `std::net` thread; with `tls`, TLS from PEM files.
+//!   publisher on a plain `std::net` thread; with `tls`, TLS from PEM files. Feature
+//!   `client` alone gives the framing, the messages and the client state machine, with no
+//!   randomness or I/O (the browser player's worker drives it in WebAssembly).
 //! - `recorder` (feature `recorder`): the runtime a game mod embeds: pushes from the render
 //!   thread into a bounded ring, a background thread that encodes and feeds file, live
 //!   (feature `live`) and classic sinks.
+//! - `xror` (feature `xror`): XROR recordings (the BOXRR-23 data set's format) read into
+//!   the BSOR model.
 //! - [`synth`]: synthetic replays from a seed, for demos, tests and benchmarks.
 //!
-//! With no features the crate is the classic codec, the stream format and transcoding, and
-//! builds for `wasm32-unknown-unknown`.
+//! With no features, or with `client`, the crate is the classic codec, the stream format and
+//! transcoding, and builds for `wasm32-unknown-unknown`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -35,10 +39,12 @@ pub mod bsor;
 pub mod integrity;
 #[cfg(feature = "legacy")]
 pub mod legacy;
-#[cfg(feature = "net")]
+#[cfg(feature = "client")]
 pub mod net;
 #[cfg(feature = "recorder")]
 pub mod recorder;
 pub mod stream;
 pub mod synth;
 pub mod transcode;
+#[cfg(feature = "xror")]
+pub mod xror;

@@ -22,6 +22,10 @@
 //!   (the header's info and settings, the trailer's info and counts, damage stepped over,
 //!   the end, or a fatal error), each an object with a `type` field.
 //! - Each returns 0, or -1 after a fatal error (the last message says which).
+//! - `frame_floats()` and `event_floats()` give the records' layout to the page.
+//!
+//! A live session is watched through the core's protocol client (the `live` module's
+//! `live_*` exports): the worker only carries bytes between its WebSocket and the module.
 //!
 //! The buffers live in the module and are reused by the next call. No `unsafe` block: the
 //! exports only hand out addresses, and JavaScript writes and reads the module's memory
@@ -30,6 +34,8 @@
 //! names are this module's own, in a module that links nothing else that exports symbols.
 
 #![deny(unsafe_code)]
+
+mod live;
 
 use std::cell::RefCell;
 
@@ -61,6 +67,20 @@ pub const EVENT_FLOATS: usize = 18;
 ///
 /// Unused fields are 0.
 pub enum EventRecord {}
+
+/// Floats in one frame record ([`FRAME_FLOATS`]): the page reads the layout here.
+#[allow(unsafe_code)] // an export: see the crate docs
+#[no_mangle]
+pub extern "C" fn frame_floats() -> usize {
+    FRAME_FLOATS
+}
+
+/// Floats in one event record ([`EVENT_FLOATS`]).
+#[allow(unsafe_code)] // an export: see the crate docs
+#[no_mangle]
+pub extern "C" fn event_floats() -> usize {
+    EVENT_FLOATS
+}
 
 /// Kinds of event records.
 const NOTE: f32 = 0.0;
@@ -479,7 +499,8 @@ pub extern "C" fn seek_index() -> i32 {
 }
 
 /// The whole length (header and payload) of the chunk whose first bytes are the input; 0
-/// when more bytes are needed to tell, -1 when they are not a chunk header.
+/// when more bytes are needed to tell, -1 when they are not a chunk header (for tools and
+/// tests that lay a stream out; the worker lets `seek_events` find the chunk's end).
 #[allow(unsafe_code)] // an export: see the crate docs
 #[no_mangle]
 pub extern "C" fn chunk_length() -> f64 {
@@ -493,8 +514,10 @@ pub extern "C" fn chunk_length() -> f64 {
 /// The longest chunk header (format.md 4.1): sync, type, 4 varint32s, t0 and 2 CRCs.
 const MAX_CHUNK_HEADER: usize = 2 + 4 * 5 + 4 + 4 + 4;
 
-/// Step 4: the input is one whole event chunk, in stream order; `new_group` is 1 when a
-/// keyframe chunk comes between it and the event chunk before it. Outputs its events.
+/// Step 4: the input starts with one whole event chunk (what follows it is ignored: the
+/// worker hands in the stretch from its index entry to the next), in stream order;
+/// `new_group` is 1 when a keyframe chunk comes between it and the event chunk before it.
+/// Outputs its events.
 #[allow(unsafe_code)] // an export: see the crate docs
 #[no_mangle]
 pub extern "C" fn seek_events(new_group: i32) -> i32 {
@@ -504,7 +527,12 @@ pub extern "C" fn seek_events(new_group: i32) -> i32 {
             if new_group != 0 {
                 d.new_group();
             }
-            match INPUT.with_borrow(|input| d.decode_events_chunk(input)) {
+            let decoded = INPUT.with_borrow(|input| {
+                let len = ChunkHeader::parse_at(input)
+                    .map_or(input.len(), |(h, head)| head.saturating_add(h.len as usize));
+                d.decode_events_chunk(input.get(..len).unwrap_or(input))
+            });
+            match decoded {
                 Ok(batch) => out.batch(&batch),
                 Err(e) => out.messages.push(json!({
                     "type": "damage", "message": format!("an event chunk: {e}"),
@@ -680,11 +708,14 @@ mod tests {
             match e[0] as u8 {
                 1 => new_group = 1,
                 3 => {
+                    // From the entry to the next, as the worker reads it.
                     let at = e[1] as usize;
-                    set(&file[at..at + 20]);
-                    let len = chunk_length() as usize;
-                    assert!(len > 0);
-                    set(&file[at..at + len]);
+                    let next = entries
+                        .iter()
+                        .map(|x| x[1] as usize)
+                        .find(|&o| o > at)
+                        .unwrap_or(index_at);
+                    set(&file[at..next]);
                     assert_eq!(collect(seek_events(new_group), &mut all), 0);
                     new_group = 0;
                 }

@@ -1,5 +1,5 @@
-//! `import`: a legacy ScoreSaber replay JSON document to a BSOR file
-//! (proto-spec/legacy-import.md).
+//! `import`: a legacy ScoreSaber replay JSON document (proto-spec/legacy-import.md) or an
+//! XROR recording to a BSOR file, or to a lossless `.bsors`.
 
 use std::path::Path;
 
@@ -12,6 +12,7 @@ use super::{Failure, Outcome};
 /// `output`.
 pub fn import(input: &Path, output: &Path) -> Result<Outcome, Failure> {
     let limits = ImportLimits::default();
+
     // The document's size is checked before it is read whole.
     let size = std::fs::metadata(input).map_err(|e| (input, e))?.len();
     if size > limits.max_json_bytes as u64 {
@@ -21,9 +22,23 @@ pub fn import(input: &Path, output: &Path) -> Result<Outcome, Failure> {
             limits.max_json_bytes
         )));
     }
-    let json = std::fs::read(input).map_err(|e| (input, e))?;
-    let replay = legacy::import(&json, &limits).map_err(|e| (input, e))?;
-    let bytes = bsor::to_vec(&replay).map_err(|e| (output, e))?;
+    let data = std::fs::read(input).map_err(|e| (input, e))?;
+    // XROR is a BSON document (its length first, a zero byte last); JSON starts otherwise.
+    let xror = bsor_stream::xror::looks_like_xror(&data)
+        || input
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("xror"));
+    let replay = if xror {
+        bsor_stream::xror::parse(&data).map_err(|e| (input, e))?
+    } else {
+        legacy::import(&data, &limits).map_err(|e| (input, e))?
+    };
+    let bytes = if output.extension().is_some_and(|e| e == "bsors") {
+        use bsor_stream::stream::{Profile, Settings};
+        bsor_stream::transcode::encode_replay(&replay, Settings::archive(Profile::Lossless))
+    } else {
+        bsor::to_vec(&replay).map_err(|e| (output, e))?
+    };
     std::fs::write(output, &bytes).map_err(|e| (output, e))?;
     println!(
         "wrote {} ({} bytes, {} frames, {} note events, {} walls, score {})",

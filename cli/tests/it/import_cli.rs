@@ -87,3 +87,70 @@ fn import_refuses_a_bad_document_naming_the_field() {
     assert!(err.contains("frames[5].l.p.y"), "{err}");
     assert!(!output.exists());
 }
+
+#[test]
+fn import_xror_writes_the_same_play_as_bsor_and_as_a_stream() {
+    let Some(corpus) = crate::common::corpus_dir() else {
+        return;
+    };
+    let xror = corpus.join("sample1.xror");
+    if !xror.is_file() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bsor = dir.path().join("sample1.bsor");
+    let out = bin()
+        .arg("import")
+        .arg(&xror)
+        .arg("-o")
+        .arg(&bsor)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(std::fs::read(&bsor).unwrap() == std::fs::read(corpus.join("sample1.bsor")).unwrap());
+    let stream = dir.path().join("sample1.bsors");
+    let out = bin()
+        .arg("import")
+        .arg(&xror)
+        .arg("-o")
+        .arg(&stream)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let back = dir.path().join("back.bsor");
+    let out = bin()
+        .arg("decode")
+        .arg(&stream)
+        .arg("-o")
+        .arg(&back)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(std::fs::read(&back).unwrap() == std::fs::read(&bsor).unwrap());
+    // A cut XROR: one line naming what and where, exit 1, nothing written.
+    let cut = dir.path().join("cut.xror");
+    std::fs::write(&cut, &std::fs::read(&xror).unwrap()[..5000]).unwrap();
+    let none = dir.path().join("none.bsor");
+    let out = bin()
+        .arg("import")
+        .arg(&cut)
+        .arg("-o")
+        .arg(&none)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cut.xror") && err.contains("document"),
+        "{err}"
+    );
+    assert!(!none.exists());
+}

@@ -995,6 +995,29 @@ impl Decoder {
     /// without an event per frame.
     ///
     /// [`step`]: Decoder::step
+    /// Steps over as many whole frames as `input` holds, while the state is inside the
+    /// frames section, without decoding them. Returns the bytes skipped (0 when not in the
+    /// frames section).
+    pub(crate) fn frames_skip(&mut self, input: &[u8]) -> usize {
+        let State::Records {
+            section: Section::Frames,
+            index,
+            count,
+        } = self.state
+        else {
+            return 0;
+        };
+        let n = ((count - index) as usize).min(input.len() / FRAME_SIZE);
+        self.state = State::Records {
+            section: Section::Frames,
+            index: index + n as u32,
+            count,
+        };
+        let used = n * FRAME_SIZE;
+        self.offset += used as u64;
+        used
+    }
+
     pub(crate) fn frames_bulk(&mut self, input: &[u8], out: &mut Vec<Frame>) -> usize {
         let State::Records {
             section: Section::Frames,

@@ -43,7 +43,7 @@ pub use model::{
     Pose, Quat, RawBool, Replay, UnknownEventType, Vec3, Wall,
 };
 pub use push::PushParser;
-pub use read::{parse, parse_with_limits, ReplayBuilder};
+pub use read::{parse, parse_skipping_frames, parse_with_limits, ReplayBuilder};
 pub use summary::{FpsStats, NoteCounts, Summary};
 pub use write::{
     encode_controller_offsets, encode_frame, encode_height, encode_info, encode_note, encode_pause,

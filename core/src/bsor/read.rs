@@ -60,6 +60,62 @@ pub fn parse_with_limits(bytes: &[u8], limits: Limits) -> Result<Replay, ParseEr
     }
 }
 
+/// Parses a whole BSOR file without decoding its frames: the replay comes back with no
+/// frames, together with the byte range of the frame records (92 bytes each, in the layout
+/// of `bsor-v1.md`'s frames section). Everything else is checked as [`parse_with_limits`]
+/// checks it, so the range holds exactly the frame count's records.
+///
+/// For readers that want the events only, or that lay the frames out their own way
+/// (columns for array libraries).
+///
+/// ```
+/// use bsor_stream_core::{bsor, synth};
+///
+/// let replay = synth::replay(synth::Settings { seed: 7, seconds: 3.0, fps: 60 });
+/// let bytes = bsor::to_vec(&replay)?;
+/// let (events, frames) = bsor::parse_skipping_frames(&bytes, bsor::Limits::default())?;
+/// assert!(events.frames.is_empty());
+/// assert_eq!(frames.len(), replay.frames.len() * bsor::FRAME_SIZE);
+/// assert_eq!(events.notes, replay.notes);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn parse_skipping_frames(
+    bytes: &[u8],
+    limits: Limits,
+) -> Result<(Replay, std::ops::Range<usize>), ParseError> {
+    let mut decoder = Decoder::new(limits);
+    let mut builder = ReplayBuilder::default();
+    let mut pos = 0;
+    let mut frames = 0..0;
+    loop {
+        let rest = &bytes[pos..];
+        let skipped = decoder.frames_skip(rest);
+        if skipped > 0 {
+            if frames.is_empty() {
+                frames = pos..pos;
+            }
+            pos += skipped;
+            frames.end = pos;
+            continue;
+        }
+        match decoder.step(rest, true)? {
+            Step::Item(event, used) => {
+                pos += used;
+                if let Event::SectionStart { section, count } = event {
+                    if section != Section::Frames {
+                        builder.reserve(section, count as usize);
+                    } else {
+                        frames = pos..pos;
+                    }
+                }
+                builder.apply(event);
+            }
+            Step::Finished => return Ok((builder.replay, frames)),
+            Step::NeedMore(n) => return Err(decoder.truncated_at_end(n, rest.len())),
+        }
+    }
+}
+
 /// Collects [`Event`]s into a [`Replay`]: what the whole-buffer parser does, and what a
 /// caller of the push parser uses to keep everything valid before a fault.
 #[derive(Clone, Debug, Default)]

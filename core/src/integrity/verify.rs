@@ -8,7 +8,8 @@ use ed25519_dalek::VerifyingKey;
 
 use crate::bsor::{BsorString, Frame, Height, NoteEvent, Pause, Replay, Wall};
 use crate::stream::{
-    ChunkHeader, ChunkType, DamageKind, StreamDecoder, StreamError, StreamItem, Trailer,
+    ChunkHeader, ChunkType, DamageKind, DecoderHook, StreamDecoder, StreamError, StreamItem,
+    Trailer,
 };
 
 use super::layout::{
@@ -842,43 +843,45 @@ pub fn decode_verified(bytes: &[u8]) -> VerifiedReplay {
     VerifiedReplay { report, replay }
 }
 
-/// Gives `v` the stream's items and signing chunks in order; its report at the end, or at
-/// the first place the stream cannot be read (then `invalid`).
+/// Gives `v` the stream's items and signing chunks in order (it rides along the decoder as
+/// its hook); its report at the end, or at the first place the stream cannot be read (then
+/// `invalid`).
 pub(crate) fn feed(bytes: &[u8], v: &mut Verifier) -> Report {
-    let mut d = StreamDecoder::new();
+    let mut d = StreamDecoder::new().with_hook(&mut *v);
     d.push(bytes);
     d.finish();
     loop {
         match d.next_item() {
             Ok(Some(StreamItem::End)) | Ok(None) => break,
-            Ok(Some(StreamItem::Skipped { offset, kind })) => {
-                let start = usize::try_from(offset).unwrap_or(usize::MAX);
-                let chunk =
-                    bytes
-                        .get(start..)
-                        .and_then(ChunkHeader::parse_at)
-                        .and_then(|(h, hl)| {
-                            let p = bytes.get(start + hl..start + hl + h.len as usize)?;
-                            Some((h, p))
-                        });
-                match chunk.filter(|(h, _)| h.kind == ChunkType::Unknown(kind)) {
-                    Some((h, p)) if super::is_integrity_chunk(kind) => {
-                        v.chunk(h.seq, offset, kind, p)
-                    }
-                    Some((h, _)) => v.before_key(|| {
-                        format!(
-                            "chunk {} of type {kind:#04x} at byte offset {offset}",
-                            h.seq
-                        )
-                    }),
-                    None => v.before_key(|| format!("a chunk at byte offset {offset}")),
-                }
-            }
-            Ok(Some(item)) => v.item(&item),
+            Ok(Some(_)) => {}
             Err(e) => return unreadable(v, &e),
         }
     }
     v.report()
+}
+
+/// The verifier as the decoder's hook: items as they come, and the signing chunks the
+/// decoder skips (any other extension chunk before the key chunk makes a signed stream's
+/// key chunk late).
+impl DecoderHook for Verifier {
+    fn item(&mut self, item: &StreamItem) {
+        Verifier::item(self, item);
+    }
+
+    fn extension(&mut self, header: &ChunkHeader, offset: u64, payload: &[u8]) {
+        match header.kind {
+            ChunkType::Unknown(kind) if super::is_integrity_chunk(kind) => {
+                self.chunk(header.seq, offset, kind, payload)
+            }
+            kind => self.before_key(|| {
+                format!(
+                    "chunk {} of type {:#04x} at byte offset {offset}",
+                    header.seq,
+                    kind.byte()
+                )
+            }),
+        }
+    }
 }
 
 fn unreadable(v: &Verifier, e: &StreamError) -> Report {

@@ -82,6 +82,44 @@ enum State {
     Done,
 }
 
+/// What rides along a decode (the integrity layer's verifier is one: `integrity::Verifier`,
+/// whose single pass over a signed stream hashes the very records the decoder yields). It
+/// sees, in stream order, every item as the decoder queues it and every extension chunk
+/// whole (a non-critical chunk type this decoder does not know, `format.md` §4.2), which the
+/// decoder then yields as [`StreamItem::Skipped`]. Both methods do nothing by default.
+///
+/// The decoder holds its hook by value, as a type parameter: a decode without one
+/// ([`NoHook`], the default) costs nothing for it. `&mut H` is a hook too, for a hook that
+/// outlives the decoder.
+pub trait DecoderHook {
+    /// An item, as the decoder queues it (before it is yielded).
+    fn item(&mut self, item: &StreamItem) {
+        let _ = item;
+    }
+
+    /// An extension chunk: its header, its byte offset in the stream and its payload (the
+    /// CRC checked).
+    fn extension(&mut self, header: &ChunkHeader, offset: u64, payload: &[u8]) {
+        let _ = (header, offset, payload);
+    }
+}
+
+/// No hook: the decoder alone.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoHook;
+
+impl DecoderHook for NoHook {}
+
+impl<H: DecoderHook + ?Sized> DecoderHook for &mut H {
+    fn item(&mut self, item: &StreamItem) {
+        (**self).item(item);
+    }
+
+    fn extension(&mut self, header: &ChunkHeader, offset: u64, payload: &[u8]) {
+        (**self).extension(header, offset, payload);
+    }
+}
+
 /// Decodes a `.bsors` stream: push bytes in pieces of any size, pull [`StreamItem`]s out
 /// as soon as each chunk is whole.
 ///
@@ -114,7 +152,7 @@ enum State {
 /// # Ok::<(), bsor_stream_core::stream::StreamError>(())
 /// ```
 #[derive(Debug)]
-pub struct StreamDecoder {
+pub struct StreamDecoder<H = NoHook> {
     buf: Vec<u8>,
     start: usize,
     /// Absolute offset of `buf[start]`.
@@ -141,6 +179,7 @@ pub struct StreamDecoder {
     head: Option<(u64, Head)>,
     /// The error that stopped the decoder: returned again by every later call.
     failed: Option<StreamError>,
+    hook: H,
 }
 
 /// A chunk header parsed at some offset, kept while more input is awaited.
@@ -180,6 +219,7 @@ impl StreamDecoder {
             junk: None,
             head: None,
             failed: None,
+            hook: NoHook,
         }
     }
 
@@ -203,15 +243,62 @@ impl StreamDecoder {
         }
     }
 
+    /// The same decoder with `hook` riding along (see [`DecoderHook`]); give it before any
+    /// input.
+    pub fn with_hook<H: DecoderHook>(self, hook: H) -> StreamDecoder<H> {
+        StreamDecoder {
+            buf: self.buf,
+            start: self.start,
+            offset: self.offset,
+            eof: self.eof,
+            state: self.state,
+            codec: self.codec,
+            events: self.events,
+            frames_ok: self.frames_ok,
+            events_ok: self.events_ok,
+            next_seq: self.next_seq,
+            next_frame: self.next_frame,
+            queue: self.queue,
+            stats: self.stats,
+            skip_frames: self.skip_frames,
+            records: self.records,
+            junk: self.junk,
+            head: self.head,
+            failed: self.failed,
+            hook,
+        }
+    }
+}
+
+impl<H: DecoderHook> StreamDecoder<H> {
+    /// The hook.
+    pub fn hook(&self) -> &H {
+        &self.hook
+    }
+
+    /// The hook, to change.
+    pub fn hook_mut(&mut self) -> &mut H {
+        &mut self.hook
+    }
+
+    /// The hook, the decoder done with.
+    pub fn into_hook(self) -> H {
+        self.hook
+    }
+
+    /// Queues an item, shown to the hook first.
+    fn emit(&mut self, item: StreamItem) {
+        self.hook.item(&item);
+        self.queue.push_back(item);
+    }
+
     /// The same decoder, yielding each frame chunk's frames as one
     /// [`StreamItem::FrameRecords`] of BSOR frame records rather than [`StreamItem::Frame`]s:
     /// for readers that write a BSOR (a lossless stream's records are written straight
     /// from the decoded words).
-    pub fn bsor_records(self) -> Self {
-        StreamDecoder {
-            records: true,
-            ..self
-        }
+    pub fn bsor_records(mut self) -> Self {
+        self.records = true;
+        self
     }
 
     /// Starts a new keyframe group's event context (for readers that skip frame chunks).
@@ -293,7 +380,7 @@ impl StreamDecoder {
     fn damage(&mut self, kind: DamageKind, skipped: usize) {
         self.stats.damaged += 1;
         self.stats.bytes_skipped += skipped as u64;
-        self.queue.push_back(StreamItem::Damage(Damage::new(
+        self.emit(StreamItem::Damage(Damage::new(
             self.offset,
             skipped as u64,
             kind,
@@ -337,7 +424,7 @@ impl StreamDecoder {
         if let Some((offset, count)) = self.junk.take() {
             self.stats.damaged += 1;
             self.stats.bytes_skipped += count;
-            self.queue.push_back(StreamItem::Damage(Damage::new(
+            self.emit(StreamItem::Damage(Damage::new(
                 offset,
                 count,
                 DamageKind::NotAChunk,
@@ -355,7 +442,7 @@ impl StreamDecoder {
                     self.codec = Some(FrameCodec::new(h.quantization()));
                     self.events = EventCodec::new(h.quantization().is_lossy());
                     self.consume(n);
-                    self.queue.push_back(StreamItem::Header(Box::new(h)));
+                    self.emit(StreamItem::Header(Box::new(h)));
                     self.state = State::Chunks;
                     Ok(true)
                 }
@@ -370,7 +457,7 @@ impl StreamDecoder {
     fn end(&mut self) -> Result<bool, StreamError> {
         self.flush_junk();
         self.state = State::Done;
-        self.queue.push_back(StreamItem::End);
+        self.emit(StreamItem::End);
         Ok(true)
     }
 
@@ -528,11 +615,11 @@ impl StreamDecoder {
                 self.events_chunk(h, payload, offset);
             }
             ChunkType::Trailer => match Trailer::decode(payload) {
-                Ok(t) => self.queue.push_back(StreamItem::Trailer(Box::new(t))),
+                Ok(t) => self.emit(StreamItem::Trailer(Box::new(t))),
                 Err(error) => self.damage_at(offset, undecodable(h, error)),
             },
             ChunkType::Index => match decode_index(payload) {
-                Ok(i) => self.queue.push_back(StreamItem::Index(i)),
+                Ok(i) => self.emit(StreamItem::Index(i)),
                 Err(error) => self.damage_at(offset, undecodable(h, error)),
             },
             ChunkType::Unknown(kind) if h.kind.is_critical() => {
@@ -542,15 +629,17 @@ impl StreamDecoder {
                     kind,
                 });
             }
-            ChunkType::Unknown(kind) => self.queue.push_back(StreamItem::Skipped { offset, kind }),
+            ChunkType::Unknown(kind) => {
+                self.hook.extension(h, offset, payload);
+                self.emit(StreamItem::Skipped { offset, kind });
+            }
         }
         Ok(true)
     }
 
     fn damage_at(&mut self, offset: u64, kind: DamageKind) {
         self.stats.damaged += 1;
-        self.queue
-            .push_back(StreamItem::Damage(Damage::new(offset, 0, kind)));
+        self.emit(StreamItem::Damage(Damage::new(offset, 0, kind)));
     }
 
     /// Something of the current group was lost: resume at the next keyframe.
@@ -607,16 +696,18 @@ impl StreamDecoder {
         if self.records {
             let mut records = Vec::with_capacity(h.count as usize * crate::bsor::FRAME_SIZE);
             codec.decode_chunk_records(payload, h.count, &mut records);
-            self.queue.push_back(StreamItem::FrameRecords {
+            self.emit(StreamItem::FrameRecords {
                 first: h.first,
                 records,
             });
         } else {
             self.queue.reserve(h.count as usize);
             let mut index = h.first;
-            let queue = &mut self.queue;
+            let (queue, hook) = (&mut self.queue, &mut self.hook);
             codec.decode_chunk(payload, h.count, |frame| {
-                queue.push_back(StreamItem::Frame { index, frame });
+                let item = StreamItem::Frame { index, frame };
+                hook.item(&item);
+                queue.push_back(item);
                 index = index.wrapping_add(1);
             });
         }
@@ -630,7 +721,7 @@ impl StreamDecoder {
             return;
         }
         match self.events.decode(payload) {
-            Ok(batch) => self.queue.push_back(StreamItem::Events(batch)),
+            Ok(batch) => self.emit(StreamItem::Events(batch)),
             Err(error) => {
                 self.events_ok = false;
                 self.count_lost(h);

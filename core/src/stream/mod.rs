@@ -18,7 +18,7 @@ pub use chunk::{
     footer, parse_footer, split_stream, ChunkHeader, ChunkSpan, ChunkType, FOOTER_SIZE,
     STREAM_MAGIC,
 };
-pub use decoder::{DecodeStats, StreamDecoder, StreamItem};
+pub use decoder::{DecodeStats, DecoderHook, NoHook, StreamDecoder, StreamItem};
 pub use encoder::{EncoderHook, StreamEncoder, MAX_EXTENSION_LEN};
 pub use error::{
     ChunkError, ChunkHeaderError, Damage, DamageKind, Field, FieldError, HeaderError, Section,

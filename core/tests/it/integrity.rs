@@ -488,3 +488,83 @@ fn vectors_are_reproduced_and_verify_as_recorded() {
         assert_eq!(rep, expected[name], "{name}");
     }
 }
+
+/// The verifier rides along a push decoder as its hook (the single verifying pass): fed in
+/// pieces of any size, as a server or relay receives a stream, it reports exactly what the
+/// whole file's verification reports, signed or forged, and its extension chunks are the
+/// ones the decoder skips.
+#[test]
+fn the_verifier_as_a_decoder_hook_verifies_a_stream_as_it_arrives() {
+    use bsor_stream_core::stream::DecoderHook;
+
+    /// Counts the extension chunks and items it is shown, then hands them to a verifier.
+    #[derive(Default)]
+    struct Counting {
+        v: Verifier,
+        extensions: Vec<(u32, u64)>,
+        items: usize,
+    }
+    impl DecoderHook for Counting {
+        fn item(&mut self, item: &StreamItem) {
+            self.items += 1;
+            DecoderHook::item(&mut self.v, item);
+        }
+        fn extension(
+            &mut self,
+            h: &bsor_stream_core::stream::ChunkHeader,
+            offset: u64,
+            payload: &[u8],
+        ) {
+            self.extensions.push((h.seq, offset));
+            self.v.extension(h, offset, payload);
+        }
+    }
+
+    let s = signed();
+    // A byte of a frame chunk's payload changed, the chunk's CRCs made right again: a
+    // readable stream whose records are not what was signed.
+    let (header, mut cs) = chunks(&s);
+    let k = of_kind(&cs, ChunkType::Frames.byte())[0];
+    let mid = cs[k].1.len() / 2;
+    cs[k].1[mid] ^= 0x40;
+    let forged = rebuild(&header, &cs);
+    for (stream, verdict) in [(&s, Verdict::Valid), (&forged, Verdict::Invalid)] {
+        let whole = verify_stream(stream);
+        let (_, _, spans) = split_stream(stream).unwrap();
+        assert_eq!(whole.verdict, verdict, "{:?}", whole.reason);
+        for piece in [1, 7, 100, 4096] {
+            let mut d = StreamDecoder::new().with_hook(Counting::default());
+            let mut yielded = 0;
+            let mut skipped = Vec::new();
+            for p in stream.chunks(piece) {
+                d.push(p);
+                while let Some(item) = d.next_item().unwrap() {
+                    yielded += 1;
+                    if let StreamItem::Skipped { offset, .. } = item {
+                        skipped.push(offset);
+                    }
+                }
+            }
+            d.finish();
+            while let Some(item) = d.next_item().unwrap() {
+                yielded += 1;
+                if let StreamItem::Skipped { offset, .. } = item {
+                    skipped.push(offset);
+                }
+            }
+            let hook = d.into_hook();
+            assert_eq!(hook.items, yielded, "the hook sees every item yielded");
+            let offsets: Vec<u64> = hook.extensions.iter().map(|e| e.1).collect();
+            assert_eq!(offsets, skipped, "and every extension chunk, in order");
+            let signing: Vec<u32> = spans
+                .iter()
+                .filter(|c| matches!(c.header.kind, ChunkType::Unknown(_)))
+                .map(|c| c.header.seq)
+                .collect();
+            let seen: Vec<u32> = hook.extensions.iter().map(|e| e.0).collect();
+            assert_eq!(seen, signing);
+            let rep = hook.v.report();
+            assert_eq!(rep, whole, "pieces of {piece} bytes");
+        }
+    }
+}

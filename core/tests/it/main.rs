@@ -41,3 +41,5 @@ mod synthetic;
 mod vectors;
 #[cfg(feature = "integrity")]
 mod witness;
+#[cfg(feature = "xror")]
+mod xror;
