@@ -5,6 +5,8 @@ import { Scene, View } from "./scene.js";
 import { Score } from "./score.js";
 import { Pacer } from "./pace.js";
 import { NjsFit, laneX, rowY, jumpOffset, heightAt } from "./place.js";
+import { loadMap, fetchMap, matchEvents, objectAt, rowAt, dirVector, LAYER } from "./map.js";
+import { Music, songSpeed } from "./audio.js";
 
 // The decoder's record layouts, from the module (the worker says them before any record).
 let FRAME_FLOATS = 0;
@@ -19,6 +21,7 @@ const status = {
   ready: false, mode: "list", framesDecoded: 0, songTime: 0, score: 0, combo: 0, misses: 0,
   bytesFetched: 0, ended: false, lastError: null, firstFrameTime: null, framesRendered: 0,
   drawRate: "full", rateChanges: 0, samples: null, glError: null, reads: 0, eventsTo: null, afterSeek: null, backlog: null, gaps: {},
+  map: null, mapState: "none", mapFirstFrame: null, audio: null,
 };
 window.bsorStatus = status;
 
@@ -53,6 +56,10 @@ const BACKLOG_WAIT = 3000;
 let endedDetail = "";
 const score = new Score();
 const fit = new NjsFit(); // the note jump speed, from the cuts
+// The map (map.js) once loaded and matched to the replay's hash; null before, or without one.
+let map = null;
+let mapTried = false;
+const music = new Music();
 
 function resetData() {
   segs = [];
@@ -71,6 +78,12 @@ function resetData() {
   endedDetail = "";
   score.reset();
   fit.reset();
+  map = null;
+  mapTried = false;
+  music.unload();
+  status.map = null;
+  status.mapState = "none";
+  status.mapFirstFrame = null;
   status.framesDecoded = 0;
   status.ended = false;
   status.backlog = null;
@@ -150,6 +163,7 @@ function addEvents(e) {
     if (!sorted) l.sort(byTime);
   });
   score.setEvents(notes, walls, earliest);
+  if (map && map.matched) status.map.eventsMatched += matchEvents(map, notes);
 }
 
 const segTime = (seg, i) => seg.data[i * FRAME_FLOATS];
@@ -198,10 +212,12 @@ function onMessages(messages) {
       case "header":
         info = m.info;
         showInfo();
+        wantMap();
         break;
       case "trailer":
         info = m.info;
         showInfo();
+        wantMap();
         break;
       case "damage":
         // Stepped over: playing goes on, and the page says what was lost. A stream known
@@ -247,6 +263,105 @@ function note(text) {
   el.hidden = false;
   clearTimeout(noteTimer);
   noteTimer = setTimeout(() => { el.hidden = true; }, 2500);
+}
+
+// ---- the map and its song ----
+// Where the map comes from: `&map=URL` (this page's origin only: its CSP allows no other), a
+// zip dropped on the page, or the relay's `maps/HASH.zip` for the replay's hash (the first 40
+// hex digits of the info's). It never holds a frame: the scene is the replay's own until the
+// map is in.
+function mapSays(text) {
+  put("unknowns", text);
+}
+
+function wantMap() {
+  if (mapTried || !info) return;
+  mapTried = true;
+  const given = params.get("map");
+  const hash = String(info.hash ?? "").slice(0, 40).toLowerCase();
+  if (given) {
+    let url;
+    try {
+      url = new URL(given, location.href);
+    } catch {
+      url = null;
+    }
+    if (!url || url.origin !== location.origin) {
+      mapSays("no map: &map= must name a zip on this page's own origin; the scene is rebuilt from the replay's events");
+      status.mapState = "refused";
+      return;
+    }
+    useMap(fetchMap(url.href), `&map=${given}`);
+  } else if (/^[0-9a-f]{40}$/.test(hash)) {
+    useMap(fetchMap(`maps/${hash}.zip`), "the relay");
+  } else {
+    mapSays("no map (the replay names no map hash): the scene is rebuilt from the replay's events");
+  }
+}
+
+async function useMap(bytes, from) {
+  status.mapState = "loading";
+  const want = String(info?.hash ?? "").slice(0, 40).toLowerCase();
+  try {
+    const b = await bytes;
+    if (!b) {
+      status.mapState = "missing";
+      mapSays(`no map ${want} here: the scene is rebuilt from the replay's events (dodged bombs and untouched walls leave none)`);
+      return;
+    }
+    const m = await loadMap(b, info);
+    status.map = mapStatus(m, from);
+    if (!m.matched) {
+      status.mapState = "mismatch";
+      mapSays(`the map (${from}) is ${m.hash}, not the replay's ${want || "(none)"}: the replay plays from its events`);
+      return;
+    }
+    map = m;
+    status.map.eventsMatched = matchEvents(map, notes);
+    status.mapState = "matched";
+    mapSays(`map ${m.hash} (${from}): ${m.difficulty} ${m.mode}, NJS ${m.njs}, jump distance ` +
+      `${m.jumpDistance.toFixed(2)} m (${m.jdFrom === "replay" ? "the replay's" : "the game's rule"})`);
+    if (m.song) music.load(m.song());
+  } catch (e) {
+    status.mapState = "failed";
+    mapSays(`the map (${from}) cannot be read (${e.message}): the scene is rebuilt from the replay's events`);
+  }
+}
+
+// bsorStatus.map: the map's figures, and (read when asked, never in a frame) the objects in
+// view at the song time shown, with their positions in the game's coordinates.
+function mapStatus(m, from) {
+  const st = { hash: m.hash, matched: m.matched, from, ...m.counts, njs: m.njs, halfJump: m.halfJump,
+    jumpDistance: m.jumpDistance, startBpm: m.startBpm, eventsMatched: 0 };
+  Object.defineProperty(st, "inView", {
+    enumerable: true,
+    get() {
+      if (map !== m || status.songTime === null) return null;
+      const t = status.songTime;
+      const found = { t, objects: [], walls: [], arcs: [] };
+      mapScene(t, gridShift(t), collector(found));
+      return found;
+    },
+  });
+  return st;
+}
+
+const FATES = ["none", "cut", "bad cut", "miss", "bomb"];
+function collector(found) {
+  return {
+    object(o, x, y, z) {
+      found.objects.push({ kind: o.kind, time: o.t, line: o.line, layer: o.layer, x, y, z,
+        fate: o.event ? FATES[o.event.outcome] ?? "none" : "none" });
+    },
+    effect() {},
+    wall(w, x0, x1, y0, y1, z0, z1) {
+      found.walls.push({ time: w.t, end: w.t1, x0, x1, y0, y1, z0, z1 });
+    },
+    arc(a, head, tail) {
+      found.arcs.push({ time: a.t, end: a.t1, head: [...head], tail: [...tail] });
+    },
+    bead() {},
+  };
 }
 
 // ---- the worker ----
@@ -366,10 +481,10 @@ function step(dt) {
     // Follow the newest frame; a tab that fell far behind jumps to it (the relay has
     // already moved it to the newest keyframe group when its queue overflowed).
     if (last - playhead > 3) playhead = Math.min(last - LIVE_DELAY, shown);
-    else if (playing) playhead = Math.min(playhead + dt, shown);
+    else if (playing) playhead = Math.min(playhead + dt * songSpeed(info), shown);
   } else if (playing && !(groups && !loaded(playhead))) {
     // (A stored stream's part, or the events before it, not loaded yet: wait for them.)
-    playhead = Math.min(playhead + dt * speed, last);
+    playhead = Math.min(playhead + dt * speed * songSpeed(info), last);
   }
   if (playhead < first) playhead = first;
 }
@@ -456,8 +571,115 @@ const noteZ = (n, t) => -((n.spawn - t) * fit.njs + fit.reach);
 
 const view = new View();
 
+// ---- the map's scene ----
+// What is seen of the map at song time t (its jump offset `shift`), handed to `sink` (the
+// drawing below, or bsorStatus.map.inView's collector), in the game's coordinates: each note,
+// bomb and chain link at its lane and row and z = (its time − t) · NJS from half the jump
+// distance ahead until it is cut or hit (then its effect, 0.5 s) or, missed or dodged, half
+// the jump distance behind; walls from their time to their end; arcs as beads along a curve.
+const gp = new Float64Array(3);
+const head = new Float64Array(3);
+const tail = new Float64Array(3);
+const ARC_PULL = 1.2; // m: how far an arc's curve leaves its head and tail along their directions
+const ARC_BEADS = 16;
+function mapScene(t, shift, sink) {
+  const m = map;
+  const njs = m.njs;
+  const reach = m.halfJump * njs;
+  const objs = m.objects;
+  const from = t - Math.max(m.halfJump, 0.6) - 0.1;
+  let lo = 0;
+  let hi = objs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (objs[mid].t < from) lo = mid + 1;
+    else hi = mid;
+  }
+  for (let i = lo; i < objs.length; i++) {
+    const o = objs[i];
+    if (o.t > t + m.halfJump) break;
+    const e = o.event;
+    const hitAt = e && e.outcome !== 3 ? e.t : Infinity;
+    if (t < hitAt) {
+      objectAt(m, o, t, shift, gp);
+      if (gp[2] >= -reach && gp[2] <= reach) sink.object(o, gp[0], gp[1], gp[2]);
+    } else if (t - hitAt < 0.5) {
+      objectAt(m, o, hitAt, shift, gp);
+      sink.effect(o, e, gp[0], gp[1], gp[2], (t - hitAt) / 0.5);
+    }
+    if (e && !e.shown && t >= e.t && t - e.t < 0.3) {
+      objectAt(m, o, Math.min(e.t, hitAt), shift, gp);
+      sink.event(o, e, gp[0], gp[1], gp[2]);
+    }
+  }
+  for (const w of m.walls) {
+    if (w.t > t + m.halfJump) break;
+    const z0 = (w.t - t) * njs;
+    const z1 = (w.t1 - t) * njs;
+    if (z1 < -reach) continue;
+    sink.wall(w, w.x0, w.x1, w.y0, w.y1, z0, z1);
+  }
+  for (const a of m.arcs) {
+    if (a.t > t + m.halfJump) break;
+    if ((a.t1 - t) * njs < -reach) continue;
+    head[0] = laneX(a.line);
+    head[1] = rowAt(a.layer) + shift;
+    head[2] = (a.t - t) * njs;
+    tail[0] = laneX(a.tline);
+    tail[1] = rowAt(a.tlayer) + shift;
+    tail[2] = (a.t1 - t) * njs;
+    sink.arc(a, head, tail);
+    const [hx, hy] = dirVector(a.dir);
+    const [tx, ty] = dirVector(a.tdir);
+    const c1x = head[0] + hx * a.mu * ARC_PULL;
+    const c1y = head[1] + hy * a.mu * ARC_PULL;
+    const c2x = tail[0] - tx * a.tmu * ARC_PULL;
+    const c2y = tail[1] - ty * a.tmu * ARC_PULL;
+    for (let k = 0; k <= ARC_BEADS; k++) {
+      const f = k / ARC_BEADS;
+      const z = (a.t + (a.t1 - a.t) * f - t) * njs;
+      if (z < -reach || z > reach) continue;
+      const g = 1 - f;
+      const x = g * g * g * head[0] + 3 * g * g * f * c1x + 3 * g * f * f * c2x + f * f * f * tail[0];
+      const y = g * g * g * head[1] + 3 * g * g * f * c1y + 3 * g * f * f * c2y + f * f * f * tail[1];
+      sink.bead(x, y, z, a.color);
+    }
+  }
+}
+
+// The map's scene into `view` (the scene's z is the game's mirrored).
+const drawSink = {
+  object(o, x, y, z) {
+    view.note(x, y, -z, o.kind === "bomb" ? -1 : o.color, o.dir, 1, o.kind === "link");
+  },
+  effect(o, e, x, y, z, age) {
+    const kind = e.outcome === 1 ? 0 : e.outcome === 2 ? 1 : 2;
+    const c = e.cut;
+    view.effect(x, y, -z, o.color, age, kind, c ? c[3] : 0, c ? c[4] : 0, c ? -c[5] : 0);
+  },
+  event(o, e, x, y, z) {
+    e.shown = true;
+    const text = e.outcome === 1 ? String(e.points) : e.outcome === 2 ? "bad cut"
+      : e.outcome === 3 ? "miss" : e.outcome === 4 ? "bomb" : "";
+    if (text) popup(x, y, -z, text, e.outcome !== 1);
+    if (e.outcome === 1 || e.outcome === 2) music.hit();
+  },
+  wall(w, x0, x1, y0, y1, z0, z1) {
+    view.wall((x0 + x1) / 2, (y0 + y1) / 2, -(z0 + z1) / 2, x1 - x0, y1 - y0, Math.max(0.02, z1 - z0));
+  },
+  arc() {},
+  bead(x, y, z, color) {
+    view.bead(x, y, -z, color);
+  },
+};
+
 // Fills `view` with what is seen at song time t.
 function buildView(t) {
+  if (map) {
+    view.clear();
+    mapScene(t, gridShift(t), drawSink);
+    return;
+  }
   const jd = info && info.jumpDistance > 1 && info.jumpDistance < 100 ? info.jumpDistance : 18;
   const njs = fit.njs;
   const ahead = jd / 2 / njs;
@@ -551,6 +773,7 @@ function rest(now) {
 
 let lastNow = performance.now();
 let shownPause = null;
+let askingGesture = false;
 function tick(now) {
   paced(now);
   if (!sceneTried && totalFrames > 0) makeScene();
@@ -606,6 +829,7 @@ function tick(now) {
       performance.mark("bsor-first-frame"); // where the benchmark's trace starts counting
     }
     status.songTime = t;
+    if (map && status.mapFirstFrame === null) status.mapFirstFrame = performance.now();
     updateHud(t);
     if (afterSeek) {
       // The first frame shown after a start or a seek, with its HUD (for the tests).
@@ -619,6 +843,16 @@ function tick(now) {
     for (const p of pauses) if (p.t <= t && t < p.t + 2) paused = p;
     if (paused && paused !== shownPause) note(`the player paused for ${paused.duration} s`);
     shownPause = paused;
+  }
+  // The song, at the song time shown (paused while the page waits for data).
+  if (music.state === "ready") {
+    const rate = status.mode === "live" && followLive ? songSpeed(info) : speed * songSpeed(info);
+    music.sync(playhead ?? 0, playing && at !== null && !status.ended, rate, now);
+    const ask = music.needsGesture;
+    if (ask !== askingGesture) {
+      askingGesture = ask;
+      $("sound").hidden = !ask;
+    }
   }
   // The page's own work for this frame: the decoder's messages handled since the last
   // frame and this frame's scene update and draw calls.
@@ -711,6 +945,19 @@ $("play").addEventListener("click", () => togglePlay());
 $("live").addEventListener("click", () => goLive());
 $("speed").addEventListener("change", (e) => { speed = Number(e.target.value); });
 $("camera").addEventListener("change", (e) => { camera = e.target.value; });
+// The song: where the browser wants a gesture first, the page asks (#sound); any click or key
+// on the page is one.
+$("sound").addEventListener("click", () => music.resume());
+window.addEventListener("pointerdown", () => music.resume());
+window.addEventListener("keydown", () => music.resume());
+$("mute").addEventListener("click", () => {
+  music.setMuted(!music.muted);
+  $("mute").textContent = music.muted ? "unmute" : "mute";
+});
+$("volume").addEventListener("input", (e) => music.setVolume(Number(e.target.value)));
+$("hits").addEventListener("change", (e) => { music.hits = e.target.checked; });
+// For tests: the song's state, and where its sound goes.
+window.bsorMusic = music;
 
 function togglePlay() {
   playing = !playing;
@@ -740,8 +987,19 @@ window.addEventListener("keydown", (e) => {
   }
 });
 
-// Dropping a file (or choosing one) plays it.
+// Dropping a file (or choosing one) plays it; a dropped .zip is the map of what plays.
 function playFile(file) {
+  if (/\.zip$/i.test(file.name)) {
+    if (!info) {
+      note("drop the replay first, then its map's zip");
+      return;
+    }
+    mapTried = true;
+    map = null;
+    music.unload();
+    useMap(file.arrayBuffer().then((b) => new Uint8Array(b)), "a dropped zip");
+    return;
+  }
   $("list").hidden = true;
   $("error").hidden = true;
   status.lastError = null;
@@ -819,13 +1077,23 @@ if (params.has("session")) {
 // The placement's figures, on screen: the jump speed (fitted, or assumed before enough cuts)
 // and the jump distance (the info's).
 function showPlacement() {
+  if (map) {
+    put("speedNote", `note jump speed ${map.njs} m/s (the map's) · jump distance ${map.jumpDistance.toFixed(1)} m ` +
+      `(${map.jdFrom === "replay" ? "from the replay" : "the game's rule"})`);
+  } else {
+    showFitted();
+  }
+  status.njs = fit.njs;
+  status.njsCuts = fit.n;
+  status.audio = { state: music.state, error: music.error, context: music.ctx ? music.ctx.state : null,
+    needsGesture: music.needsGesture, restarts: music.restarts, muted: music.muted, volume: music.volume };
+}
+function showFitted() {
   const jd = info && info.jumpDistance > 1 && info.jumpDistance < 100 ? `${info.jumpDistance.toFixed(1)} m (from the replay)`
     : "18 m (assumed)";
   const njs = fit.fitted ? `${fit.njs.toFixed(1)} m/s (fitted from ${fit.n} cuts; notes reach ${fit.reach.toFixed(2)} m at their time)`
     : `${fit.njs} m/s (assumed: too few cuts to fit)`;
   put("speedNote", `note jump speed ${njs} · jump distance ${jd}`);
-  status.njs = fit.njs;
-  status.njsCuts = fit.n;
 }
 setInterval(showPlacement, 500);
 requestAnimationFrame(tick);

@@ -288,6 +288,7 @@ const TRAIL_MAX = 16;
 //   notes: records of NOTE (x, y, z in the scene, color: -1 bomb, 0 red, 1 blue, cut
 //     direction, alpha, chain 0/1), nNotes of them;
 //   walls: records of WALL (center x, y, z, size x, y, z), nWalls;
+//   beads: records of 4 (x, y, z, color), nBeads: points along the map's arcs;
 //   effects: records of EFFECT (x, y, z, color, age 0..1, kind: 0 cut, 1 bad cut, 2 bomb,
 //     3 miss), nEffects;
 //   camera: "first" | "behind" | "side".
@@ -308,12 +309,24 @@ export class View {
     this.nNotes = 0;
     this.nWalls = 0;
     this.nEffects = 0;
+    this.beads = new Float32Array(max * 4 * 4);
+    this.nBeads = 0;
   }
 
   clear() {
     this.nNotes = 0;
     this.nWalls = 0;
     this.nEffects = 0;
+    this.nBeads = 0;
+  }
+
+  // A bead of an arc at (x, y, z), colour 0 red, 1 blue.
+  bead(x, y, z, color) {
+    if (this.nBeads >= this.max * 4) return false;
+    const o = this.nBeads++ * 4;
+    const a = this.beads;
+    a[o] = x; a[o + 1] = y; a[o + 2] = z; a[o + 3] = color;
+    return true;
   }
 
   // Each add returns false when the view is full (the rest is not drawn).
@@ -577,6 +590,12 @@ export class Scene {
       const o = k * WALL_SIZE;
       trsInto(this.model, w[o], w[o + 1], w[o + 2], 0, 0, 0, 1, w[o + 3], w[o + 4], w[o + 5]);
       this.draw(this.meshes.cube, this.model, WALL, 0.35);
+    }
+    const b = v.beads;
+    for (let k = 0; k < (v.nBeads || 0); k++) {
+      const o = k * 4;
+      trsInto(this.model, b[o], b[o + 1], b[o + 2], 0, 0, 0, 1, 0.07, 0.07, 0.07);
+      this.draw(this.meshes.sphere, this.model, b[o + 3] === 0 ? RED : BLUE, 0.8, 0);
     }
     const e = v.effects;
     for (let k = 0; k < v.nEffects; k++) {

@@ -296,10 +296,22 @@ enum Command {
         /// DIR/SESSION.witness (proto-spec/integrity.md §12).
         #[arg(long, value_name = "FILE")]
         witness_key: Option<PathBuf>,
+        /// Serve the maps in DIR (`DIR/HASH.zip`, BeatSaver zips named by their hash) as
+        /// `GET /maps/HASH.zip` on the WebSocket address, for the player to show a replay's
+        /// map and play its song.
+        #[arg(long, value_name = "DIR", requires = "ws")]
+        maps: Option<PathBuf>,
+        /// Fetch a map not in --maps DIR from this mirror (`http://` or `https://`, `{hash}`
+        /// standing for the hash in lowercase) and keep it there.
+        #[arg(long, value_name = "TEMPLATE", requires = "maps")]
+        map_url: Option<String>,
+        /// The CAs an https --map-url must be certified by (PEM).
+        #[arg(long, value_name = "PEM", requires = "map_url")]
+        map_url_ca: Option<PathBuf>,
         #[command(flatten)]
         budgets: commands::serve::Budgets,
         #[command(flatten)]
-        replays: commands::serve::ReplayArgs,
+        replays: Box<commands::serve::ReplayArgs>,
     },
     /// Send a replay to a relay as a recorder would (a `.bsor` is encoded live with the
     /// profile; a `.bsors` is sent as it is), resuming after a lost connection.
@@ -541,6 +553,9 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             tls_key,
             allow_origin,
             witness_key,
+            maps,
+            map_url,
+            map_url_ca,
             budgets,
             replays,
         } => {
@@ -548,6 +563,9 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
                 tls: tls_cert.as_deref().zip(tls_key.as_deref()),
                 allowed_origins: allow_origin,
                 witness_key: witness_key.as_deref(),
+                maps: maps.as_deref(),
+                map_url: map_url.as_deref(),
+                map_url_ca: map_url_ca.as_deref(),
             };
             commands::serve::serve(
                 &tcp,

@@ -11,14 +11,18 @@
 //    and again with every frame drawn (`&rate=full`), each with the CPU time Chromium's GPU
 //    process took meanwhile; then, on another load of the replay, the main thread's CPU
 //    time for the same work and the same frames, from a DevTools trace: on a loaded machine
-//    the wall-clock figure also counts the time the thread waited for a core.
+//    the wall-clock figure also counts the time the thread waited for a core;
+// 4. with a map served by the relay (`serve --maps`): a 5-minute corpus replay's first frame
+//    drawn with its map, and the page's own work per frame with the map and its song
+//    (`BSOR_BENCH_ONLY=map` runs this part alone).
 import { spawn, execFileSync } from "node:child_process";
 import { createServer } from "node:http";
-import { mkdtempSync, readFileSync, writeFileSync, rmSync, readdirSync, existsSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync, rmSync, readdirSync, existsSync, mkdirSync } from "node:fs";
 import { tmpdir, loadavg } from "node:os";
 import { join, dirname, extname, basename } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
+import { mapFromReplay } from "./mapfixture.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 // BSOR_WEB: another checkout's web/ (to compare a change against its parent).
@@ -106,6 +110,84 @@ const browser = await chromium.launchPersistentContext(join(tmp, "profile"), {
 });
 const page = await browser.newPage();
 await page.goto(base);
+
+// 4. With the map: the largest corpus replay (5 minutes) with a map made from its own note
+// events (scripts/browser/mapfixture.mjs; its hash written into the replay's info) and a
+// click track as long as it for its song, served by a relay (`serve --maps`) that also
+// serves the page and the archived replay: the first frame drawn with the map, median of 5
+// loads, and the page's own work per rendered frame over 10 s with the map and its song.
+// `BSOR_BENCH_ONLY=map` runs this alone.
+async function mapBench() {
+  const mapsDir = join(tmp, "maps");
+  const archive = join(tmp, "map-archive");
+  mkdirSync(mapsDir, { recursive: true });
+  mkdirSync(archive, { recursive: true });
+  const file = files.map((f) => [f, readFileSync(join(corpus, f)).length]).sort((a, b) => b[1] - a[1])[0][0];
+  const exported = JSON.parse(execFileSync(bin, ["export", join(corpus, file)],
+    { encoding: "utf8", maxBuffer: 1 << 30, stdio: ["ignore", "pipe", "pipe"] }));
+  const made = mapFromReplay(exported, tmp);
+  writeFileSync(join(mapsDir, `${made.hash}.zip`), made.bytes);
+  const bsor = Buffer.from(readFileSync(join(corpus, file)));
+  const old = Buffer.from(exported.info.hash);
+  const at = bsor.indexOf(old);
+  if (old.length !== 40 || at < 0) throw new Error(`${file}: its hash is not 40 characters`);
+  Buffer.from(made.hash.toUpperCase()).copy(bsor, at);
+  writeFileSync(join(tmp, "mapped.bsor"), bsor);
+  run("encode", join(tmp, "mapped.bsor"), "-o", join(archive, "mapped.bsors"), "--archive");
+  const mapRelay = spawn(bin, ["serve", "--tcp", "127.0.0.1:0", "--ws", "127.0.0.1:0", "--token-file",
+    join(tmp, "token"), "--archive", archive, "--maps", mapsDir], { stdio: ["ignore", "pipe", "ignore"] });
+  children.push(mapRelay);
+  const ws = await new Promise((ok) => {
+    let out = "";
+    mapRelay.stdout.on("data", (d) => {
+      out += d;
+      const m = /ws=(\S+)/.exec(out);
+      if (m) ok(m[1]);
+    });
+  });
+  const url = `http://${ws}/?replay=mapped`;
+  const firsts = [];
+  const mapFirsts = [];
+  for (let i = 0; i < 5; i++) {
+    const p = await browser.newPage();
+    await p.goto(url);
+    await p.waitForFunction(() => window.bsorStatus.mapFirstFrame !== null || window.bsorStatus.mapState === "failed" ||
+      window.bsorStatus.mapState === "mismatch", null, { timeout: 20000 });
+    const s = await p.evaluate(() => window.bsorStatus);
+    if (s.mapState !== "matched") console.log(`  map: ${s.mapState}`);
+    firsts.push(s.firstFrameTime);
+    mapFirsts.push(s.mapFirstFrame);
+    await p.close();
+  }
+  const med = (a) => a.sort((x, y) => x - y)[a.length >> 1];
+  console.log(`${file} (${(exported.frames.at(-1).time / 60).toFixed(1)} min) with its map from the relay ` +
+    `(${made.bytes.length} bytes): first frame ${med(firsts).toFixed(0)} ms, first frame with the map ` +
+    `${med(mapFirsts).toFixed(0)} ms after navigation start (median of 5; ${Math.min(...mapFirsts).toFixed(0)} to ` +
+    `${Math.max(...mapFirsts).toFixed(0)})`);
+  const p = await browser.newPage();
+  await p.goto(url);
+  await p.waitForFunction(() => window.bsorStatus.mapFirstFrame !== null, null, { timeout: 20000 });
+  await p.waitForTimeout(5000);
+  await p.evaluate(() => window.bsorPerfRestart());
+  await p.waitForTimeout(10000);
+  const perf = await p.evaluate(() => window.bsorPerf());
+  const st = await p.evaluate(() => window.bsorStatus);
+  console.log(`own work per rendered frame with the map and its song: p50 ${perf.p50.toFixed(2)} ms, p99 ` +
+    `${perf.p99.toFixed(2)} ms over ${perf.frames} frames (drawing at ${st.drawRate} rate; song ${st.audio?.state}, ` +
+    `context ${st.audio?.context})`);
+  console.log(`  of which decoding and scene update: p50 ${perf.update.p50.toFixed(2)} ms, p99 ${perf.update.p99.toFixed(2)} ms;` +
+    ` draw calls: p50 ${perf.draw.p50.toFixed(2)} ms, p99 ${perf.draw.p99.toFixed(2)} ms`);
+  await p.close();
+  mapRelay.kill("SIGTERM");
+}
+if (process.env.BSOR_BENCH_ONLY === "map") {
+  await mapBench();
+  await browser.close();
+  for (const c of children) if (c.exitCode === null) c.kill("SIGTERM");
+  server.close();
+  rmSync(tmp, { recursive: true, force: true });
+  process.exit(0);
+}
 
 // 1. Decoding in WebAssembly, in the page's main thread (the worker runs the same code).
 const speeds = await page.evaluate(async (inputs) => {
@@ -284,6 +366,7 @@ const ownWork = async (p, label, seconds) => {
   await again.close();
 }
 
+await mapBench();
 console.log(`load average at the end: ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
 await browser.close();
 for (const c of children) if (c.exitCode === null) c.kill("SIGTERM");

@@ -13,6 +13,8 @@ import { fileURLToPath } from "node:url";
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
 
+import * as fx from "./mapfixture.mjs";
+
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..", "..");
 const web = join(root, "web");
@@ -91,6 +93,41 @@ function hudAt(file, times) {
     .map((m) => ({ t: Number(m[1]), score: Number(m[2]), combo: Number(m[3]), misses: Number(m[4]) }));
 }
 
+// ---- maps (scripts/browser/mapfixture.mjs): a zip in each format and a replay played on it ----
+const mapsDir = join(tmp, "maps");
+mkdirSync(mapsDir, { recursive: true });
+mkdirSync(join(tmp, "archive"), { recursive: true });
+const ogg = fx.clickTrack(tmp);
+const mapsMade = {};
+for (const v of [2, 3, 4]) {
+  const m = fx.mapZip(v, ogg);
+  // On the relay by its hash; in the temporary folder (the static server's) by its version.
+  writeFileSync(join(mapsDir, `${m.hash}.zip`), m.bytes);
+  writeFileSync(join(tmp, `map-v${v}.zip`), m.bytes);
+  // v2's replay gives its jump distance (16 m); v3's and v4's none (the game's rule). The
+  // hash in uppercase, as BeatLeader writes it.
+  const jd = v === 2 ? 16 : 0;
+  const bsor = join(tmp, `map-v${v}.bsor`);
+  writeFileSync(bsor, fx.replay(m.hash.toUpperCase(), { jd }));
+  run("encode", bsor, "-o", join(tmp, "archive", `map-v${v}.bsors`), "--archive");
+  writeFileSync(join(tmp, `map-v${v}.bsors`), readFileSync(join(tmp, "archive", `map-v${v}.bsors`)));
+  mapsMade[v] = { hash: m.hash, jd, bsor };
+}
+// map-v3's play with Faster Song (1.2x): the same map.
+{
+  const bsor = join(tmp, "map-fs.bsor");
+  writeFileSync(bsor, fx.replay(mapsMade[3].hash, { jd: 0, modifiers: "FS" }));
+  run("encode", bsor, "-o", join(tmp, "archive", "map-fs.bsors"), "--archive");
+}
+// A zip whose difficulty entry inflates past the size it claims.
+writeFileSync(join(tmp, "map-lie.zip"), fx.mapZip(3, ogg, { lie: true }).bytes);
+// A replay of a map the relay does not have.
+{
+  const bsor = join(tmp, "map-none.bsor");
+  writeFileSync(bsor, fx.replay("ab".repeat(20), { jd: 0 }));
+  run("encode", bsor, "-o", join(tmp, "archive", "map-none.bsors"), "--archive");
+}
+
 // ---- servers ----
 // The static server answers single byte ranges as the relay does (proto-spec/http.md) and
 // keeps what it served: `served` lists [name, first, last] byte ranges, one per request, and
@@ -141,6 +178,7 @@ function startRelay(origin, archive = true) {
   writeFileSync(join(tmp, "token"), "secret\n");
   const child = spawn(bin, ["serve", "--tcp", "127.0.0.1:0", "--ws", "127.0.0.1:0",
     "--token-file", join(tmp, "token"), ...(archive ? ["--archive", join(tmp, "archive")] : []),
+    "--maps", mapsDir,
     ...(origin ? ["--allow-origin", origin] : [])],
   { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RUST_LOG: "warn,bsor_stream=debug" } });
   children.push(child);
@@ -230,7 +268,10 @@ function saberPixels(page, width = 0, height = 0) {
   }, [width, height]);
 }
 
+// BSOR_TEST_ONLY=REGEX runs only the tests whose names match (a quicker loop).
+const only = process.env.BSOR_TEST_ONLY ? new RegExp(process.env.BSOR_TEST_ONLY) : null;
 async function test(name, body) {
+  if (only && !only.test(name)) return;
   const page = await newPage();
   try {
     await body(page);
@@ -703,6 +744,312 @@ await test("a_header_alone_or_a_data_url_says_why_nothing_plays", async (page) =
     assert.match(s.lastError, why, url);
     assert.ok(await page.isVisible("#error"), url);
   }
+});
+
+// ---- maps and music ----
+
+// What the formats and the game's rules put in view at song time t, computed here from the
+// fixture's objects (web/README.md, "Maps and music"), not by the page: {objects, walls,
+// arcs} in the game's coordinates.
+const ROWS = [0.85, 1.4, 1.9];
+const SHIFT = Math.min(0.6, Math.max(-0.2, (1.7 - 1.8) * 0.5)); // the replay's height, 1.7 m
+const rowAt = (l) => {
+  const k = Math.floor(l);
+  const f = l - k;
+  return f === 0 ? ROWS[k] : ROWS[k] + (ROWS[k + 1] - ROWS[k]) * f;
+};
+function halfJumpOf(v) {
+  if (mapsMade[v].jd) return mapsMade[v].jd / (2 * fx.NJS);
+  const beat = 60 / fx.BPM;
+  let h = 4;
+  while (fx.NJS * beat * h > 18) h /= 2;
+  h += fx.OFFSET;
+  return Math.max(0.25, h) * beat;
+}
+function expectedView(v, t) {
+  const half = halfJumpOf(v);
+  const reach = half * fx.NJS;
+  const events = fx.replayEvents();
+  const hitTime = (kind, time, x, y) => {
+    const e = events.find((e) => Math.abs(e.spawn - time) < 0.001 && e.x === Math.round(x) && e.y === Math.round(y) &&
+      (kind === "bomb") === (e.type === 3));
+    return e && e.type !== 2 ? e.t : Infinity;
+  };
+  const objects = [];
+  const add = (kind, time, x, y) => {
+    const z = (time - t) * fx.NJS;
+    if (time > t + half || t >= hitTime(kind, time, x, y) || z < -reach || z > reach) return;
+    objects.push({ kind, time, x: (x - 1.5) * 0.6, y: rowAt(y) + SHIFT, z });
+  };
+  for (const n of fx.NOTES) add("note", fx.seconds(n.b), n.x, n.y);
+  for (const n of fx.BOMBS) add("bomb", fx.seconds(n.b), n.x, n.y);
+  if (v !== 2) for (const c of fx.CHAINS) for (const l of fx.chainLinks(c)) add("link", l.t, l.x, l.y);
+  const walls = [];
+  for (const w of fx.WALLS) {
+    const t0 = fx.seconds(w.b);
+    const t1 = fx.seconds(w.b + w.d);
+    if (t0 > t + half || (t1 - t) * fx.NJS < -reach) continue;
+    walls.push({ time: t0, x0: (w.x - 2) * 0.6, x1: (w.x - 2 + w.w) * 0.6, y0: w.y * 0.6, y1: (w.y + w.h) * 0.6,
+      z0: (t0 - t) * fx.NJS, z1: (t1 - t) * fx.NJS });
+  }
+  const arcs = [];
+  if (v !== 2) {
+    for (const a of fx.ARCS) {
+      const t0 = fx.seconds(a.b);
+      const t1 = fx.seconds(a.tb);
+      if (t0 > t + half || (t1 - t) * fx.NJS < -reach) continue;
+      arcs.push({ time: t0, head: [(a.x - 1.5) * 0.6, rowAt(a.y) + SHIFT, (t0 - t) * fx.NJS],
+        tail: [(a.tx - 1.5) * 0.6, rowAt(a.ty) + SHIFT, (t1 - t) * fx.NJS] });
+    }
+  }
+  return { objects, walls, arcs };
+}
+
+const near = (a, b, tol) => Math.abs(a - b) <= tol;
+// The page's view at its song time against the formulas: every object, wall and arc, its
+// time within 1 ms and its place within 1 cm.
+function assertView(v, shown) {
+  const t = shown.t;
+  const want = expectedView(v, t);
+  const what = `v${v} at ${t.toFixed(3)} s`;
+  const key = (o) => `${o.kind}@${o.time.toFixed(3)}`;
+  assert.deepEqual(shown.objects.map(key).sort(), want.objects.map(key).sort(), `${what}: the objects in view`);
+  for (const w of want.objects) {
+    const o = shown.objects.find((o) => o.kind === w.kind && near(o.time, w.time, 0.001) && near(o.x, w.x, 0.01) && near(o.y, w.y, 0.01));
+    assert.ok(o, `${what}: ${key(w)} at x ${w.x.toFixed(3)} y ${w.y.toFixed(3)}: ${JSON.stringify(shown.objects)}`);
+    assert.ok(near(o.z, w.z, 0.01), `${what}: ${key(w)} z ${o.z} (want ${w.z})`);
+  }
+  assert.equal(shown.walls.length, want.walls.length, `${what}: walls in view`);
+  for (const w of want.walls) {
+    const o = shown.walls.find((o) => near(o.time, w.time, 0.001));
+    assert.ok(o, `${what}: the wall at ${w.time}`);
+    for (const k of ["x0", "x1", "y0", "y1", "z0", "z1"]) assert.ok(near(o[k], w[k], 0.01), `${what}: wall ${w.time} ${k} ${o[k]} (want ${w[k]})`);
+  }
+  assert.equal(shown.arcs.length, want.arcs.length, `${what}: arcs in view`);
+  for (const w of want.arcs) {
+    const o = shown.arcs.find((o) => near(o.time, w.time, 0.001));
+    assert.ok(o, `${what}: the arc at ${w.time}`);
+    for (let i = 0; i < 3; i++) {
+      assert.ok(near(o.head[i], w.head[i], 0.01) && near(o.tail[i], w.tail[i], 0.01), `${what}: arc ${JSON.stringify(o)} (want ${JSON.stringify(w)})`);
+    }
+  }
+}
+
+async function mapView(page, t) {
+  await seekTo(page, t);
+  await page.waitForTimeout(150);
+  return page.evaluate(() => window.bsorStatus.map.inView);
+}
+
+for (const v of [2, 3, 4]) {
+  await test(`map_v${v}_objects_at_their_times_and_places_and_the_score_unchanged`, async (page) => {
+    await page.goto(`${base}?replay=map-v${v}&t=1`);
+    const s = await until(page, "the map", (st) => (st.mapState !== "loading" && st.mapState !== "none" && st.framesRendered > 0) || st.lastError, 20);
+    assert.equal(s.lastError, null);
+    assert.equal(s.mapState, "matched", await page.textContent("#unknowns"));
+    assert.equal(s.map.hash, mapsMade[v].hash);
+    assert.equal(s.map.matched, true);
+    const counts = { notes: fx.NOTES.length, bombs: fx.BOMBS.length, walls: fx.WALLS.length,
+      arcs: v === 2 ? 0 : fx.ARCS.length, chains: v === 2 ? 0 : fx.CHAINS.length };
+    assert.deepEqual({ notes: s.map.notes, bombs: s.map.bombs, walls: s.map.walls, arcs: s.map.arcs, chains: s.map.chains }, counts);
+    assert.ok(near(s.map.halfJump, halfJumpOf(v), 1e-6), `half jump ${s.map.halfJump} (want ${halfJumpOf(v)})`);
+    // Every replay note event matched to its map note (v2 has no chains: their links not).
+    const links = fx.CHAINS.reduce((n, c) => n + c.sc - 1, 0);
+    assert.equal(s.map.eventsMatched, fx.replayEvents().length - (v === 2 ? links : 0));
+    assert.match(await page.textContent("#unknowns"), new RegExp(`map ${mapsMade[v].hash}`));
+    await page.keyboard.press("Space"); // paused
+    // Before and after the BPM change (6 s), a wall and a dodged bomb in view, a missed note
+    // flying past, an arc, a chain.
+    for (const t of [1.8, 3.1, 3.6, 4.8, 5.2, 6.75, 7.9]) {
+      const shown = await mapView(page, t);
+      assertView(v, shown);
+    }
+    const past = await mapView(page, 4.8);
+    const missed = past.objects.find((o) => o.kind === "note" && near(o.time, fx.seconds(9), 0.001));
+    assert.ok(missed && missed.z < 0 && missed.fate === "miss", `the missed note flies past: ${JSON.stringify(missed)}`);
+    const dodged = past.objects.find((o) => o.kind === "bomb" && near(o.time, fx.seconds(9.5), 0.001));
+    assert.ok(dodged && dodged.fate === "none", "the dodged bomb is drawn");
+    assert.ok((await mapView(page, 3.6)).walls.length > 0, "a wall in view");
+    // The HUD's score is the replay's still.
+    const end = await seekToEnd(page);
+    assertHud(end, mapsMade[v].bsor, `v${v}'s end with the map`);
+    if (v === 3) {
+      // The screenshot for the docs: walls and bombs in view.
+      await seekTo(page, 4.3);
+      await page.waitForTimeout(300);
+      await page.screenshot({ path: join(root, "docs", "figures", "player-map.png") });
+    }
+  });
+}
+
+await test("a_map_of_another_hash_is_said_and_the_replay_plays_from_its_events", async (page) => {
+  // map-v3's replay with v4's zip named by &map= (same origin: the static server's).
+  await page.goto(`${staticBase}?src=map-v3.bsors&map=map-v4.zip`);
+  const s = await until(page, "the map's verdict", (st) => (st.mapState === "mismatch" && st.framesRendered > 0) || st.lastError, 20);
+  assert.equal(s.lastError, null);
+  assert.equal(s.map.matched, false);
+  assert.equal(s.map.hash, mapsMade[4].hash);
+  assert.match(await page.textContent("#unknowns"), new RegExp(`${mapsMade[4].hash}, not the replay's ${mapsMade[3].hash}`));
+  assert.equal(await page.evaluate(() => window.bsorStatus.map.inView), null, "the scene is the replay's own");
+});
+
+await test("no_map_says_so_and_a_dropped_zip_is_taken", async (page) => {
+  await page.goto(`${base}?replay=map-none`);
+  let s = await until(page, "no map", (st) => (st.mapState === "missing" && st.framesRendered > 0) || st.lastError, 20);
+  assert.equal(s.lastError, null);
+  assert.match(await page.textContent("#unknowns"), /no map (ab){20} here: the scene is rebuilt from the replay's events/);
+  // From the static server (no maps there), then the zip dropped (chosen) on the page.
+  await page.goto(`${staticBase}?src=map-v4.bsors`);
+  s = await until(page, "no map", (st) => (st.mapState === "missing" && st.framesRendered > 0) || st.lastError, 20);
+  await page.setInputFiles("#file", join(tmp, "map-v4.zip"));
+  s = await until(page, "the dropped map", (st) => st.mapState === "matched" || st.mapState === "failed", 20);
+  assert.equal(s.mapState, "matched");
+  assert.match(await page.textContent("#unknowns"), /a dropped zip/);
+  // A zip whose entry inflates past the size it claims is refused, the replay played on.
+  await page.goto(`${staticBase}?src=map-v3.bsors&map=map-lie.zip`);
+  s = await until(page, "the bound", (st) => (st.mapState === "failed" && st.framesRendered > 0) || st.lastError, 20);
+  assert.equal(s.mapState, "failed");
+  assert.match(await page.textContent("#unknowns"), /Expert\.dat: inflates past its size .*rebuilt from the replay's events/);
+  // A map of another origin is refused (the CSP allows none).
+  await page.goto(`${staticBase}?src=map-v4.bsors&map=${encodeURIComponent(`${base}maps/${mapsMade[4].hash}.zip`)}`);
+  s = await until(page, "refused", (st) => st.mapState === "refused" || st.lastError, 20);
+  assert.equal(s.mapState, "refused");
+});
+
+// The song's output, tapped by web/tap.js (an AudioWorklet that posts the context time of
+// each click onset in what the page's song node puts out), mapped to performance time through
+// the context's output timestamp.
+await test("the_song_plays_in_step_with_the_replay_across_a_seek_and_a_speed_change", async (page) => {
+  await page.goto(`${base}?replay=map-v3`);
+  const s = await until(page, "the song", (st) => (st.audio && st.audio.state !== "decoding" && st.audio.state !== "none" &&
+    st.audio.context === "running" && st.framesRendered > 0) || st.lastError, 20);
+  assert.equal(s.audio.state, "ready", JSON.stringify(s.audio));
+  assert.ok(s.mapFirstFrame !== null, "a frame with the map");
+  await page.evaluate(async (url) => {
+    const m = window.bsorMusic;
+    const ctx = m.ctx;
+    await ctx.audioWorklet.addModule(url);
+    const node = new AudioWorkletNode(ctx, "tap");
+    m.out.connect(node);
+    node.connect(ctx.destination);
+    window.tapOnsets = [];
+    window.tapChanges = [];
+    node.port.onmessage = (e) => {
+      const ts = ctx.getOutputTimestamp();
+      window.tapOnsets.push(ts.performanceTime + (e.data - ts.contextTime) * 1000);
+    };
+  }, `${base}tap.js`);
+  // A seek by the timeline and a speed change, each noted in the page as it is made: the
+  // 150 ms after one (the frame that starts the song again, and the sound already on its way
+  // out) are not measured.
+  const change = (id, value, kind) => page.evaluate(([id, value, kind]) => {
+    window.tapChanges.push(performance.now());
+    const el = document.getElementById(id);
+    el.value = String(value);
+    el.dispatchEvent(new Event(kind));
+  }, [id, value, kind]);
+  await change("timeline", 0.3, "input");
+  await page.waitForTimeout(2500);
+  await change("timeline", 6.1, "input");
+  await page.waitForTimeout(1500);
+  await change("speed", 1.5, "change");
+  await page.waitForTimeout(2000);
+  // Each onset's time on the replay's clock (the page's song time at that moment, between the
+  // frames around it) against the click it is: the nearest multiple of 0.5 s.
+  const r = await page.evaluate((every) => {
+    const c = window.bsorMusic.clock;
+    const out = [];
+    for (const p of window.tapOnsets) {
+      if (window.tapChanges.some((m) => p >= m && p < m + 150)) continue;
+      let k = 0;
+      while (k + 2 < c.length && c[k + 2] <= p) k += 2;
+      if (!(c[k] <= p && k + 2 < c.length)) continue;
+      const t = c[k + 1] + ((c[k + 3] - c[k + 1]) * (p - c[k])) / (c[k + 2] - c[k]);
+      out.push({ t, error: t - Math.round(t / every) * every });
+    }
+    return { onsets: window.tapOnsets.length, measured: out, restarts: window.bsorMusic.restarts };
+  }, fx.CLICK_EVERY);
+  const errors = r.measured.map((m) => Math.abs(m.error) * 1000);
+  console.log(`  the song against the replay's clock: ${errors.length} clicks, error max ${Math.max(...errors).toFixed(1)} ms, ` +
+    `median ${errors.sort((a, b) => a - b)[errors.length >> 1]?.toFixed(1)} ms (${r.restarts} starts)`);
+  // At 1x from 0.3 s (5 clicks), from 6.1 s (3), then at 1.5x (6): at least 10 measured.
+  assert.ok(r.measured.length >= 10, `clicks heard: ${JSON.stringify(r)}`);
+  assert.ok(r.measured.some((m) => m.t > 6.1), "clicks after the seek");
+  for (const m of r.measured) assert.ok(Math.abs(m.error) <= 0.04, `a click ${(m.error * 1000).toFixed(1)} ms off at ${m.t.toFixed(3)} s`);
+});
+
+await test("faster_song_paces_the_song_time_and_the_song_at_1_2x", async (page) => {
+  await page.goto(`${base}?replay=map-fs`);
+  const s = await until(page, "the song", (st) => (st.audio && st.audio.state === "ready" && st.audio.context === "running" &&
+    st.framesRendered > 0) || st.lastError, 20);
+  assert.equal(s.mapState, "matched");
+  await page.evaluate(async (url) => {
+    const m = window.bsorMusic;
+    const ctx = m.ctx;
+    await ctx.audioWorklet.addModule(url);
+    const node = new AudioWorkletNode(ctx, "tap");
+    m.out.connect(node);
+    node.connect(ctx.destination);
+    window.tapOnsets = [];
+    node.port.onmessage = (e) => {
+      const ts = ctx.getOutputTimestamp();
+      window.tapOnsets.push(ts.performanceTime + (e.data - ts.contextTime) * 1000);
+    };
+    const el = document.getElementById("timeline");
+    window.tapFrom = performance.now();
+    el.value = "0.5";
+    el.dispatchEvent(new Event("input"));
+  }, `${base}tap.js`);
+  await page.waitForTimeout(3000);
+  const r = await page.evaluate((every) => {
+    const c = window.bsorMusic.clock;
+    // The song time's pace over the last 2 s of frames.
+    let k0 = 0;
+    while (k0 + 2 < c.length && c[k0] < c[c.length - 2] - 2000) k0 += 2;
+    const pace = (c[c.length - 1] - c[k0 + 1]) / ((c[c.length - 2] - c[k0]) / 1000);
+    const errors = [];
+    for (const p of window.tapOnsets) {
+      if (p < window.tapFrom + 150) continue;
+      let k = 0;
+      while (k + 2 < c.length && c[k + 2] <= p) k += 2;
+      if (!(c[k] <= p && k + 2 < c.length)) continue;
+      const t = c[k + 1] + ((c[k + 3] - c[k + 1]) * (p - c[k])) / (c[k + 2] - c[k]);
+      errors.push(t - Math.round(t / every) * every);
+    }
+    return { pace, rate: window.bsorMusic.rate, errors };
+  }, fx.CLICK_EVERY);
+  console.log(`  Faster Song: song time at ${r.pace.toFixed(3)} s a second, the song at ${r.rate}x, ` +
+    `${r.errors.length} clicks, error max ${Math.max(...r.errors.map(Math.abs)) * 1000 | 0} ms`);
+  assert.ok(Math.abs(r.pace - 1.2) < 0.05, `the song time's pace: ${r.pace}`);
+  assert.equal(r.rate, 1.2);
+  assert.ok(r.errors.length >= 4, `clicks: ${r.errors.length}`);
+  for (const e of r.errors) assert.ok(Math.abs(e) <= 0.04, `a click ${(e * 1000).toFixed(1)} ms off`);
+});
+
+await test("a_browser_that_holds_sound_gets_asked_for_a_gesture", async (page) => {
+  // Headless Chromium 156 starts Web Audio without a gesture whatever its autoplay flags
+  // (Playwright's default, none, or --autoplay-policy=document-user-activation-required: the
+  // context runs in each, measured), so the test emulates a desktop browser's policy itself
+  // (the context suspended, resumed only after a gesture) and expects the page to ask.
+  await page.goto(`${base}?replay=map-v3`);
+  await until(page, "the song", (st) => (st.audio && st.audio.state === "ready") || st.lastError, 20);
+  // The policy, emulated: the context suspended, and resumed only after a user's gesture.
+  await page.evaluate(() => {
+    const ctx = window.bsorMusic.ctx;
+    const resume = ctx.resume.bind(ctx);
+    let gesture = false;
+    window.addEventListener("pointerdown", () => { gesture = true; }, true);
+    ctx.resume = () => (gesture ? resume() : Promise.resolve());
+    return ctx.suspend();
+  });
+  const s = await until(page, "the page asks", (st) => (st.audio && st.audio.needsGesture) || st.lastError, 10);
+  assert.equal(s.audio.context, "suspended");
+  await page.waitForFunction(() => !document.getElementById("sound").hidden);
+  assert.equal(await page.isVisible("#sound"), true, "the page asks for a click");
+  await page.click("#sound");
+  const after = await until(page, "the song runs", (st) => st.audio && st.audio.context === "running", 10);
+  assert.equal(after.audio.needsGesture, false);
+  await page.waitForFunction(() => document.getElementById("sound").hidden);
 });
 
 // ---- real replays (BSOR_CORPUS), published to the relay and opened from its archive ----

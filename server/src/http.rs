@@ -129,6 +129,7 @@ pub const PATHS: &[&str] = &[
     "/keys",
     "/keys/challenge",
     "/keys/{key}",
+    "/maps/{hash}",
 ];
 
 /// The request header of an upload that carries witness statements (`http.md` §8.2.2).
@@ -159,6 +160,8 @@ pub enum Route<'a> {
     /// `/keys/KEY`: revoke (the key is checked by its handler, so that a bad one is a `400`
     /// saying why).
     Key(&'a str),
+    /// `/maps/HASH` (40 hex digits, no `.zip`): `PUT` a map's zip (admins).
+    Map(&'a str),
     /// Under `/replays/` but no resource: `404`.
     Unknown,
 }
@@ -180,6 +183,11 @@ pub fn claims(path: &str) -> Option<Route<'_>> {
     }
     if let Some(key) = path.strip_prefix("/keys/") {
         return Some(Route::Key(key));
+    }
+    // `/maps/HASH.zip` stays the relay's (`GET`); `/maps/HASH` is where maps are put.
+    if let Some(hash) = path.strip_prefix("/maps/") {
+        return (hash.len() == 40 && hash.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then_some(Route::Map(hash));
     }
     let rest = path.strip_prefix("/replays/")?;
     if rest.ends_with(".bsors") {
@@ -262,10 +270,12 @@ async fn answer(
         Route::Replay(_) => "GET, HEAD, DELETE",
         Route::Key(_) => "DELETE",
         Route::KeyChallenge => "POST",
+        Route::Map(_) => "PUT",
         _ => "GET, HEAD",
     };
     let ok_method = match route {
         Route::Key(_) => method == Method::DELETE,
+        Route::Map(_) => method == Method::PUT,
         Route::KeyChallenge => method == Method::POST,
         _ => {
             method == Method::GET
@@ -299,6 +309,7 @@ async fn answer(
         (Route::Keys, _) => list_keys(srv, &query).await,
         (Route::KeyChallenge, _) => key_challenge(srv, req, gate).await,
         (Route::Key(key), _) => revoke_key(srv, key, &query, req.headers()).await,
+        (Route::Map(hash), _) => put_map(srv, hash, req, gate, client).await,
         (Route::Unknown, _) => Err(Refusal::new(
             Cause::NotFound,
             "not-found",
@@ -440,6 +451,86 @@ async fn upload(
     let mut r = json(status, v.to_string());
     set(&mut r, header::LOCATION, &format!("/replays/{}", record.id));
     Ok(r)
+}
+
+/// `PUT /maps/HASH`: an admin gives the relay a map's zip (`http.md` §8.16), under the
+/// upload's body limit, spool caps and paces. It is written whole to the maps folder as
+/// `HASH.zip` (the hash in lowercase), synced before the answer: `201` when new, `204` when
+/// it replaced one. Whether the zip is the map of that hash the page checks (it hashes
+/// Info.dat and the difficulties as BeatSaver does); here only its first bytes are checked
+/// to be a zip's.
+async fn put_map(
+    srv: &Arc<ReplayServer>,
+    hash: &str,
+    req: Request<Incoming>,
+    gate: &ReadGate,
+    client: &Client,
+) -> Result<Response<Body>, Refusal> {
+    if authorize(srv, req.headers())? != Grant::Admin {
+        return Err(Refusal::new(
+            Cause::Forbidden,
+            "not-admin",
+            "maps are given by admins",
+        ));
+    }
+    let Some(dir) = srv.config.maps.clone() else {
+        return Err(Refusal::new(
+            Cause::NotFound,
+            "no-maps",
+            "this server keeps no maps (serve --maps DIR)",
+        ));
+    };
+    let spooled = spool_body(srv, req, srv.config.max_body, gate, client.ip).await?;
+    let _store = slot(&srv.admission.stores).await?;
+    let name = format!("{}.zip", hash.to_ascii_lowercase());
+    let created = tokio::task::spawn_blocking(move || store_map(&spooled, &dir, &name))
+        .await
+        .map_err(|e| Refusal::new(Cause::Internal, "internal", e.to_string()))??;
+    let mut r = Response::new(empty());
+    *r.status_mut() = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::NO_CONTENT
+    };
+    set(
+        &mut r,
+        header::LOCATION,
+        &format!("/maps/{}.zip", hash.to_ascii_lowercase()),
+    );
+    Ok(r)
+}
+
+/// Copies a spooled map into `dir/name` through a synced temporary file renamed into place
+/// (the folder synced too); true when no map of that name was there.
+fn store_map(spooled: &Spooled, dir: &std::path::Path, name: &str) -> Result<bool, Refusal> {
+    use std::io::{Read, Write};
+    let internal = |what: &str, e: std::io::Error| {
+        Refusal::new(Cause::Internal, "internal", format!("{what}: {e}"))
+    };
+    let mut from = std::fs::File::open(spooled.file.path())
+        .map_err(|e| internal("reading the spooled map", e))?;
+    let mut magic = [0u8; 4];
+    if spooled.len < 4 || from.read_exact(&mut magic).is_err() || magic != *b"PK\x03\x04" {
+        return Err(Refusal::new(
+            Cause::WrongType,
+            "not-a-zip",
+            "the body is not a zip (a map is a BeatSaver zip: Info.dat, difficulties, song)",
+        ));
+    }
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| internal("a temporary file in the maps folder", e))?;
+    tmp.write_all(&magic)
+        .and_then(|()| std::io::copy(&mut from, &mut tmp).map(|_| ()))
+        .and_then(|()| tmp.as_file().sync_all())
+        .map_err(|e| internal("writing the map", e))?;
+    let dest = dir.join(name);
+    let created = !dest.exists();
+    tmp.persist(&dest)
+        .map_err(|e| internal("renaming the map into place", e.error))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| internal("syncing the maps folder", e))?;
+    Ok(created)
 }
 
 /// One of an upload's slots (store or check), waited for.

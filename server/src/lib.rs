@@ -188,6 +188,9 @@ pub struct Config {
     pub address_rate: u64,
     /// Review copies pending for one player at most: a refused upload past it is not kept.
     pub review_quota: i64,
+    /// The folder `PUT /maps/HASH` writes map zips to (the relay's `serve --maps`, which
+    /// serves them): `None`, maps are not taken.
+    pub maps: Option<std::path::PathBuf>,
 }
 
 impl Default for Config {
@@ -210,6 +213,7 @@ impl Default for Config {
             body_grace: Duration::from_secs(10),
             address_rate: 32 << 20,
             review_quota: 16,
+            maps: None,
         }
     }
 }

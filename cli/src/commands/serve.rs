@@ -135,10 +135,16 @@ pub struct Exposure<'a> {
     pub allowed_origins: Vec<String>,
     /// The witness key file (`keygen`'s), if the relay witnesses.
     pub witness_key: Option<&'a Path>,
+    /// The folder of map zips served as `GET /maps/HASH.zip`.
+    pub maps: Option<&'a Path>,
+    /// The mirror maps not in the folder are fetched from (`{hash}` in it).
+    pub map_url: Option<&'a str>,
+    /// The CAs an https mirror must be certified by.
+    pub map_url_ca: Option<&'a Path>,
 }
 
 /// `serve --tcp ADDR [--ws ADDR] [--archive DIR] --token-file FILE [--tls-cert PEM --tls-key
-/// PEM] [--allow-origin ORIGIN]...`: prints `listening tcp=ADDR[ ws=ADDR]` (the bound
+/// PEM] [--allow-origin ORIGIN]... [--maps DIR]`: prints `listening tcp=ADDR[ ws=ADDR]` (the bound
 /// addresses) when ready, runs until Ctrl-C or SIGTERM, then finishes the archive files.
 /// SIGHUP re-reads the token file.
 pub fn serve(
@@ -171,6 +177,24 @@ pub fn serve(
         Some(path) => Some(bsor_stream::integrity::witness::Witness::new(
             super::integrity::load_key(path)?,
         )),
+        None => None,
+    };
+    if let Some(dir) = exposure.maps {
+        if !dir.is_dir() {
+            return Err(Failure(format!("--maps {}: not a folder", dir.display())));
+        }
+    }
+    let mirror = match exposure.map_url {
+        Some(url) => {
+            let tls = match exposure.map_url_ca {
+                Some(ca) => Some(tls::client_config(ca).map_err(|e| Failure(e.to_string()))?),
+                None => None,
+            };
+            Some(
+                bsor_stream::net::http::mirror::Mirror::new(url, tls)
+                    .map_err(|e| Failure(e.to_string()))?,
+            )
+        }
         None => None,
     };
     // Before any port is bound: a bad key is the command line's error.
@@ -230,7 +254,16 @@ pub fn serve(
         }
         let replay_server = match &replays.store {
             Some(location) => {
-                Some(open_replays(location, replays, &text, trusted.clone(), name.clone()).await?)
+                let maps = exposure.maps.map(Path::to_path_buf);
+                let opened = open_replays(
+                    location,
+                    replays,
+                    &text,
+                    trusted.clone(),
+                    name.clone(),
+                    maps,
+                );
+                Some(opened.await?)
             }
             None => None,
         };
@@ -250,6 +283,12 @@ pub fn serve(
                     allowed_origins: exposure.allowed_origins,
                 };
                 let mut page = crate::assets::web();
+                if let Some(dir) = exposure.maps {
+                    page = page.with_maps(dir);
+                }
+                if let Some(m) = mirror {
+                    page = page.with_map_mirror(m);
+                }
                 if let Some(r) = &replay_server {
                     page = page.with_mount(std::sync::Arc::new(
                         bsor_stream::server::http::Routes::new(r.clone()),
@@ -382,6 +421,7 @@ async fn open_replays(
     tokens: &str,
     trusted_witnesses: Vec<[u8; 32]>,
     server_name: String,
+    maps: Option<std::path::PathBuf>,
 ) -> Result<std::sync::Arc<ReplayServer>, Failure> {
     let key = match &args.server_key {
         Some(path) => Some(super::integrity::load_key(path)?),
@@ -397,6 +437,7 @@ async fn open_replays(
         lease: std::time::Duration::from_secs(args.lease_seconds.unwrap_or(600)),
         trusted_witnesses,
         server_name,
+        maps,
         caps: if args.no_address_caps {
             server::admission::Caps::default().without_address_caps()
         } else {

@@ -680,3 +680,82 @@ fn keys_register_proves_the_key_to_a_real_server() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `serve --maps DIR`: `GET /maps/HASH.zip` serves `DIR/HASH.zip` (the hash in any case, by
+/// ranges); a missing map is a `404`, a bad hash a `400`; a --maps that is not a folder is the
+/// command line's error, before any port is bound.
+#[test]
+fn serve_maps_serves_zips_by_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let maps = dir.path().join("maps");
+    std::fs::create_dir(&maps).unwrap();
+    let hash = "3585b3438a5b78deafaaa9d8fba9a9e88556d218";
+    let zip: Vec<u8> = (0..3000u32).map(|i| (i * 7 % 256) as u8).collect();
+    std::fs::write(maps.join(format!("{hash}.zip")), &zip).unwrap();
+    let relay = serve_with(dir.path(), &["--maps", maps.to_str().unwrap()]);
+    let upper = hash.to_ascii_uppercase();
+    let r = get(&relay.ws, "GET", &format!("/maps/{upper}.zip"), &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, zip);
+    assert_eq!(r.header("content-type"), Some("application/zip"));
+    let part = get(
+        &relay.ws,
+        "GET",
+        &format!("/maps/{hash}.zip"),
+        &[("Range", "bytes=10-19")],
+    );
+    assert_eq!((part.status, part.body.as_slice()), (206, &zip[10..20]));
+    let missing = format!("/maps/{}.zip", "0".repeat(40));
+    assert_eq!(get(&relay.ws, "GET", &missing, &[]).status, 404);
+    assert_eq!(get(&relay.ws, "GET", "/maps/..%2fx.zip", &[]).status, 400);
+    drop(relay);
+
+    let tokens = dir.path().join("tokens.txt");
+    let out = bin()
+        .args([
+            "serve",
+            "--tcp",
+            "127.0.0.1:0",
+            "--ws",
+            "127.0.0.1:0",
+            "--token-file",
+        ])
+        .arg(&tokens)
+        .arg("--maps")
+        .arg(dir.path().join("no-such-folder"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not a folder"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A mirror template without {hash}, or https without the CAs to trust: refused.
+    for bad in [
+        "http://127.0.0.1:9/zips/x.zip",
+        "https://127.0.0.1:9/{hash}.zip",
+    ] {
+        let out = bin()
+            .args([
+                "serve",
+                "--tcp",
+                "127.0.0.1:0",
+                "--ws",
+                "127.0.0.1:0",
+                "--token-file",
+            ])
+            .arg(&tokens)
+            .arg("--maps")
+            .arg(&maps)
+            .args(["--map-url", bad])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{bad}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("--map-url"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -1,7 +1,8 @@
 //! The relay's HTTP on its WebSocket address (`proto-spec/http.md`): the player's page
 //! (embedded assets the caller supplies), `GET /sessions`, the archived streams by byte
-//! ranges (`GET|HEAD /replays/NAME.bsors`), and the WebSocket upgrade, which hands the
-//! connection to the relay as before (`ws.rs`).
+//! ranges (`GET|HEAD /replays/NAME.bsors`), maps' zips from a folder by ranges
+//! (`GET|HEAD /maps/HASH.zip`, [`Assets::with_maps`]), and the WebSocket upgrade, which
+//! hands the connection to the relay as before (`ws.rs`).
 //!
 //! hyper's HTTP/1.1 server (not axum): the relay already judges an upgrade itself
 //! ([`ws::judge`]: its 400/403 replies, Origin rules, subprotocol echo) and runs the
@@ -25,6 +26,7 @@
 
 pub mod catalog;
 pub mod events;
+pub mod mirror;
 pub mod rules;
 
 use std::collections::HashMap;
@@ -111,6 +113,11 @@ pub struct Assets {
     files: HashMap<String, (Bytes, String)>,
     /// A service answering the paths it claims on the same address (the replay server).
     mount: Option<Arc<dyn Mount>>,
+    /// The folder of map zips `GET /maps/HASH.zip` serves (`HASH.zip`, the hash in
+    /// lowercase or uppercase).
+    maps: Option<PathBuf>,
+    /// Where a map not in `maps` is fetched from (`--map-url`).
+    mirror: Option<Arc<mirror::Mirror>>,
 }
 
 impl std::fmt::Debug for Assets {
@@ -131,12 +138,29 @@ impl Assets {
                 (n.into(), (b, tag))
             })
             .collect();
-        Assets { files, mount: None }
+        Assets {
+            files,
+            mount: None,
+            maps: None,
+            mirror: None,
+        }
+    }
+
+    /// The same assets, with `GET /maps/HASH.zip` serving `dir/HASH.zip` (ranges, ETag).
+    pub fn with_maps(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.maps = Some(dir.into());
+        self
     }
 
     /// The same assets, with `mount` answering the paths it claims on the same address.
     pub fn with_mount(mut self, mount: Arc<dyn Mount>) -> Self {
         self.mount = Some(mount);
+        self
+    }
+
+    /// The same assets, with maps not in the maps folder fetched from `mirror` and kept there.
+    pub fn with_map_mirror(mut self, mirror: mirror::Mirror) -> Self {
+        self.mirror = Some(Arc::new(mirror));
         self
     }
 
@@ -438,6 +462,7 @@ impl Ctx {
             Target::Sessions => self.sessions().await,
             Target::Replay(name) => self.replay(name, &headers, head).await,
             Target::SessionEvents(name) => self.session_events(name).await,
+            Target::Map(ref hash) => self.map(hash, &headers, head).await,
             Target::BadName => text(StatusCode::BAD_REQUEST, "not a file or session name"),
         };
         // A replay's body is paced piece by piece as it is read (`file_body`); a reply from
@@ -641,7 +666,7 @@ impl Ctx {
             );
         };
         let path: PathBuf = bsor_stream_core::net::archive::path(&dir, name);
-        let mut file = match tokio::fs::File::open(&path).await {
+        let file = match tokio::fs::File::open(&path).await {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return text(StatusCode::NOT_FOUND, "no such replay")
@@ -654,9 +679,87 @@ impl Ctx {
                 );
             }
         };
+        self.send_file(file, &path, name, "application/octet-stream", headers, head)
+            .await
+    }
+
+    /// `GET /maps/HASH.zip`: the map's zip from the maps folder, `HASH.zip` with the hash
+    /// in lowercase, else in uppercase (the hash is hex digits only: `rules::map_hash`).
+    async fn map(&self, hash: &str, headers: &HeaderMap, head: bool) -> Response<Body> {
+        let Some(dir) = self.site.assets.maps.clone() else {
+            return text(
+                StatusCode::NOT_FOUND,
+                "no such map (the relay serves no maps)",
+            );
+        };
+        for name in [hash.to_string(), hash.to_ascii_uppercase()] {
+            let path = dir.join(format!("{name}.zip"));
+            match tokio::fs::File::open(&path).await {
+                Ok(file) => {
+                    return self
+                        .send_file(
+                            file,
+                            &path,
+                            &format!("{hash}.zip"),
+                            "application/zip",
+                            headers,
+                            head,
+                        )
+                        .await
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), err = %e, "opening a map");
+                    return text(StatusCode::INTERNAL_SERVER_ERROR, "the map cannot be read");
+                }
+            }
+        }
+        let Some(mirror) = self.site.assets.mirror.clone() else {
+            return text(StatusCode::NOT_FOUND, "no such map");
+        };
+        match mirror.fetch(hash, &dir).await {
+            Ok(mirror::Fetched::Stored) => {
+                let path = mirror::Mirror::kept(&dir, hash);
+                match tokio::fs::File::open(&path).await {
+                    Ok(file) => {
+                        self.send_file(
+                            file,
+                            &path,
+                            &format!("{hash}.zip"),
+                            "application/zip",
+                            headers,
+                            head,
+                        )
+                        .await
+                    }
+                    Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "the map cannot be read"),
+                }
+            }
+            Ok(mirror::Fetched::Missing) => {
+                text(StatusCode::NOT_FOUND, "no such map (nor on the mirror)")
+            }
+            Err(e) => {
+                tracing::warn!(hash, err = %e, "fetching a map from the mirror");
+                text(StatusCode::BAD_GATEWAY, "the map's mirror failed")
+            }
+        }
+    }
+
+    /// An open file as the answer to a GET or HEAD: whole, a range, `304` or `416` as the
+    /// request's conditions say (`rules::plan`), with a strong ETag from its length and
+    /// modification time; the body read piece by piece, paced. `label` names it in the log.
+    async fn send_file(
+        &self,
+        mut file: tokio::fs::File,
+        path: &std::path::Path,
+        label: &str,
+        content_type: &str,
+        headers: &HeaderMap,
+        head: bool,
+    ) -> Response<Body> {
         let meta = match file.metadata().await {
             Ok(m) if m.is_file() => m,
-            _ => return text(StatusCode::NOT_FOUND, "no such replay"),
+            _ => return text(StatusCode::NOT_FOUND, "no such file"),
         };
         let len = meta.len();
         let mtime = meta
@@ -691,21 +794,19 @@ impl Ctx {
             empty()
         } else {
             if let Err(e) = file.seek(io::SeekFrom::Start(first)).await {
-                tracing::warn!(file = %path.display(), err = %e, "seeking an archived replay");
-                return text(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "the replay cannot be read",
-                );
+                tracing::warn!(file = %path.display(), err = %e, "seeking a file");
+                return text(StatusCode::INTERNAL_SERVER_ERROR, "the file cannot be read");
             }
             if count > 0 {
-                tracing::debug!("served {name} bytes {first}-{}", first + count - 1);
+                // (`http.md` §5.2; the browser tests read this line.)
+                tracing::debug!("served {label} bytes {first}-{}", first + count - 1);
             }
             file.set_max_buf_size(PIECE);
             file_body(file, count, self.site.clone(), self.ip)
         };
         let mut r = Response::new(body);
         *r.status_mut() = status;
-        set(&mut r, header::CONTENT_TYPE, "application/octet-stream");
+        set(&mut r, header::CONTENT_TYPE, content_type);
         set(&mut r, header::CONTENT_LENGTH, &count.to_string());
         set(&mut r, header::ACCEPT_RANGES, "bytes");
         set(&mut r, header::ETAG, &tag);

@@ -29,6 +29,8 @@ pub enum Target<'a> {
     Replay(&'a str),
     /// A session's event chunks so far (live or archived).
     SessionEvents(&'a str),
+    /// A map's zip (`/maps/HASH.zip`), by its hash in lowercase.
+    Map(String),
     /// A name that is not a session name (or a path that cannot name an asset): `400`.
     BadName,
 }
@@ -55,10 +57,27 @@ pub fn route(path: &str) -> Target<'_> {
             _ => Target::BadName,
         };
     }
+    if let Some(rest) = path.strip_prefix("/maps/") {
+        return match rest.strip_suffix(".zip").and_then(map_hash) {
+            Some(hash) => Target::Map(hash),
+            None => Target::BadName,
+        };
+    }
     match path.strip_prefix('/') {
         Some(name) if is_asset_name(name) => Target::Asset(name),
         _ => Target::BadName,
     }
+}
+
+/// Hex digits in a map's hash (BeatSaver's: a SHA-1).
+pub const MAP_HASH_LEN: usize = 40;
+
+/// A map's hash as its file is named: exactly [`MAP_HASH_LEN`] hex digits, in any case,
+/// given back in lowercase; anything else (a dot, a slash, a `%`) is no hash, so a map's
+/// path can name nothing outside the maps folder.
+pub fn map_hash(s: &str) -> Option<String> {
+    (s.len() == MAP_HASH_LEN && s.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| s.to_ascii_lowercase())
 }
 
 /// A flat file name: letters, digits, `.`, `_`, `-`, not starting with a dot.
@@ -83,6 +102,7 @@ pub fn content_type(name: &str) -> &'static str {
         "png" => "image/png",
         "json" => "application/json",
         "txt" => "text/plain; charset=utf-8",
+        "zip" => "application/zip",
         _ => "application/octet-stream",
     }
 }
@@ -377,6 +397,30 @@ mod tests {
         assert_eq!(route(&long), Target::BadName);
         let ok = format!("/replays/{}.bsors", "a".repeat(64));
         assert!(matches!(route(&ok), Target::Replay(_)));
+    }
+
+    #[test]
+    fn maps_are_named_by_a_hash_in_any_case() {
+        let hash = "0123456789abcdef0123456789ABCDEF01234567";
+        assert_eq!(
+            route(&format!("/maps/{hash}.zip")),
+            Target::Map(hash.to_ascii_lowercase())
+        );
+        for bad in [
+            "/maps/".to_string(),
+            "/maps/.zip".to_string(),
+            format!("/maps/{hash}"),
+            format!("/maps/{hash}.ZIP"),
+            format!("/maps/{}.zip", &hash[1..]),
+            format!("/maps/{hash}0.zip"),
+            format!("/maps/{}g.zip", &hash[1..]),
+            "/maps/../../etc/passwd.zip".to_string(),
+            format!("/maps/..%2f{}.zip", &hash[4..]),
+            format!("/maps/x/{hash}.zip"),
+        ] {
+            assert_eq!(route(&bad), Target::BadName, "{bad}");
+        }
+        assert_eq!(content_type("a.zip"), "application/zip");
     }
 
     #[test]

@@ -309,3 +309,328 @@ async fn a_huge_request_head_is_refused_not_buffered() {
     .await
     .unwrap();
 }
+
+/// `GET /maps/HASH.zip` from a folder: the hash in any case, ranges and the ETag as for
+/// archived replays, a missing map `404`, a bad hash or a way out of the folder `400`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maps_are_served_from_their_folder_by_hash_with_ranges() {
+    tokio::time::timeout(LIMIT, async {
+        let dir = tempfile::tempdir().unwrap();
+        let maps = dir.path().join("maps");
+        std::fs::create_dir(&maps).unwrap();
+        let hash = "0123456789abcdef0123456789abcdef01234567";
+        let upper = "89ABCDEF0123456789ABCDEF0123456789ABCDEF";
+        let zip: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(maps.join(format!("{hash}.zip")), &zip).unwrap();
+        std::fs::write(maps.join(format!("{upper}.zip")), b"PK upper").unwrap();
+        // A file beside the folder that a traversal would reach.
+        std::fs::write(dir.path().join("secret.zip"), b"secret").unwrap();
+        let addr = relay(RelayConfig::default(), page().with_maps(&maps)).await;
+        let mut sock = TcpStream::connect(&addr).await.unwrap();
+
+        let whole = request(&mut sock, "GET", &format!("/maps/{hash}.zip"), "").await;
+        assert_eq!(whole.status, 200);
+        assert_eq!(whole.body, zip);
+        assert_eq!(whole.header("content-type"), Some("application/zip"));
+        assert_eq!(whole.header("accept-ranges"), Some("bytes"));
+        let tag = whole.header("etag").unwrap().to_string();
+        assert!(tag.starts_with('"'), "{tag}");
+        // The hash in uppercase names the same file, and a file named in uppercase is found
+        // by a lowercase hash.
+        let shouted = hash.to_ascii_uppercase();
+        let same = request(&mut sock, "GET", &format!("/maps/{shouted}.zip"), "").await;
+        assert_eq!(same.status, 200);
+        assert_eq!(same.body, zip);
+        let lower = upper.to_ascii_lowercase();
+        let found = request(&mut sock, "GET", &format!("/maps/{lower}.zip"), "").await;
+        assert_eq!(
+            (found.status, found.body.as_slice()),
+            (200, &b"PK upper"[..])
+        );
+
+        // Ranges: a middle, a suffix, an open end, beyond the end.
+        let part = request(
+            &mut sock,
+            "GET",
+            &format!("/maps/{hash}.zip"),
+            "Range: bytes=100-199\r\n",
+        )
+        .await;
+        assert_eq!(part.status, 206);
+        assert_eq!(part.body, &zip[100..200]);
+        assert_eq!(part.header("content-range"), Some("bytes 100-199/5000"));
+        let tail = request(
+            &mut sock,
+            "GET",
+            &format!("/maps/{hash}.zip"),
+            "Range: bytes=-22\r\n",
+        )
+        .await;
+        assert_eq!(tail.status, 206);
+        assert_eq!(tail.body, &zip[4978..]);
+        let open = request(
+            &mut sock,
+            "GET",
+            &format!("/maps/{hash}.zip"),
+            "Range: bytes=4990-\r\n",
+        )
+        .await;
+        assert_eq!((open.status, open.body.as_slice()), (206, &zip[4990..]));
+        let past = request(
+            &mut sock,
+            "GET",
+            &format!("/maps/{hash}.zip"),
+            "Range: bytes=5000-\r\n",
+        )
+        .await;
+        assert_eq!(past.status, 416);
+        assert_eq!(past.header("content-range"), Some("bytes */5000"));
+        // The ETag: a 304, and an If-Range that no longer holds gives the whole file.
+        let again = request(
+            &mut sock,
+            "GET",
+            &format!("/maps/{hash}.zip"),
+            &format!("If-None-Match: {tag}\r\n"),
+        )
+        .await;
+        assert_eq!(again.status, 304);
+        let stale = request(
+            &mut sock,
+            "GET",
+            &format!("/maps/{hash}.zip"),
+            "Range: bytes=0-9\r\nIf-Range: \"other\"\r\n",
+        )
+        .await;
+        assert_eq!((stale.status, stale.body.len()), (200, zip.len()));
+        let head = request(&mut sock, "HEAD", &format!("/maps/{hash}.zip"), "").await;
+        assert_eq!(head.status, 200);
+        assert_eq!(head.header("content-length"), Some("5000"));
+        assert!(head.body.is_empty());
+
+        // A missing map.
+        let missing = "f".repeat(40);
+        let r = request(&mut sock, "GET", &format!("/maps/{missing}.zip"), "").await;
+        assert_eq!(r.status, 404);
+        // Bad hashes and ways out of the folder name nothing.
+        for bad in [
+            "/maps/secret.zip".to_string(),
+            "/maps/../secret.zip".to_string(),
+            "/maps/..%2fsecret.zip".to_string(),
+            format!("/maps/{}.zip", &hash[..39]),
+            format!("/maps/{hash}a.zip"),
+            format!("/maps/{}z.zip", &hash[..39]),
+            format!("/maps/{hash}"),
+            format!("/maps/%2e%2e%2f{}.zip", &hash[9..]),
+        ] {
+            let r = request(&mut sock, "GET", &bad, "").await;
+            assert_eq!(r.status, 400, "{bad}");
+            assert_ne!(r.body, b"secret");
+        }
+    })
+    .await
+    .unwrap();
+}
+
+/// A relay given no maps folder answers `404` for every map.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_maps_folder_no_map_is_served() {
+    tokio::time::timeout(LIMIT, async {
+        let addr = relay(RelayConfig::default(), page()).await;
+        let mut sock = TcpStream::connect(&addr).await.unwrap();
+        let path = format!("/maps/{}.zip", "a".repeat(40));
+        assert_eq!(request(&mut sock, "GET", &path, "").await.status, 404);
+    })
+    .await
+    .unwrap();
+}
+
+/// A mirror on 127.0.0.1 answering `GET /zips/HASH.zip` from `maps` (else `404`), counting
+/// the requests; a hash in `huge` gets a body over the relay's bound.
+async fn mirror(
+    maps: std::collections::HashMap<String, Vec<u8>>,
+    huge: String,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    let maps = std::sync::Arc::new(maps);
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            let maps = maps.clone();
+            let seen = seen.clone();
+            let huge = huge.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut piece = [0u8; 1024];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut piece).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&piece[..n]),
+                    }
+                }
+                seen.fetch_add(1, Ordering::SeqCst);
+                let head = String::from_utf8_lossy(&buf).into_owned();
+                let path = head.split(' ').nth(1).unwrap_or("").to_string();
+                let name = path
+                    .strip_prefix("/zips/")
+                    .and_then(|p| p.strip_suffix(".zip"));
+                if name == Some(huge.as_str()) {
+                    let len = bsor_stream_relay::http::mirror::MAX_MAP + 1;
+                    let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {len}\r\n\r\n");
+                    let _ = s.write_all(head.as_bytes()).await;
+                    return;
+                }
+                match name.and_then(|n| maps.get(n)) {
+                    Some(body) => {
+                        let head =
+                            format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+                        let _ = s.write_all(head.as_bytes()).await;
+                        let _ = s.write_all(body).await;
+                    }
+                    None => {
+                        let _ = s
+                            .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                            .await;
+                    }
+                }
+            });
+        }
+    });
+    (addr, count)
+}
+
+/// `--map-url`: a map not in the folder is fetched from the mirror once, kept in the folder
+/// and served from there; one the mirror lacks is a `404`; one over the bound a `502`, with
+/// nothing kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maps_missing_from_the_folder_are_fetched_from_the_mirror_once() {
+    use bsor_stream_relay::http::mirror::Mirror;
+    use std::sync::atomic::Ordering;
+    tokio::time::timeout(LIMIT, async {
+        let dir = tempfile::tempdir().unwrap();
+        let hash = "00112233445566778899aabbccddeeff00112233";
+        let huge = "ffffffffffffffffffffffffffffffffffffffff";
+        let zip: Vec<u8> = (0..40_000u32).map(|i| (i % 253) as u8).collect();
+        let (at, count) = mirror(
+            [(hash.to_string(), zip.clone())].into_iter().collect(),
+            huge.to_string(),
+        )
+        .await;
+        let m = Mirror::new(&format!("http://{at}/zips/{{hash}}.zip"), None).unwrap();
+        let addr = relay(
+            RelayConfig::default(),
+            page().with_maps(dir.path()).with_map_mirror(m),
+        )
+        .await;
+        let mut sock = TcpStream::connect(&addr).await.unwrap();
+        let upper = hash.to_ascii_uppercase();
+        let r = request(&mut sock, "GET", &format!("/maps/{upper}.zip"), "").await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, zip);
+        assert_eq!(std::fs::read(Mirror::kept(dir.path(), hash)).unwrap(), zip);
+        let part = request(
+            &mut sock,
+            "GET",
+            &format!("/maps/{hash}.zip"),
+            "Range: bytes=5-9\r\n",
+        )
+        .await;
+        assert_eq!((part.status, part.body.as_slice()), (206, &zip[5..10]));
+        assert_eq!(count.load(Ordering::SeqCst), 1, "fetched once");
+        let none = format!("/maps/{}.zip", "1".repeat(40));
+        assert_eq!(request(&mut sock, "GET", &none, "").await.status, 404);
+        let big = request(&mut sock, "GET", &format!("/maps/{huge}.zip"), "").await;
+        assert_eq!(big.status, 502);
+        let left: Vec<_> = std::fs::read_dir(dir.path().join(".mirror"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, vec![format!("{hash}.zip")], "nothing else kept");
+        let operators: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(operators, vec![".mirror"], "fetched maps kept apart");
+        // Bad templates are refused.
+        for bad in [
+            "ftp://x/{hash}",
+            "http://x/nohash",
+            "https://x/{hash}.zip",
+            "http:///{hash}",
+        ] {
+            assert!(Mirror::new(bad, None).is_err(), "{bad}");
+        }
+    })
+    .await
+    .unwrap();
+}
+
+/// A client asking for map after map cannot fill the relay's disk: fetched maps are kept up
+/// to the cache's limit, the oldest removed first (and fetched again when asked for), while
+/// the operator's own maps are never removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetched_maps_are_kept_within_the_cache_limit() {
+    use bsor_stream_relay::http::mirror::Mirror;
+    use std::sync::atomic::Ordering;
+    tokio::time::timeout(LIMIT, async {
+        let dir = tempfile::tempdir().unwrap();
+        let hashes: Vec<String> = (0..5u8).map(|i| format!("{i:x}").repeat(40)).collect();
+        let zip = |i: usize| vec![i as u8; 10_000];
+        let (at, count) = mirror(
+            hashes
+                .iter()
+                .enumerate()
+                .map(|(i, h)| (h.clone(), zip(i)))
+                .collect(),
+            "f".repeat(40),
+        )
+        .await;
+        // The operator's own map, bigger than the limit: served, never counted or removed.
+        let own = "abcdefabcdefabcdefabcdefabcdefabcdefabcd";
+        std::fs::write(dir.path().join(format!("{own}.zip")), vec![7u8; 50_000]).unwrap();
+        let m = Mirror::new(&format!("http://{at}/zips/{{hash}}.zip"), None)
+            .unwrap()
+            .with_cache_limit(25_000);
+        let addr = relay(
+            RelayConfig::default(),
+            page().with_maps(dir.path()).with_map_mirror(m),
+        )
+        .await;
+        let mut sock = TcpStream::connect(&addr).await.unwrap();
+        for (i, h) in hashes.iter().enumerate() {
+            let r = request(&mut sock, "GET", &format!("/maps/{h}.zip"), "").await;
+            assert_eq!((r.status, r.body), (200, zip(i)), "map {i}");
+            let mut kept: Vec<String> = std::fs::read_dir(dir.path().join(".mirror"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            kept.sort();
+            let mut want: Vec<String> = hashes[i.saturating_sub(1)..=i]
+                .iter()
+                .map(|h| format!("{h}.zip"))
+                .collect();
+            want.sort();
+            assert_eq!(kept, want, "after map {i}: the two newest (20 KB of 25 KB)");
+        }
+        assert_eq!(count.load(Ordering::SeqCst), 5);
+        // The first was removed: asked again, it is fetched again.
+        let r = request(&mut sock, "GET", &format!("/maps/{}.zip", hashes[0]), "").await;
+        assert_eq!((r.status, r.body), (200, zip(0)));
+        assert_eq!(count.load(Ordering::SeqCst), 6);
+        let r = request(&mut sock, "GET", &format!("/maps/{own}.zip"), "").await;
+        assert_eq!((r.status, r.body.len()), (200, 50_000));
+        assert!(dir.path().join(format!("{own}.zip")).exists());
+        assert_eq!(
+            count.load(Ordering::SeqCst),
+            6,
+            "the operator's map is not fetched"
+        );
+    })
+    .await
+    .unwrap();
+}

@@ -32,6 +32,14 @@ pub fn play(seed: u64, seconds: f32, player: &str) -> Replay {
 
 /// The relay's HTTP on 127.0.0.1 with `srv` answering `/replays`.
 pub async fn listen(srv: Arc<ReplayServer>) -> SocketAddr {
+    listen_with_maps(srv, None).await
+}
+
+/// The same, the relay serving `GET /maps/HASH.zip` from `maps` when given.
+pub async fn listen_with_maps(
+    srv: Arc<ReplayServer>,
+    maps: Option<&std::path::Path>,
+) -> SocketAddr {
     let relay = Server::new(
         RelayConfig::default(),
         Tokens::parse("publisher"),
@@ -44,8 +52,11 @@ pub async fn listen(srv: Arc<ReplayServer>) -> SocketAddr {
         tls: None,
         allowed_origins: Vec::new(),
     };
-    let assets = Assets::new(Vec::<(String, bytes::Bytes)>::new())
+    let mut assets = Assets::new(Vec::<(String, bytes::Bytes)>::new())
         .with_mount(Arc::new(bsor_stream_server::http::Routes::new(srv)));
+    if let Some(dir) = maps {
+        assets = assets.with_maps(dir);
+    }
     tokio::spawn(ws::serve_site(l, relay, options, assets));
     addr
 }

@@ -1019,7 +1019,10 @@ fn every_route_is_in_the_openapi_description() {
             listed.contains(&&path[1..]),
             "{path} is not in openapi.yaml"
         );
-        let concrete = path.replace("{id}", id).replace("{key}", &"ab".repeat(32));
+        let concrete = path
+            .replace("{id}", id)
+            .replace("{key}", &"ab".repeat(32))
+            .replace("{hash}", &"cd".repeat(20));
         let route = claims(&concrete);
         assert!(
             route.is_some() && route != Some(Route::Unknown),
@@ -1595,4 +1598,87 @@ async fn replays_stored_before_existed_by_times_get_their_upload_time() {
     let r = index.get("a").await.unwrap().unwrap();
     assert_eq!((r.uploaded, r.existed_by), (1_234_567, 1_234_567));
     index.close().await;
+}
+
+/// `PUT /maps/HASH`: an admin's zip is written whole to the maps folder and served by the
+/// relay; a player, no token, a body that is not a zip, one over the body limit, another
+/// method or a server without a maps folder are refused, and nothing is left of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admins_put_maps_the_relay_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let maps = tempfile::tempdir().unwrap();
+    let config = Config {
+        maps: Some(maps.path().to_path_buf()),
+        max_body: 100_000,
+        ..Config::default()
+    };
+    let srv = open(dir.path(), config, TOKENS).await;
+    let addr = listen_with_maps(srv, Some(maps.path())).await;
+    let hash = "00112233445566778899AABBCCDDEEFF00112233";
+    let lower = hash.to_ascii_lowercase();
+    let mut zip = b"PK\x03\x04".to_vec();
+    zip.extend((0..50_000u32).map(|i| (i % 251) as u8));
+    let put = |token: &'static str, body: Vec<u8>| async move {
+        let auth = format!("Bearer {token}");
+        let headers: Vec<(&str, &str)> = if token.is_empty() {
+            vec![]
+        } else {
+            vec![("Authorization", auth.as_str())]
+        };
+        request(addr, "PUT", &format!("/maps/{hash}"), &headers, &body).await
+    };
+    let files = || {
+        let mut v: Vec<String> = std::fs::read_dir(maps.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_refusal(&put("", zip.clone()).await, 401, "unauthorized");
+    assert_refusal(&put("tok1", zip.clone()).await, 403, "not-admin");
+    assert_refusal(
+        &put("root", b"not a zip at all".to_vec()).await,
+        415,
+        "not-a-zip",
+    );
+    let mut big = zip.clone();
+    big.resize(100_001, 0);
+    assert_eq!(put("root", big).await.status, 413);
+    assert!(
+        files().is_empty(),
+        "nothing kept of a refused map: {:?}",
+        files()
+    );
+    let r = put("root", zip.clone()).await;
+    assert_eq!(r.status, 201);
+    assert_eq!(r.header("location"), Some(&*format!("/maps/{lower}.zip")));
+    assert_eq!(files(), vec![format!("{lower}.zip")]);
+    let got = request(addr, "GET", &format!("/maps/{hash}.zip"), &[], b"").await;
+    assert_eq!((got.status, &got.body), (200, &zip));
+    // Again: the map replaced, 204.
+    zip.push(1);
+    assert_eq!(put("root", zip.clone()).await.status, 204);
+    let got = request(addr, "GET", &format!("/maps/{lower}.zip"), &[], b"").await;
+    assert_eq!(got.body, zip);
+    assert_eq!(
+        files(),
+        vec![format!("{lower}.zip")],
+        "no temporary file left"
+    );
+    let get = request(addr, "GET", &format!("/maps/{hash}"), &[], b"").await;
+    assert_eq!((get.status, get.header("allow")), (405, Some("PUT")));
+    // A server without a maps folder takes none.
+    let dir2 = tempfile::tempdir().unwrap();
+    let srv2 = open(dir2.path(), Config::default(), TOKENS).await;
+    let addr2 = listen(srv2).await;
+    let r = request(
+        addr2,
+        "PUT",
+        &format!("/maps/{hash}"),
+        &[("Authorization", "Bearer root")],
+        &zip,
+    )
+    .await;
+    assert_refusal(&r, 404, "no-maps");
 }

@@ -1,0 +1,374 @@
+// The map a replay was played on, from its zip (BeatSaver's: Info.dat, one .dat per
+// difficulty, the song, and for map format v4 an audio data file): which map it is (its
+// hash), and the difficulty played as objects at their song times in seconds, with where the
+// game puts them. Formats v2, v3 and v4; notes, bombs, walls, arcs, chains; BPM changes.
+// Every rule's source is in web/README.md ("Maps and music").
+import { readZip } from "./zip.js";
+import { laneX, rowY } from "./place.js";
+
+// Inflated size of Info.dat or one difficulty file at most (the song may be larger).
+const DAT_MAX = 32 << 20;
+
+export class MapError extends Error {}
+
+const lower = (s) => String(s ?? "").toLowerCase();
+const num = (v, d = 0) => (typeof v === "number" && Number.isFinite(v) ? v : d);
+const arr = (v) => (Array.isArray(v) ? v : []);
+
+// The game's note jump speed for a difficulty whose map gives 0.
+export function defaultNjs(difficulty) {
+  switch (lower(difficulty)) {
+    case "expert": return 12;
+    case "expertplus": return 16;
+    default: return 10;
+  }
+}
+
+// The game's half jump duration in beats: 4 beats, halved while the half jump distance
+// (NJS · beat · beats) is over 18 m, plus the map's offset, at least 0.25.
+export function halfJumpBeats(bpm, njs, offset) {
+  const beat = 60 / bpm;
+  let h = 4;
+  while (njs * beat * h > 17.999) h /= 2;
+  h += offset;
+  return h < 0.25 ? 0.25 : h;
+}
+
+// Beats to song seconds: the BPM at beat 0 and changes [{beat, bpm}] (v2, v3), or v4's
+// audio data regions [{si, ei, sb, eb}] at `freq` samples a second.
+export class Timing {
+  constructor(bpm, changes = [], regions = null, freq = 0) {
+    this.regions = null;
+    if (regions && regions.length && freq > 0) {
+      this.regions = regions
+        .filter((r) => r.eb > r.sb && r.ei > r.si)
+        .sort((a, b) => a.sb - b.sb)
+        .map((r) => ({ b0: r.sb, b1: r.eb, s0: r.si / freq, s1: r.ei / freq }));
+      if (!this.regions.length) this.regions = null;
+    }
+    const good = changes.filter((c) => c.bpm > 0 && c.beat >= 0).sort((a, b) => a.beat - b.beat);
+    this.segs = [{ beat: 0, bpm, t: 0 }];
+    for (const c of good) {
+      const last = this.segs[this.segs.length - 1];
+      const t = last.t + ((c.beat - last.beat) * 60) / last.bpm;
+      if (c.beat === last.beat) last.bpm = c.bpm;
+      else this.segs.push({ beat: c.beat, bpm: c.bpm, t });
+    }
+  }
+
+  // The BPM at beat 0.
+  get startBpm() {
+    if (this.regions) {
+      const r = this.regions[0];
+      return ((r.b1 - r.b0) * 60) / (r.s1 - r.s0);
+    }
+    return this.segs[0].bpm;
+  }
+
+  seconds(b) {
+    if (this.regions) {
+      const rs = this.regions;
+      let k = 0;
+      while (k + 1 < rs.length && rs[k + 1].b0 <= b) k++;
+      const r = rs[k];
+      return r.s0 + ((b - r.b0) * (r.s1 - r.s0)) / (r.b1 - r.b0);
+    }
+    let k = 0;
+    while (k + 1 < this.segs.length && this.segs[k + 1].beat <= b) k++;
+    const s = this.segs[k];
+    return s.t + ((b - s.beat) * 60) / s.bpm;
+  }
+}
+
+// A v2, v3 or v4 difficulty's objects, in beats and the map's grid: notes (c 0 red, 1 blue),
+// bombs, walls (x, y, w, h in lanes and layers, d beats), arcs and chains.
+export function parseDifficulty(d) {
+  const out = { notes: [], bombs: [], walls: [], arcs: [], chains: [], bpmChanges: [] };
+  const version = String(d.version ?? d._version ?? "2");
+  if (version.startsWith("4")) {
+    const cn = arr(d.colorNotesData);
+    const bn = arr(d.bombNotesData);
+    const ob = arr(d.obstaclesData);
+    const ad = arr(d.arcsData);
+    const cd = arr(d.chainsData);
+    const note = (i) => cn[i] ?? {};
+    for (const n of arr(d.colorNotes)) {
+      const m = note(n.i);
+      out.notes.push({ b: num(n.b), x: num(m.x), y: num(m.y), c: num(m.c), d: num(m.d) });
+    }
+    for (const n of arr(d.bombNotes)) {
+      const m = bn[n.i] ?? {};
+      out.bombs.push({ b: num(n.b), x: num(m.x), y: num(m.y) });
+    }
+    for (const o of arr(d.obstacles)) {
+      const m = ob[o.i] ?? {};
+      out.walls.push({ b: num(o.b), d: num(m.d), x: num(m.x), y: num(m.y), w: num(m.w, 1), h: num(m.h, 5) });
+    }
+    for (const a of arr(d.arcs)) {
+      const h = note(a.hi);
+      const t = note(a.ti);
+      const m = ad[a.ai] ?? {};
+      out.arcs.push({ b: num(a.hb), tb: num(a.tb), c: num(h.c), x: num(h.x), y: num(h.y), d: num(h.d, 8),
+        tx: num(t.x), ty: num(t.y), td: num(t.d, 8), mu: num(m.m, 1), tmu: num(m.tm, 1) });
+    }
+    for (const c of arr(d.chains)) {
+      const h = note(c.i);
+      const m = cd[c.ci] ?? {};
+      out.chains.push({ b: num(c.hb), tb: num(c.tb), c: num(h.c), x: num(h.x), y: num(h.y), d: num(h.d),
+        tx: num(m.tx), ty: num(m.ty), sc: num(m.c, 2), s: num(m.s, 1) });
+    }
+    return out;
+  }
+  if (version.startsWith("3")) {
+    for (const n of arr(d.colorNotes)) out.notes.push({ b: num(n.b), x: num(n.x), y: num(n.y), c: num(n.c), d: num(n.d) });
+    for (const n of arr(d.bombNotes)) out.bombs.push({ b: num(n.b), x: num(n.x), y: num(n.y) });
+    for (const o of arr(d.obstacles)) {
+      out.walls.push({ b: num(o.b), d: num(o.d), x: num(o.x), y: num(o.y), w: num(o.w, 1), h: num(o.h, 5) });
+    }
+    for (const a of arr(d.sliders)) {
+      out.arcs.push({ b: num(a.b), tb: num(a.tb), c: num(a.c), x: num(a.x), y: num(a.y), d: num(a.d, 8),
+        tx: num(a.tx), ty: num(a.ty), td: num(a.tc, 8), mu: num(a.mu, 1), tmu: num(a.tmu, 1) });
+    }
+    for (const c of arr(d.burstSliders)) {
+      out.chains.push({ b: num(c.b), tb: num(c.tb), c: num(c.c), x: num(c.x), y: num(c.y), d: num(c.d),
+        tx: num(c.tx), ty: num(c.ty), sc: num(c.sc, 2), s: num(c.s, 1) });
+    }
+    for (const e of arr(d.bpmEvents)) out.bpmChanges.push({ beat: num(e.b), bpm: num(e.m) });
+    return out;
+  }
+  // v2: type 0 red, 1 blue, 3 bomb; walls of type 0 (full height) and 1 (crouch).
+  for (const n of arr(d._notes)) {
+    const b = num(n._time);
+    if (n._type === 3) out.bombs.push({ b, x: num(n._lineIndex), y: num(n._lineLayer) });
+    else if (n._type === 0 || n._type === 1) {
+      out.notes.push({ b, x: num(n._lineIndex), y: num(n._lineLayer), c: n._type, d: num(n._cutDirection) });
+    }
+  }
+  for (const o of arr(d._obstacles)) {
+    const crouch = o._type === 1;
+    out.walls.push({ b: num(o._time), d: num(o._duration), x: num(o._lineIndex), y: crouch ? 2 : 0,
+      w: num(o._width, 1), h: crouch ? 3 : 5 });
+  }
+  for (const e of arr(d._events)) if (e._type === 100) out.bpmChanges.push({ beat: num(e._time), bpm: num(e._floatValue) });
+  for (const e of arr(d._customData?._BPMChanges ?? d._BPMChanges)) {
+    out.bpmChanges.push({ beat: num(e._time), bpm: num(e._BPM ?? e._bpm) });
+  }
+  return out;
+}
+
+// Info.dat's difficulties in the order it lists them, its BPM and song (v2 and v4).
+export function parseInfo(j) {
+  const diffs = [];
+  if (Array.isArray(j.difficultyBeatmaps)) {
+    for (const d of j.difficultyBeatmaps) {
+      diffs.push({ mode: d.characteristic, difficulty: d.difficulty, file: d.beatmapDataFilename,
+        njs: num(d.noteJumpMovementSpeed), offset: num(d.noteJumpStartBeatOffset) });
+    }
+    const a = j.audio ?? {};
+    return { version: 4, bpm: num(a.bpm, 120), song: a.songFilename, audioData: a.audioDataFilename, diffs };
+  }
+  for (const set of arr(j._difficultyBeatmapSets)) {
+    for (const d of arr(set._difficultyBeatmaps)) {
+      diffs.push({ mode: set._beatmapCharacteristicName, difficulty: d._difficulty, file: d._beatmapFilename,
+        njs: num(d._noteJumpMovementSpeed), offset: num(d._noteJumpStartBeatOffset) });
+    }
+  }
+  return { version: 2, bpm: num(j._beatsPerMinute, 120), song: j._songFilename, audioData: null, diffs,
+    songTimeOffset: num(j._songTimeOffset) };
+}
+
+const hex = (buf) => Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, "0")).join("");
+const json = (bytes, what) => {
+  try {
+    return JSON.parse(new TextDecoder().decode(bytes));
+  } catch (e) {
+    throw new MapError(`${what}: not JSON (${e.message})`);
+  }
+};
+
+// A map zip (ArrayBuffer) for a replay's info: {hash, matched, difficulty, objects, song
+// bytes, ...}. Throws MapError (or ZipError) for a zip that is not a readable map.
+export async function loadMap(bytes, info) {
+  const zip = readZip(bytes);
+  const infoEntry = zip.find("Info.dat");
+  if (!infoEntry) throw new MapError("the zip has no Info.dat");
+  if (infoEntry.size > DAT_MAX) throw new MapError("Info.dat is too large");
+  const infoBytes = await zip.read(infoEntry.name);
+  const mapInfo = parseInfo(json(infoBytes, "Info.dat"));
+  // The hash: SHA-1 of Info.dat and then each difficulty's file, in Info.dat's order.
+  const parts = [infoBytes];
+  const files = new Map();
+  for (const d of mapInfo.diffs) {
+    const e = zip.find(d.file);
+    if (!e) throw new MapError(`the zip has no ${d.file} (named in Info.dat)`);
+    if (e.size > DAT_MAX) throw new MapError(`${d.file} is too large`);
+    if (!files.has(e.name)) files.set(e.name, await zip.read(e.name));
+    parts.push(files.get(e.name));
+  }
+  const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    all.set(p, at);
+    at += p.length;
+  }
+  const hash = hex(await crypto.subtle.digest("SHA-1", all));
+  const want = lower(info?.hash).slice(0, 40);
+  const matched = want.length === 40 && want === hash;
+  // The difficulty played: its mode and name, else the first of that name.
+  const diff = mapInfo.diffs.find((d) => lower(d.mode) === lower(info?.mode) && lower(d.difficulty) === lower(info?.difficulty)) ??
+    mapInfo.diffs.find((d) => lower(d.difficulty) === lower(info?.difficulty));
+  if (!diff) throw new MapError(`the map has no ${info?.difficulty} ${info?.mode}`);
+  const data = parseDifficulty(json(files.get(zip.find(diff.file).name), diff.file));
+  let regions = null;
+  let freq = 0;
+  if (mapInfo.version === 4 && mapInfo.audioData && zip.find(mapInfo.audioData)) {
+    const a = json(await zip.read(zip.find(mapInfo.audioData).name), mapInfo.audioData);
+    freq = num(a.songFrequency);
+    regions = arr(a.bpmData).map((r) => ({ si: num(r.si), ei: num(r.ei), sb: num(r.sb), eb: num(r.eb) }));
+  }
+  const timing = new Timing(mapInfo.bpm, data.bpmChanges, regions, freq);
+  const songEntry = mapInfo.song ? zip.find(mapInfo.song) : null;
+  return {
+    hash, matched, mode: diff.mode, difficulty: diff.difficulty,
+    ...build(data, timing, diff, info),
+    song: songEntry ? () => zip.read(songEntry.name) : null,
+    songName: mapInfo.song ?? null,
+  };
+}
+
+// A map zip's bytes from `url` (a same-origin URL: the page's CSP allows no other), at most
+// the zip limit; null when the server has none (404).
+export async function fetchMap(url, most = 64 << 20) {
+  const res = await fetch(url);
+  if (res.status === 404) return null;
+  if (!res.ok) throw new MapError(`the map's zip: HTTP ${res.status}`);
+  const len = Number(res.headers.get("content-length"));
+  if (len > most) throw new MapError(`the map's zip is over ${most >> 20} MiB`);
+  const reader = res.body.getReader();
+  const chunks = [];
+  let n = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    n += value.length;
+    if (n > most) {
+      reader.cancel().catch(() => {});
+      throw new MapError(`the map's zip is over ${most >> 20} MiB`);
+    }
+    chunks.push(value);
+  }
+  const out = new Uint8Array(n);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.length;
+  }
+  return out;
+}
+
+// The grid's positions, in the game's coordinates (x right, y up, metres): lanes and rows as
+// place.js has them (the notes' rows before the player's jump offset); walls by layer from the
+// floor, 0.6 m a lane and a layer.
+export const LAYER = 0.6;
+export const wallX = (x) => laneX(x) - 0.3;
+
+// The difficulty's objects at their song times, with the jump: {objects, walls, arcs, njs,
+// halfJump (s), jumpDistance (m), counts}.
+function build(data, timing, diff, info) {
+  const njs = diff.njs > 0 ? diff.njs : defaultNjs(diff.difficulty);
+  const bpm = timing.startBpm;
+  const ruleHalf = halfJumpBeats(bpm, njs, diff.offset) * (60 / bpm);
+  const jd = info && info.jumpDistance > 1 && info.jumpDistance < 100 ? info.jumpDistance : null;
+  const halfJump = jd ? jd / (2 * njs) : ruleHalf;
+  const sec = (b) => timing.seconds(b);
+  // Notes, bombs and chain links: what the player cuts or dodges, sorted by time.
+  const objects = [];
+  for (const n of data.notes) {
+    objects.push({ kind: "note", t: sec(n.b), line: n.x, layer: n.y, color: n.c, dir: n.d, event: null });
+  }
+  for (const n of data.bombs) objects.push({ kind: "bomb", t: sec(n.b), line: n.x, layer: n.y, color: -1, dir: 8, event: null });
+  for (const c of data.chains) {
+    const links = Math.max(2, Math.min(64, Math.round(c.sc)));
+    const t0 = sec(c.b);
+    const t1 = sec(c.tb);
+    // The head is a colour note of the map; links 1..sc-1 from it to the tail, evenly in time
+    // and in the grid.
+    for (let i = 1; i < links; i++) {
+      const f = i / (links - 1);
+      objects.push({ kind: "link", t: t0 + (t1 - t0) * f, line: c.x + (c.tx - c.x) * f, layer: c.y + (c.ty - c.y) * f,
+        color: c.c, dir: c.d, event: null });
+    }
+  }
+  objects.sort((a, b) => a.t - b.t);
+  const walls = data.walls.map((w) => {
+    const t = sec(w.b);
+    const width = Math.abs(w.w) * LAYER;
+    const x0 = w.w < 0 ? wallX(w.x) - width : wallX(w.x);
+    return { t, t1: sec(w.b + Math.max(0, w.d)), x0, x1: x0 + width, y0: w.y * LAYER,
+      y1: (w.y + Math.max(0, w.h)) * LAYER, hit: false };
+  }).sort((a, b) => a.t - b.t);
+  const arcs = data.arcs.map((a) => ({ t: sec(a.b), t1: sec(a.tb), color: a.c, line: a.x, layer: a.y, dir: a.d,
+    tline: a.tx, tlayer: a.ty, tdir: a.td, mu: a.mu, tmu: a.tmu })).sort((a, b) => a.t - b.t);
+  return {
+    objects, walls, arcs, njs, halfJump, halfJumpRule: ruleHalf, jumpDistance: 2 * halfJump * njs, startBpm: bpm,
+    jdFrom: jd ? "replay" : "rule",
+    counts: { notes: data.notes.length, bombs: data.bombs.length, walls: data.walls.length, arcs: data.arcs.length,
+      chains: data.chains.length },
+  };
+}
+
+// Each replay note event (sorted by time) matched to its map object: same kind (a bomb for
+// a bomb event), its time within 5 ms, and of those the one at its lane, row and colour
+// (the note ID's parts), else the nearest in time. Sets object.event and event.mapped.
+export function matchEvents(map, events) {
+  const objs = map.objects;
+  let lo = 0;
+  let matched = 0;
+  for (const e of events) {
+    if (e.mapped) continue;
+    const t = e.spawn;
+    while (lo < objs.length && objs[lo].t < t - 0.005) lo++;
+    let best = null;
+    let bestScore = Infinity;
+    for (let i = lo; i < objs.length && objs[i].t <= t + 0.005; i++) {
+      const o = objs[i];
+      if (o.event) continue;
+      if ((e.outcome === 4) !== (o.kind === "bomb")) continue;
+      const score = Math.abs(o.t - t) * 1000 + (Math.round(o.line) === e.line ? 0 : 10) +
+        (Math.round(o.layer) === e.layer ? 0 : 10) + (o.kind === "bomb" || o.color === e.color ? 0 : 10);
+      if (score < bestScore) {
+        bestScore = score;
+        best = o;
+      }
+    }
+    if (best) {
+      best.event = e;
+      e.mapped = true;
+      matched++;
+    }
+  }
+  return matched;
+}
+
+// Where an object is at song time t (game coordinates, into out: x, y, z): its lane and
+// row (the rows shifted by the player's jump offset) and z = (its time − t) · NJS.
+export function objectAt(map, o, t, shift, out) {
+  out[0] = laneX(o.line);
+  out[1] = rowAt(o.layer) + shift;
+  out[2] = (o.t - t) * map.njs;
+  return out;
+}
+
+// A row's height for a fractional layer (chain links between rows).
+export function rowAt(layer) {
+  const l = Math.floor(layer);
+  const f = layer - l;
+  return f === 0 ? rowY(l) : rowY(l) + (rowY(l + 1) - rowY(l)) * f;
+}
+
+// A unit vector (x, y) in the grid for a cut direction (0 up, 1 down, 2 left, 3 right, 4 up
+// left, 5 up right, 6 down left, 7 down right; 8 any: none).
+export function dirVector(d) {
+  const s = Math.SQRT1_2;
+  return [[0, 1], [0, -1], [-1, 0], [1, 0], [-s, s], [s, s], [-s, -s], [s, -s]][d] ?? [0, 0];
+}
