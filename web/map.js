@@ -291,11 +291,26 @@ function build(data, timing, diff, info) {
     const links = Math.max(2, Math.min(64, Math.round(c.sc)));
     const t0 = sec(c.b);
     const t1 = sec(c.tb);
-    // The head is a colour note of the map; links 1..sc-1 from it to the tail, evenly in time
-    // and in the grid.
+    // The head is a colour note of the map; links 1..sc-1 follow it evenly in time, and in
+    // place along a quadratic curve (ArcViewer's ChainManager.CreateChainLinks): from the
+    // head to the tail, its middle point half the head-to-tail distance from the head in
+    // the head's cut direction, link i at i/(sc-1) of the way times the squish factor.
+    const hx = laneX(c.x);
+    const hy = rowY(c.y);
+    const tx = laneX(c.tx);
+    const ty = rowY(c.ty);
+    const [dx, dy] = dirVector(c.d);
+    const half = Math.hypot(tx - hx, ty - hy) / 2;
+    const midX = hx + dx * half;
+    const midY = hy + dy * half;
     for (let i = 1; i < links; i++) {
       const f = i / (links - 1);
-      objects.push({ kind: "link", t: t0 + (t1 - t0) * f, line: c.x + (c.tx - c.x) * f, layer: c.y + (c.ty - c.y) * f,
+      const u = f * c.s;
+      const a = (1 - u) * (1 - u);
+      const b = 2 * (1 - u) * u;
+      const w = u * u;
+      objects.push({ kind: "link", t: t0 + (t1 - t0) * f, line: c.x + (c.tx - c.x) * f,
+        layer: c.y + (c.ty - c.y) * f, mx: a * hx + b * midX + w * tx, my: a * hy + b * midY + w * ty,
         color: c.c, dir: c.d, event: null });
     }
   }
@@ -353,8 +368,10 @@ export function matchEvents(map, events) {
 // Where an object is at song time t (game coordinates, into out: x, y, z): its lane and
 // row (the rows shifted by the player's jump offset) and z = (its time − t) · NJS.
 export function objectAt(map, o, t, shift, out) {
-  out[0] = laneX(o.line);
-  out[1] = rowAt(o.layer) + shift;
+  // A chain link's place is its own (`mx`, `my`: on the chain's curve); its line and layer
+  // only say which replay event it matches.
+  out[0] = o.mx ?? laneX(o.line);
+  out[1] = (o.my ?? rowAt(o.layer)) + shift;
   out[2] = (o.t - t) * map.njs;
   return out;
 }

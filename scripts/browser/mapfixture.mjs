@@ -52,18 +52,30 @@ export const WALLS = [
   { b: 16.5, d: 1.5, x: 0, y: 0, w: 2, h: 5 },
 ];
 export const ARCS = [{ b: 10, tb: 11, c: 0, x: 1, y: 0, d: 1, tx: 1, ty: 2, td: 0, mu: 1, tmu: 1 }];
-export const CHAINS = [{ b: 14, tb: 14.5, c: 0, x: 1, y: 0, d: 1, tx: 1, ty: 2, sc: 4, s: 1 }];
+export const CHAINS = [{ b: 14, tb: 14.5, c: 0, x: 1, y: 0, d: 1, tx: 1, ty: 2, sc: 4, s: 0.8 }];
 
 export const NJS = 14;
 export const OFFSET = 0;
 
-// Chain links (the head excluded): evenly in time and in the grid from head to tail.
+// Chain links (the head excluded), in metres: evenly in time; in place on the quadratic
+// curve from the head to the tail whose middle point is half their distance from the head
+// in the head's cut direction (ArcViewer's ChainManager), link i at (i / (sc - 1)) * squish.
+// Lanes 0.6 m apart centred on 1.5, rows at 0.85, 1.40, 1.90 m (the player's jump offset not
+// included); direction 1 is down, 0 up.
 export function chainLinks(c) {
+  const lane = (x) => (x - 1.5) * 0.6;
+  const row = (y) => [0.85, 1.4, 1.9][y];
+  const dir = { 0: [0, 1], 1: [0, -1], 2: [-1, 0], 3: [1, 0] }[c.d];
+  const [h, tl] = [[lane(c.x), row(c.y)], [lane(c.tx), row(c.ty)]];
+  const half = Math.hypot(tl[0] - h[0], tl[1] - h[1]) / 2;
+  const mid = [h[0] + dir[0] * half, h[1] + dir[1] * half];
   const out = [];
   for (let i = 1; i < c.sc; i++) {
     const f = i / (c.sc - 1);
-    out.push({ t: seconds(c.b) + (seconds(c.tb) - seconds(c.b)) * f, x: c.x + (c.tx - c.x) * f,
-      y: c.y + (c.ty - c.y) * f, c: c.c, d: c.d });
+    const u = f * c.s;
+    const at = (k) => (1 - u) ** 2 * h[k] + 2 * (1 - u) * u * mid[k] + u ** 2 * tl[k];
+    out.push({ t: seconds(c.b) + (seconds(c.tb) - seconds(c.b)) * f, mx: at(0), my: at(1),
+      x: c.x + (c.tx - c.x) * f, y: c.y + (c.ty - c.y) * f, c: c.c, d: c.d });
   }
   return out;
 }

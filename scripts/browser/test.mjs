@@ -776,14 +776,15 @@ function expectedView(v, t) {
     return e && e.type !== 2 ? e.t : Infinity;
   };
   const objects = [];
-  const add = (kind, time, x, y) => {
+  // A chain link's place in metres (`mx`, `my`) is given; others' from their lane and row.
+  const add = (kind, time, x, y, mx, my) => {
     const z = (time - t) * fx.NJS;
     if (time > t + half || t >= hitTime(kind, time, x, y) || z < -reach || z > reach) return;
-    objects.push({ kind, time, x: (x - 1.5) * 0.6, y: rowAt(y) + SHIFT, z });
+    objects.push({ kind, time, x: mx ?? (x - 1.5) * 0.6, y: (my ?? rowAt(y)) + SHIFT, z });
   };
   for (const n of fx.NOTES) add("note", fx.seconds(n.b), n.x, n.y);
   for (const n of fx.BOMBS) add("bomb", fx.seconds(n.b), n.x, n.y);
-  if (v !== 2) for (const c of fx.CHAINS) for (const l of fx.chainLinks(c)) add("link", l.t, l.x, l.y);
+  if (v !== 2) for (const c of fx.CHAINS) for (const l of fx.chainLinks(c)) add("link", l.t, l.x, l.y, l.mx, l.my);
   const walls = [];
   for (const w of fx.WALLS) {
     const t0 = fx.seconds(w.b);
