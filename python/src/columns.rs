@@ -75,79 +75,68 @@ pub(crate) struct FrameCols {
     pub poses: Vec<f32>,
 }
 
-#[derive(Default)]
-pub(crate) struct NoteCols {
-    pub note_id: Vec<i32>,
-    pub event_time: Vec<f32>,
-    pub spawn_time: Vec<f32>,
-    pub event_type: Vec<i32>,
-    pub scoring_type: Vec<i32>,
-    pub line: Vec<i32>,
-    pub layer: Vec<i32>,
-    pub color: Vec<i32>,
-    pub cut_direction: Vec<i32>,
-    pub speed_ok: Vec<u8>,
-    pub direction_ok: Vec<u8>,
-    pub saber_type_ok: Vec<u8>,
-    pub was_cut_too_soon: Vec<u8>,
-    pub saber_speed: Vec<f32>,
-    pub saber_dir_x: Vec<f32>,
-    pub saber_dir_y: Vec<f32>,
-    pub saber_dir_z: Vec<f32>,
-    pub saber_type: Vec<i32>,
-    pub time_deviation: Vec<f32>,
-    pub cut_dir_deviation: Vec<f32>,
-    pub cut_point_x: Vec<f32>,
-    pub cut_point_y: Vec<f32>,
-    pub cut_point_z: Vec<f32>,
-    pub cut_normal_x: Vec<f32>,
-    pub cut_normal_y: Vec<f32>,
-    pub cut_normal_z: Vec<f32>,
-    pub cut_distance_to_center: Vec<f32>,
-    pub cut_angle: Vec<f32>,
-    pub before_cut_rating: Vec<f32>,
-    pub after_cut_rating: Vec<f32>,
+/// The note columns, each named once: the struct, its allocation and its Python dict.
+macro_rules! note_columns {
+    ($($f:ident: $t:ty),* $(,)?) => {
+        #[derive(Default)]
+        pub(crate) struct NoteCols {
+            $(pub $f: Vec<$t>,)*
+        }
+
+        impl NoteCols {
+            /// Empty columns with room for `n` notes each.
+            fn with_capacity(n: usize) -> Self {
+                NoteCols {
+                    $($f: Vec::with_capacity(n),)*
+                }
+            }
+
+            /// The columns as NumPy arrays in a dict, by their names.
+            fn into_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+                let d = PyDict::new(py);
+                $(d.set_item(stringify!($f), array(py, self.$f, &[0])?)?;)*
+                Ok(d)
+            }
+        }
+    };
 }
+
+note_columns!(
+    note_id: i32,
+    event_time: f32,
+    spawn_time: f32,
+    event_type: i32,
+    scoring_type: i32,
+    line: i32,
+    layer: i32,
+    color: i32,
+    cut_direction: i32,
+    speed_ok: u8,
+    direction_ok: u8,
+    saber_type_ok: u8,
+    was_cut_too_soon: u8,
+    saber_speed: f32,
+    saber_dir_x: f32,
+    saber_dir_y: f32,
+    saber_dir_z: f32,
+    saber_type: i32,
+    time_deviation: f32,
+    cut_dir_deviation: f32,
+    cut_point_x: f32,
+    cut_point_y: f32,
+    cut_point_z: f32,
+    cut_normal_x: f32,
+    cut_normal_y: f32,
+    cut_normal_z: f32,
+    cut_distance_to_center: f32,
+    cut_angle: f32,
+    before_cut_rating: f32,
+    after_cut_rating: f32,
+);
 
 impl NoteCols {
     fn from_notes(notes: &[NoteEvent]) -> Self {
-        let n = notes.len();
-        let mut c = NoteCols::default();
-        macro_rules! reserve {
-            ($($f:ident),*) => { $( c.$f.reserve_exact(n); )* };
-        }
-        reserve!(
-            note_id,
-            event_time,
-            spawn_time,
-            event_type,
-            scoring_type,
-            line,
-            layer,
-            color,
-            cut_direction,
-            speed_ok,
-            direction_ok,
-            saber_type_ok,
-            was_cut_too_soon,
-            saber_speed,
-            saber_dir_x,
-            saber_dir_y,
-            saber_dir_z,
-            saber_type,
-            time_deviation,
-            cut_dir_deviation,
-            cut_point_x,
-            cut_point_y,
-            cut_point_z,
-            cut_normal_x,
-            cut_normal_y,
-            cut_normal_z,
-            cut_distance_to_center,
-            cut_angle,
-            before_cut_rating,
-            after_cut_rating
-        );
+        let mut c = NoteCols::with_capacity(notes.len());
         for note in notes {
             let id = NoteId::split(note.note_id);
             c.note_id.push(note.note_id);
@@ -186,46 +175,6 @@ impl NoteCols {
             c.after_cut_rating.push(f(|c| c.after_cut_rating));
         }
         c
-    }
-
-    fn into_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        macro_rules! put {
-            ($($f:ident),*) => { $( d.set_item(stringify!($f), array(py, self.$f, &[0])?)?; )* };
-        }
-        put!(
-            note_id,
-            event_time,
-            spawn_time,
-            event_type,
-            scoring_type,
-            line,
-            layer,
-            color,
-            cut_direction,
-            speed_ok,
-            direction_ok,
-            saber_type_ok,
-            was_cut_too_soon,
-            saber_speed,
-            saber_dir_x,
-            saber_dir_y,
-            saber_dir_z,
-            saber_type,
-            time_deviation,
-            cut_dir_deviation,
-            cut_point_x,
-            cut_point_y,
-            cut_point_z,
-            cut_normal_x,
-            cut_normal_y,
-            cut_normal_z,
-            cut_distance_to_center,
-            cut_angle,
-            before_cut_rating,
-            after_cut_rating
-        );
-        Ok(d)
     }
 }
 
