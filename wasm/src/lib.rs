@@ -527,12 +527,8 @@ pub extern "C" fn seek_events(new_group: i32) -> i32 {
             if new_group != 0 {
                 d.new_group();
             }
-            let decoded = INPUT.with_borrow(|input| {
-                let len = ChunkHeader::parse_at(input)
-                    .map_or(input.len(), |(h, head)| head.saturating_add(h.len as usize));
-                d.decode_events_chunk(input.get(..len).unwrap_or(input))
-            });
-            match decoded {
+            // The chunk's header says where it ends: what follows is not read.
+            match INPUT.with_borrow(|input| d.decode_events_chunk(input)) {
                 Ok(batch) => out.batch(&batch),
                 Err(e) => out.messages.push(json!({
                     "type": "damage", "message": format!("an event chunk: {e}"),

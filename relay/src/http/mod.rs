@@ -692,20 +692,13 @@ impl Ctx {
                 "no such map (the relay serves no maps)",
             );
         };
+        let mut found = None;
         for name in [hash.to_string(), hash.to_ascii_uppercase()] {
             let path = dir.join(format!("{name}.zip"));
             match tokio::fs::File::open(&path).await {
                 Ok(file) => {
-                    return self
-                        .send_file(
-                            file,
-                            &path,
-                            &format!("{hash}.zip"),
-                            "application/zip",
-                            headers,
-                            head,
-                        )
-                        .await
+                    found = Some((file, path));
+                    break;
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => {
@@ -714,35 +707,38 @@ impl Ctx {
                 }
             }
         }
-        let Some(mirror) = self.site.assets.mirror.clone() else {
-            return text(StatusCode::NOT_FOUND, "no such map");
-        };
-        match mirror.fetch(hash, &dir).await {
-            Ok(mirror::Fetched::Stored) => {
-                let path = mirror::Mirror::kept(&dir, hash);
-                match tokio::fs::File::open(&path).await {
-                    Ok(file) => {
-                        self.send_file(
-                            file,
-                            &path,
-                            &format!("{hash}.zip"),
-                            "application/zip",
-                            headers,
-                            head,
-                        )
-                        .await
+        let (file, path) = match found {
+            Some(found) => found,
+            None => {
+                let Some(mirror) = self.site.assets.mirror.clone() else {
+                    return text(StatusCode::NOT_FOUND, "no such map");
+                };
+                match mirror.fetch(hash, &dir).await {
+                    Ok(mirror::Fetched::Stored) => {
+                        let path = mirror::Mirror::kept(&dir, hash);
+                        match tokio::fs::File::open(&path).await {
+                            Ok(file) => (file, path),
+                            Err(_) => {
+                                return text(
+                                    StatusCode::INTERNAL_SERVER_ERROR,
+                                    "the map cannot be read",
+                                )
+                            }
+                        }
                     }
-                    Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "the map cannot be read"),
+                    Ok(mirror::Fetched::Missing) => {
+                        return text(StatusCode::NOT_FOUND, "no such map (nor on the mirror)")
+                    }
+                    Err(e) => {
+                        tracing::warn!(hash, err = %e, "fetching a map from the mirror");
+                        return text(StatusCode::BAD_GATEWAY, "the map's mirror failed");
+                    }
                 }
             }
-            Ok(mirror::Fetched::Missing) => {
-                text(StatusCode::NOT_FOUND, "no such map (nor on the mirror)")
-            }
-            Err(e) => {
-                tracing::warn!(hash, err = %e, "fetching a map from the mirror");
-                text(StatusCode::BAD_GATEWAY, "the map's mirror failed")
-            }
-        }
+        };
+        let label = format!("{hash}.zip");
+        self.send_file(file, &path, &label, "application/zip", headers, head)
+            .await
     }
 
     /// An open file as the answer to a GET or HEAD: whole, a range, `304` or `416` as the
