@@ -44,6 +44,9 @@ pub mod net {
 
     #[cfg(feature = "tls")]
     pub use bsor_stream_core::net::tls;
+    /// Relays that share sessions through NATS JetStream (`wire.md` §5).
+    #[cfg(feature = "cluster")]
+    pub use bsor_stream_relay::cluster;
     #[cfg(feature = "relay")]
     pub use bsor_stream_relay::{gate, http, server, tcp, viewer, ws};
 

@@ -15,6 +15,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "cluster")]
+pub mod cluster;
 pub mod gate;
 pub mod http;
 pub mod publish;

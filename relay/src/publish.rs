@@ -39,6 +39,7 @@ pub async fn publish(
         endpoint,
         conn: None,
         start,
+        attempt: 0,
     };
     let mut input_open = true;
     loop {
@@ -99,6 +100,8 @@ struct Shell {
     endpoint: Endpoint,
     conn: Option<(MessageSink, MessageStream)>,
     start: Instant,
+    /// Connections tried: the next goes to the endpoint's next address.
+    attempt: usize,
 }
 
 impl Shell {
@@ -115,7 +118,8 @@ impl Shell {
             match event {
                 ClientEvent::Connect => {
                     let timeout = self.p.client.config().handshake_timeout_ms;
-                    match connect(&self.endpoint, timeout).await {
+                    self.attempt += 1;
+                    match connect(&self.endpoint, self.attempt - 1, timeout).await {
                         Ok(c) => {
                             self.conn = Some(c);
                             self.p.client.connected(self.now());

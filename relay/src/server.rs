@@ -63,6 +63,10 @@ pub struct ServerConfig {
     /// whole is sent here once it is closed (for a replay store to keep). Never waits: when
     /// the channel is full the session is logged and not sent.
     pub finished: Option<tokio::sync::mpsc::Sender<Finished>>,
+    /// Share sessions with other relays through NATS JetStream (`wire.md` §5), in place of
+    /// an archive folder (the two are not used together).
+    #[cfg(feature = "cluster")]
+    pub cluster: Option<crate::cluster::Cluster>,
 }
 
 /// A session that finished whole, for a replay store (`http.md` §8.12).
@@ -83,6 +87,8 @@ impl Default for ServerConfig {
             max_connections: 10_000,
             max_handshakes: 2_048,
             finished: None,
+            #[cfg(feature = "cluster")]
+            cluster: None,
         }
     }
 }
@@ -205,6 +211,17 @@ impl Server {
             None => None,
         };
         relay.archive = archive.is_some();
+        #[cfg(feature = "cluster")]
+        if config.cluster.is_some() {
+            if archive.is_some() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "a cluster relay keeps its sessions in JetStream: no archive folder with it",
+                ));
+            }
+            relay.cluster = true;
+            relay.archive = true;
+        }
         let witness_files = config.archive.as_ref().map(|dir| {
             Mutex::new(WitnessFiles {
                 dir: dir.clone(),
@@ -231,6 +248,15 @@ impl Server {
             witness_files,
         });
         tokio::spawn(run_timer(Arc::downgrade(&shared), shared.timer.clone()));
+        #[cfg(feature = "cluster")]
+        if let Some(c) = &shared.config.cluster {
+            let weak = Arc::downgrade(&shared);
+            c.attach(Arc::new(move |f| {
+                if let Some(s) = weak.upgrade() {
+                    s.with_relay(f);
+                }
+            }));
+        }
         Ok(Server { shared })
     }
 
@@ -484,6 +510,13 @@ impl Shared {
             self.timer.notify_one();
         }
         let actions: Vec<RelayAction> = std::iter::from_fn(|| relay.poll_action()).collect();
+        // The cluster's writes are queued under the relay's lock: in the relay's order.
+        #[cfg(feature = "cluster")]
+        if let Some(c) = &self.config.cluster {
+            for a in &actions {
+                c.enqueue(a);
+            }
+        }
         // The players the finished sessions' publishers were granted, read while the
         // relay still holds the sessions.
         let granted: Vec<(String, Option<String>)> = actions
@@ -554,6 +587,12 @@ impl Shared {
             announce_finished(dir, tx, &actions, &failed, granted);
         }
         for action in actions {
+            #[cfg(feature = "cluster")]
+            if let Some(c) = &self.config.cluster {
+                if c.dispatch(&action) {
+                    continue;
+                }
+            }
             match action {
                 RelayAction::Ready(_) | RelayAction::Close(_) => {}
                 RelayAction::Fetch(req) => self.spawn_fetch(req),

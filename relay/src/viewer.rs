@@ -18,7 +18,9 @@ use bsor_stream_core::net::wire::DEFAULT_MAX_FRAME;
 /// Where a client connects: the relay's address and the transport.
 #[derive(Clone, Debug)]
 pub struct Endpoint {
-    /// `HOST:PORT` (or, over WebSocket, a whole `ws://` or `wss://` URL).
+    /// `HOST:PORT` (or, over WebSocket, a whole `ws://` or `wss://` URL); several,
+    /// comma-separated, for relays of one cluster (`wire.md` §5): the first is tried first,
+    /// and each reconnection moves to the next.
     pub addr: String,
     /// Over WebSocket instead of plain TCP.
     pub websocket: bool,
@@ -55,12 +57,14 @@ pub async fn watch_at(
     let now = move || u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
     let mut client = Client::viewer(config, subscription, now());
     let mut conn: Option<(MessageSink, MessageStream)> = None;
+    let mut attempt = 0;
     loop {
         while let Some(event) = client.poll_event() {
             match event {
                 ClientEvent::Connect => {
                     let timeout = client.config().handshake_timeout_ms;
-                    match connect(endpoint, timeout).await {
+                    attempt += 1;
+                    match connect(endpoint, attempt - 1, timeout).await {
                         Ok(c) => {
                             conn = Some(c);
                             client.connected(now());
@@ -133,12 +137,23 @@ async fn transmit(client: &mut Client, tx: &mut MessageSink, now: u64) {
     }
 }
 
-/// A transport to `endpoint` within `timeout_ms`.
+/// A transport to `endpoint` within `timeout_ms`: to its `attempt`-th address, counting
+/// round its list.
 pub(crate) async fn connect(
     endpoint: &Endpoint,
+    attempt: usize,
     timeout_ms: u64,
 ) -> Result<(MessageSink, MessageStream), String> {
-    let addr = &endpoint.addr;
+    let addrs: Vec<&str> = endpoint
+        .addr
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .collect();
+    let addr = addrs
+        .get(attempt % addrs.len().max(1))
+        .copied()
+        .unwrap_or(&endpoint.addr);
     let connecting = async {
         match (&endpoint.tls, endpoint.websocket) {
             (tls, true) => crate::ws::connect_with(addr, tls.clone(), DEFAULT_MAX_FRAME).await,

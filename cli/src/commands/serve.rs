@@ -141,6 +141,10 @@ pub struct Exposure<'a> {
     pub map_url: Option<&'a str>,
     /// The CAs an https mirror must be certified by.
     pub map_url_ca: Option<&'a Path>,
+    /// NATS servers of the cluster to join (comma-separated URLs).
+    pub cluster: Option<&'a str>,
+    /// Replicas of the cluster's stream and bucket.
+    pub cluster_replicas: usize,
 }
 
 /// `serve --tcp ADDR [--ws ADDR] [--archive DIR] --token-file FILE [--tls-cert PEM --tls-key
@@ -227,8 +231,29 @@ pub fn serve(
             }
             _ => (None, None),
         };
+        let cluster = match exposure.cluster {
+            Some(urls) => {
+                let config = bsor_stream::net::cluster::ClusterConfig {
+                    urls: urls
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|u| !u.is_empty())
+                        .map(str::to_string)
+                        .collect(),
+                    replicas: exposure.cluster_replicas.max(1),
+                    ..Default::default()
+                };
+                let c = bsor_stream::net::cluster::Cluster::connect(config)
+                    .await
+                    .map_err(|e| Failure(format!("--cluster {urls}: {e}")))?;
+                tracing::info!(nats = %urls, "sharing sessions through NATS JetStream");
+                Some(c)
+            }
+            None => None,
+        };
         let config = ServerConfig {
             archive: archive.map(Path::to_path_buf),
+            cluster,
             max_connections: budgets.max_connections,
             max_handshakes: budgets.max_handshakes,
             finished: finished_tx,

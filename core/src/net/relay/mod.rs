@@ -53,6 +53,7 @@
 //! assert!(matches!(relay.poll_outgoing(conn), Some(Message::Ping(_))));
 //! ```
 
+mod cluster;
 mod connection;
 mod meter;
 mod resume;
@@ -128,6 +129,13 @@ pub struct RelayConfig {
     /// The frame limit of a publisher (its chunks are limited by type as well,
     /// `format.md` §4.3).
     pub publisher_frame_limit: u32,
+    /// Sessions live in a store shared with other relays (`wire.md` §5, a cluster): a
+    /// publisher's chunks are acknowledged only once the shell says the store holds them
+    /// ([`Relay::stored`]); chunks another relay stored come in through
+    /// [`Relay::mirrored`]; sessions the relay does not hold are looked up in the store
+    /// ([`RelayAction::Lookup`], as with `archive`, which a cluster implies) and, found
+    /// live, are held as mirrors of another relay's publisher until one resumes here.
+    pub cluster: bool,
 }
 
 impl Default for RelayConfig {
@@ -150,6 +158,7 @@ impl Default for RelayConfig {
             connections_per_address: 64,
             handshake_frame_limit: HANDSHAKE_FRAME_LIMIT,
             publisher_frame_limit: wire::DEFAULT_MAX_FRAME,
+            cluster: false,
         }
     }
 }
@@ -313,7 +322,8 @@ pub struct Relay {
 
 impl Relay {
     /// A relay with these limits and credentials.
-    pub fn new(config: RelayConfig, tokens: Tokens) -> Self {
+    pub fn new(mut config: RelayConfig, tokens: Tokens) -> Self {
+        config.archive |= config.cluster;
         Relay {
             config,
             tokens,

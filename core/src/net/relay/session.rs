@@ -55,6 +55,12 @@ pub(super) struct Session {
     /// The player the publisher's token grants (`http.md` §8.12): a `player:` line's, set
     /// when the session starts; a resume with a token granting another (or none) clears it.
     pub(super) player: Option<String>,
+    /// In a cluster: chunks the shared store holds (sequence numbers below this), as the
+    /// shell confirmed them ([`Relay::stored`]) or they came from it ([`Relay::mirrored`]).
+    pub(super) stored: u32,
+    /// In a cluster: its publisher is on another relay; this relay holds a mirror of the
+    /// stream the store gives it, and waits for no publisher (no timeout runs).
+    pub(super) remote: bool,
 }
 
 impl Session {
@@ -77,6 +83,8 @@ impl Session {
             song_time: 0.0,
             key_chunk: None,
             player: None,
+            stored: 0,
+            remote: false,
         }
     }
 
@@ -136,7 +144,10 @@ impl Relay {
             );
         };
         let player = granted.player;
-        if self.config.archive && !self.sessions.contains_key(&name) {
+        // In a cluster, a session held as a mirror is looked up too: its publisher takes
+        // it over from where the store has it, not from where this mirror got to.
+        let held = self.sessions.get(&name).map(|s| s.remote);
+        if self.config.archive && held.is_none_or(|remote| remote) {
             let since = self.now;
             self.set_stage(
                 conn,
@@ -209,14 +220,21 @@ impl Relay {
                 );
             }
             Some(s) => {
-                // The same publisher, resuming: its old connection, if it lingers, goes.
+                // The same publisher, resuming: its old connection, if it lingers, goes. In
+                // a cluster it may come from another relay (this one held a mirror), and
+                // it resends from the first chunk the store does not hold yet.
                 let old = s.publisher.replace(conn);
                 s.publisher_gone_since = None;
+                s.remote = false;
                 if s.player.is_some() && s.player != player {
                     s.player = None;
                     rewrite_key = s.key.filter(|_| s.archived);
                 }
-                let next = s.next_seq;
+                let next = if self.config.cluster {
+                    s.stored
+                } else {
+                    s.next_seq
+                };
                 if let Some(old) = old {
                     self.close(old);
                 }
@@ -264,7 +282,7 @@ impl Relay {
     }
 
     /// A `Publish` refused: the error sent, and the shell told who was refused what.
-    fn refuse(&mut self, conn: ConnId, session: String, code: ErrorCode, message: &str) {
+    pub(super) fn refuse(&mut self, conn: ConnId, session: String, code: ErrorCode, message: &str) {
         self.actions.push_back(RelayAction::Refused {
             conn,
             session,
@@ -274,7 +292,7 @@ impl Relay {
     }
 
     /// Publishers waiting for the archive's answer about session `name`, oldest first.
-    fn claiming(&self, name: &str) -> Vec<Claimer> {
+    pub(super) fn claiming(&self, name: &str) -> Vec<Claimer> {
         let mut out: Vec<Claimer> = self
             .conns
             .iter()
@@ -315,7 +333,25 @@ impl Relay {
             let mut s = Session::new(None, key, true);
             s.header = Some(a.header);
             s.next_seq = a.chunks;
-            if !a.finished && a.key.is_some() {
+            if !a.finished && a.key.is_some() && self.config.cluster {
+                // Live in the cluster: a mirror of the store's stream until its publisher
+                // resumes here; it waits for no publisher (another relay has it).
+                s.remote = true;
+                s.stored = a.chunks;
+                s.player = a.key.and_then(|k| k.player);
+                s.key_chunk = a
+                    .key_chunk
+                    .filter(|k| k.len() <= KEY_CHUNK_KEPT_MAX && is_key_chunk(k));
+                let kept = self.restore_backlog(a.backlog, a.chunks);
+                s.bytes = a.end;
+                s.song_time = kept
+                    .iter()
+                    .filter_map(|k| frames_t0(&k.bytes))
+                    .fold(0.0, f32::max);
+                s.backlog_bytes = kept.iter().map(|k| k.bytes.len()).sum();
+                self.backlog_total += s.backlog_bytes;
+                s.backlog = kept;
+            } else if !a.finished && a.key.is_some() {
                 // Cut short by a restart, and resumable: live, waiting for its publisher
                 // as after a lost connection (the publisher timeout runs from now), with
                 // the backlog it held before the restart, as far as the file gives it back.
@@ -350,6 +386,16 @@ impl Relay {
                 self.join(c);
             }
             self.rearm_session(name);
+        } else if self.sessions.get(name).is_some_and(|s| s.remote) {
+            // A mirror the lookup found ahead of it: caught up with the chunks read back
+            // (in order from the next it lacks; the store's own feed gives the rest).
+            let chunks = a.chunks;
+            for c in a.backlog {
+                self.mirrored(name, c, now);
+            }
+            if let Some(s) = self.sessions.get_mut(name) {
+                s.stored = s.stored.max(chunks.min(s.next_seq));
+            }
         }
         // Each publisher waiting resumes the session if it proves it is its publisher
         // (wire.md §4.1); any other finds it in the archive.
@@ -500,9 +546,14 @@ impl Relay {
                 "chunk before the stream header",
             );
         }
+        let cluster = self.config.cluster;
         if seq < s.next_seq {
-            // Sent again by a resuming publisher: already stored.
-            return self.ack(conn, seq);
+            // Sent again by a resuming publisher: already stored (in a cluster, once the
+            // store confirms it: the `Ack` waits for that).
+            if !cluster || seq < s.stored {
+                self.ack(conn, seq);
+            }
+            return;
         }
         if seq != s.next_seq {
             return self.fail(conn, ErrorCode::UnexpectedMessage, "chunk sequence gap");
@@ -546,7 +597,9 @@ impl Relay {
         let viewers = s.viewers.clone();
         self.actions
             .push_back(RelayAction::ArchiveChunk(name.to_string(), c.clone()));
-        self.ack(conn, seq);
+        if !cluster {
+            self.ack(conn, seq);
+        }
         for &v in &viewers {
             self.deliver(v, &c, keyframe);
         }
@@ -620,7 +673,7 @@ impl Relay {
 
 /// The song time of a frame chunk's first frame (its `t0`), for `GET /sessions`; `None` for
 /// another chunk or a time that is not finite.
-fn frames_t0(chunk: &[u8]) -> Option<f32> {
+pub(super) fn frames_t0(chunk: &[u8]) -> Option<f32> {
     let (h, _) = ChunkHeader::parse_at(chunk)?;
     (matches!(h.kind, ChunkType::Keyframes | ChunkType::Frames) && h.t0.is_finite()).then_some(h.t0)
 }

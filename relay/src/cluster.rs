@@ -1,0 +1,1024 @@
+//! Relays that share sessions through NATS JetStream (`serve --cluster`, `wire.md` §5).
+//!
+//! The sans-IO relay runs as on one machine, with
+//! [`RelayConfig::cluster`](bsor_stream_core::net::relay::RelayConfig::cluster) set: what it
+//! asks the archive to write goes to JetStream instead, and what JetStream holds comes back
+//! to it. This file is that shell:
+//!
+//! - **One stream, a subject per session**: `bsor.live.<hex of the name>` in the stream
+//!   `BSOR_LIVE`; on each subject the stream header, then the chunks in sequence order, then
+//!   an end marker. The message kind is the header `Bsor-Kind` (`header`, `chunk`, `end`);
+//!   an end marker says its reason in `Bsor-End` (`finished`, `gone`).
+//! - **One writer per session a publisher here sends**: each message published with
+//!   `Nats-Expected-Last-Subject-Sequence` (the last message this relay knows on the
+//!   subject), so a relay that lost the session cannot write after the one that took it
+//!   over, and `Nats-Msg-Id` `<hex>:<incarnation>:<seq>` (a retried publish is stored once).
+//!   The publisher's `Ack` leaves only when JetStream acknowledged the chunk
+//!   ([`Relay::stored`]); a refused write is [`Relay::store_failed`].
+//! - **Sessions in a key-value bucket** (`bsor_sessions`, the key is the name in hex): the
+//!   digest of the publisher's key, the player its token grants, and whether it ended. A
+//!   new session's entry is created with JetStream's create-if-absent: of two publishers
+//!   claiming one new name on two relays, one gets it.
+//! - **A follower per live session held**: an ordered consumer on its subject feeds every
+//!   chunk JetStream holds to [`Relay::mirrored`] (the chunks the relay has are dropped
+//!   there), and the end marker to [`Relay::mirror_ended`]. A relay whose viewers watch a
+//!   session published elsewhere serves them from it; a relay whose publisher moved learns
+//!   it from it.
+//! - **Lookups** ([`RelayAction::Lookup`]): the bucket's entry, then the subject read from
+//!   its start (the header, the key chunk, the last keyframe group within the backlog's
+//!   limits, and the stream sequence of every chunk, for complete-mode reads), handed to
+//!   [`Relay::restored`]; a live one then keeps being followed. One watcher of the bucket
+//!   looks a session up again when it starts while a viewer here waits for it.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, kv, stream};
+use async_nats::HeaderMap;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use tokio::sync::{mpsc, OnceCell};
+
+use bsor_stream_core::net::relay::{Archived, BacklogLimits, Fetch, Relay, RelayAction, ResumeKey};
+use bsor_stream_core::net::wire::EndReason;
+use bsor_stream_core::stream::{ChunkHeader, ChunkType};
+
+/// The JetStream stream of live sessions.
+pub const STREAM: &str = "BSOR_LIVE";
+/// The key-value bucket of sessions.
+pub const BUCKET: &str = "bsor_sessions";
+/// The subjects of [`STREAM`]: one per session.
+const SUBJECTS: &str = "bsor.live.*";
+/// Bytes of chunks a session's writer may have waiting for JetStream (a publisher sending a
+/// whole song at once is within it: 1.6 MB for a 5-minute song): past this the store is
+/// not keeping up, and the publisher is told ([`Relay::store_failed`]).
+const WRITER_SESSION_BYTES: usize = 16 << 20;
+/// Bytes of chunks all writers together may have waiting.
+const WRITER_TOTAL_BYTES: usize = 256 << 20;
+/// How many times a publish is sent (the same message ID: stored once) before the session's
+/// writer gives up.
+const ATTEMPTS: usize = 3;
+
+/// How a relay joins a cluster.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// NATS servers (`nats://HOST:PORT`), any of which will do.
+    pub urls: Vec<String>,
+    /// Replicas of the stream and the bucket (1 for a single NATS server, 3 for a
+    /// three-node NATS cluster).
+    pub replicas: usize,
+    /// How long a session stays in the stream at most (JetStream's `max_age`).
+    pub max_age: Duration,
+    /// Bytes the stream holds at most; when full, new writes are refused (the publisher is
+    /// told), never old sessions dropped.
+    pub max_bytes: i64,
+    /// Sessions the bucket holds at most (live and ended, until they age out).
+    pub max_sessions: i64,
+    /// How long one JetStream request (a publish's acknowledgement, a lookup) may take.
+    pub timeout: Duration,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            urls: vec!["nats://127.0.0.1:4222".into()],
+            replicas: 1,
+            max_age: Duration::from_secs(24 * 3600),
+            max_bytes: 8 << 30,
+            max_sessions: 100_000,
+            timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+/// Why the cluster could not be joined.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// No NATS server address was given.
+    #[error("no NATS server given (--cluster nats://HOST:PORT)")]
+    NoServer,
+    /// The client could not be set up.
+    #[error("NATS: {0}")]
+    Connect(#[from] async_nats::ConnectError),
+}
+
+/// Runs a closure on the relay (the shell's `with_relay`), and does what it asks.
+pub(crate) type RelayCall = Arc<dyn Fn(Box<dyn FnOnce(&mut Relay, u64) + Send>) + Send + Sync>;
+
+/// What a session's writer publishes, in the relay's order.
+enum Write {
+    Key(ResumeKey),
+    Header(Bytes),
+    Chunk(Bytes),
+    End(EndReason),
+}
+
+/// The JetStream handles, made once NATS answers.
+struct Handles {
+    stream: stream::Stream,
+    kv: kv::Store,
+}
+
+/// What the shell keeps per session.
+#[derive(Default)]
+struct Held {
+    /// The writer's queue, when a publisher here has sent something.
+    writer: Option<mpsc::UnboundedSender<Write>>,
+    /// Bytes of chunks waiting in it.
+    pending: Arc<std::sync::atomic::AtomicUsize>,
+    /// The follower, while one runs.
+    follower: Option<tokio::task::AbortHandle>,
+    /// The stream sequence of each chunk, by chunk sequence number (for complete-mode
+    /// reads), as far as known.
+    index: Vec<u64>,
+    /// Ended by JetStream's end marker (written by another relay, or this one).
+    ended: bool,
+}
+
+/// A relay's membership of a cluster (cheap to clone).
+#[derive(Clone)]
+pub struct Cluster {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("urls", &self.inner.config.urls)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    config: ClusterConfig,
+    js: jetstream::Context,
+    handles: OnceCell<Handles>,
+    held: Mutex<HashMap<String, Held>>,
+    /// Bytes of chunks waiting in all writers' queues.
+    pending: Arc<std::sync::atomic::AtomicUsize>,
+    /// The relay, once the server is made.
+    relay: OnceCell<RelayCall>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The subject of a session.
+fn subject(name: &str) -> String {
+    format!("bsor.live.{}", hex::encode(name))
+}
+
+/// The bucket's key of a session.
+fn key_of(name: &str) -> String {
+    hex::encode(name)
+}
+
+/// A session's entry in the bucket.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq)]
+struct Entry {
+    /// SHA-256 of the publisher's key, in hex.
+    digest: String,
+    /// The player its token grants.
+    #[serde(default)]
+    player: Option<String>,
+    /// `live`, `finished` or `gone`.
+    state: String,
+}
+
+impl Entry {
+    fn key(&self) -> Option<ResumeKey> {
+        let digest: [u8; 32] = hex::decode(&self.digest).ok()?.try_into().ok()?;
+        Some(ResumeKey {
+            digest,
+            player: self.player.clone(),
+        })
+    }
+}
+
+impl Cluster {
+    /// Joins the cluster at `config.urls`. Never waits for NATS: the client connects (and
+    /// reconnects) in the background, and until it has, every write and lookup fails
+    /// within `config.timeout` (a publisher is refused with a clear error, never left
+    /// hanging).
+    pub async fn connect(config: ClusterConfig) -> Result<Cluster, ClusterError> {
+        if config.urls.is_empty() {
+            return Err(ClusterError::NoServer);
+        }
+        let addrs: Vec<async_nats::ServerAddr> = config
+            .urls
+            .iter()
+            .map(|u| u.parse())
+            .collect::<Result<_, _>>()
+            .map_err(|e: std::io::Error| {
+                ClusterError::Connect(async_nats::ConnectError::with_source(
+                    async_nats::ConnectErrorKind::ServerParse,
+                    e,
+                ))
+            })?;
+        let client = async_nats::ConnectOptions::new()
+            .name(concat!("bsor-stream relay ", env!("CARGO_PKG_VERSION")))
+            .retry_on_initial_connect()
+            .connection_timeout(config.timeout)
+            .request_timeout(Some(config.timeout))
+            .connect(addrs)
+            .await?;
+        let js = jetstream::ContextBuilder::new()
+            .timeout(config.timeout)
+            .build(client);
+        Ok(Cluster {
+            inner: Arc::new(Inner {
+                config,
+                js,
+                handles: OnceCell::new(),
+                held: Mutex::new(HashMap::new()),
+                pending: Arc::default(),
+                relay: OnceCell::new(),
+            }),
+        })
+    }
+
+    /// Hands the cluster the relay it serves, and starts the bucket's watcher.
+    pub(crate) fn attach(&self, relay: RelayCall) {
+        if self.inner.relay.set(relay).is_ok() {
+            let me = self.clone();
+            tokio::spawn(async move { me.watch().await });
+        }
+    }
+
+    /// The stream and the bucket, made if missing (once NATS answers).
+    async fn handles(&self) -> Result<&Handles, String> {
+        let inner = &self.inner;
+        inner
+            .handles
+            .get_or_try_init(|| async {
+                let c = &inner.config;
+                let config = stream::Config {
+                    name: STREAM.into(),
+                    subjects: vec![SUBJECTS.into()],
+                    storage: stream::StorageType::File,
+                    num_replicas: c.replicas,
+                    max_age: c.max_age,
+                    max_bytes: c.max_bytes,
+                    // Full: new writes are refused, no session is dropped.
+                    discard: stream::DiscardPolicy::New,
+                    duplicate_window: Duration::from_secs(120),
+                    max_message_size: i32::try_from(bsor_stream_core::net::wire::DEFAULT_MAX_FRAME)
+                        .unwrap_or(i32::MAX),
+                    allow_direct: true,
+                    ..Default::default()
+                };
+                inner
+                    .js
+                    .get_or_create_stream(config)
+                    .await
+                    .map_err(|e| format!("the stream {STREAM}: {e}"))?;
+                let stream = inner
+                    .js
+                    .get_stream(STREAM)
+                    .await
+                    .map_err(|e| format!("the stream {STREAM}: {e}"))?;
+                let kv = match inner.js.get_key_value(BUCKET).await {
+                    Ok(kv) => kv,
+                    Err(_) => inner
+                        .js
+                        .create_key_value(kv::Config {
+                            bucket: BUCKET.into(),
+                            history: 1,
+                            max_age: c.max_age,
+                            storage: stream::StorageType::File,
+                            num_replicas: c.replicas,
+                            max_value_size: 4096,
+                            ..Default::default()
+                        })
+                        .await
+                        .map_err(|e| format!("the bucket {BUCKET}: {e}"))?,
+                };
+                Ok(Handles { stream, kv })
+            })
+            .await
+    }
+
+    fn call(&self, f: impl FnOnce(&mut Relay, u64) + Send + 'static) {
+        if let Some(r) = self.inner.relay.get() {
+            r(Box::new(f));
+        }
+    }
+
+    /// Queues the writes among the relay's actions, called under the relay's lock so that
+    /// they keep the relay's order. Never blocks and never calls the relay.
+    pub(crate) fn enqueue(&self, action: &RelayAction) {
+        match action {
+            RelayAction::ArchiveKey(s, k) => self.write(s, Write::Key(k.clone())),
+            RelayAction::ArchiveHeader(s, h) => self.write(s, Write::Header(h.clone())),
+            RelayAction::ArchiveChunk(s, c) => self.write(s, Write::Chunk(c.clone())),
+            RelayAction::SessionEnded(s, reason) => {
+                let mut held = lock(&self.inner.held);
+                let Some(h) = held.get_mut(s) else { return };
+                // Only the relay whose publisher wrote the session writes its end; one
+                // that learnt the end from the store writes nothing back.
+                let write = h.writer.is_some() && !h.ended;
+                drop(held);
+                if write {
+                    self.write(s, Write::End(*reason));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Starts the reads among the relay's actions (after its lock is let go). Returns
+    /// whether the action was the cluster's to do.
+    pub(crate) fn dispatch(&self, action: &RelayAction) -> bool {
+        match action {
+            RelayAction::Lookup(s) => {
+                let me = self.clone();
+                let s = s.clone();
+                tokio::spawn(async move { me.lookup(s).await });
+            }
+            RelayAction::Fetch(f) => {
+                let me = self.clone();
+                let f = f.clone();
+                tokio::spawn(async move { me.fetch(f).await });
+            }
+            RelayAction::ArchiveKey(..)
+            | RelayAction::ArchiveHeader(..)
+            | RelayAction::ArchiveChunk(..)
+            | RelayAction::ArchiveReopen { .. }
+            | RelayAction::ArchiveWitness(..) => {}
+            _ => return false,
+        }
+        true
+    }
+
+    /// Queues a write for session `name`'s writer (started on its first write).
+    fn write(&self, name: &str, w: Write) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let size = match &w {
+            Write::Chunk(c) | Write::Header(c) => c.len(),
+            _ => 0,
+        };
+        let mut held = lock(&self.inner.held);
+        let h = held.entry(name.to_string()).or_default();
+        let pending = h.pending.clone();
+        let tx = match &h.writer {
+            Some(tx) => tx.clone(),
+            None => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                h.writer = Some(tx.clone());
+                let me = self.clone();
+                let name = name.to_string();
+                let pending = pending.clone();
+                tokio::spawn(async move { me.writer(name, rx, pending).await });
+                tx
+            }
+        };
+        drop(held);
+        let total = &self.inner.pending;
+        let over = pending.load(Relaxed) + size > WRITER_SESSION_BYTES
+            || total.load(Relaxed) + size > WRITER_TOTAL_BYTES;
+        if over || tx.send(w).is_err() {
+            tracing::warn!(session = %name, "the cluster's store is not keeping up; the publisher is told");
+            // Not from here: the relay's lock is held.
+            let me = self.clone();
+            let name = name.to_string();
+            tokio::spawn(async move { me.call(move |r, now| r.store_failed(&name, false, now)) });
+            return;
+        }
+        pending.fetch_add(size, Relaxed);
+        total.fetch_add(size, Relaxed);
+    }
+
+    /// A session's writer: its messages published in order, each once JetStream
+    /// acknowledged the one before.
+    async fn writer(
+        self,
+        name: String,
+        mut rx: mpsc::UnboundedReceiver<Write>,
+        pending: Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        let subject = subject(&name);
+        // Tells this writer's messages from another's of the same session (a message ID
+        // names one write, not one chunk): the clock's nanoseconds are unique enough, and
+        // nothing rests on their secrecy.
+        let incarnation = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+            ^ u64::from(std::process::id()).rotate_left(32);
+        // The last message on the subject this writer knows of (None: ask JetStream).
+        let mut last: Option<u64> = None;
+        while let Some(w) = rx.recv().await {
+            if let Write::Chunk(c) | Write::Header(c) = &w {
+                use std::sync::atomic::Ordering::Relaxed;
+                pending.fetch_sub(c.len(), Relaxed);
+                self.inner.pending.fetch_sub(c.len(), Relaxed);
+            }
+            let outcome = match w {
+                Write::Key(key) => self.claim(&name, &key).await,
+                Write::Header(h) => self
+                    .publish(
+                        &name,
+                        &subject,
+                        &mut last,
+                        "header",
+                        None,
+                        h,
+                        incarnation,
+                        u32::MAX,
+                    )
+                    .await
+                    .map(|_| ()),
+                Write::Chunk(c) => {
+                    let Some((head, _)) = ChunkHeader::parse_at(&c) else {
+                        continue;
+                    };
+                    let seq = head.seq;
+                    let r = self
+                        .publish(
+                            &name,
+                            &subject,
+                            &mut last,
+                            "chunk",
+                            None,
+                            c,
+                            incarnation,
+                            seq,
+                        )
+                        .await;
+                    if let Ok(at) = r {
+                        self.note_index(&name, seq, at);
+                        let n = name.clone();
+                        self.call(move |r, now| r.stored(&n, seq, now));
+                    }
+                    r.map(|_| ())
+                }
+                Write::End(reason) => {
+                    let why = match reason {
+                        EndReason::Finished => "finished",
+                        _ => "gone",
+                    };
+                    let r = self
+                        .publish(
+                            &name,
+                            &subject,
+                            &mut last,
+                            "end",
+                            Some(why),
+                            Bytes::new(),
+                            incarnation,
+                            u32::MAX - 1,
+                        )
+                        .await;
+                    if r.is_ok() {
+                        self.mark_ended(&name, why).await;
+                    }
+                    // Nothing to tell a publisher: the session has ended here either way.
+                    break;
+                }
+            }
+            .map(|_| ());
+            if let Err(taken) = outcome {
+                let n = name.clone();
+                self.call(move |r, now| r.store_failed(&n, taken, now));
+                if let Some(h) = lock(&self.inner.held).get_mut(&name) {
+                    h.writer = None;
+                }
+                // What the store holds from now on comes to the relay through the
+                // follower, restarted from the last message this writer stored.
+                self.follow(name.clone(), last.map_or(1, |l| l + 1));
+                break;
+            }
+        }
+        // What is left is never written: out of the counts of bytes waiting.
+        rx.close();
+        while let Ok(w) = rx.try_recv() {
+            if let Write::Chunk(c) | Write::Header(c) = &w {
+                use std::sync::atomic::Ordering::Relaxed;
+                pending.fetch_sub(c.len(), Relaxed);
+                self.inner.pending.fetch_sub(c.len(), Relaxed);
+            }
+        }
+    }
+
+    /// A new session's entry (create-if-absent), or the same publisher's (the digest
+    /// matches: a resume on this relay, or its player binding cleared). `Err(true)`: the
+    /// name is another publisher's.
+    async fn claim(&self, name: &str, key: &ResumeKey) -> Result<(), bool> {
+        let h = self.handles().await.map_err(|e| {
+            tracing::warn!(session = %name, err = %e, "the cluster's store is unavailable");
+            false
+        })?;
+        let entry = Entry {
+            digest: hex::encode(key.digest),
+            player: key.player.clone(),
+            state: "live".into(),
+        };
+        let value = Bytes::from(serde_json::to_vec(&entry).unwrap_or_default());
+        match h.kv.create(key_of(name), value.clone()).await {
+            Ok(_) => {
+                // The follower, from the subject's start: it sees another relay's writes if
+                // the session moves.
+                self.follow(name.to_string(), 1);
+                Ok(())
+            }
+            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
+                let theirs =
+                    h.kv.get(key_of(name))
+                        .await
+                        .ok()
+                        .flatten()
+                        .and_then(|v| serde_json::from_slice::<Entry>(&v).ok());
+                match theirs {
+                    Some(t) if t.digest == entry.digest && t.state == "live" => {
+                        h.kv.put(key_of(name), value).await.map_err(|_| false)?;
+                        Ok(())
+                    }
+                    _ => Err(true),
+                }
+            }
+            Err(e) => {
+                tracing::warn!(session = %name, err = %e, "the cluster's store is unavailable");
+                Err(false)
+            }
+        }
+    }
+
+    /// Publishes one message of a session, expecting `last` to be the subject's last
+    /// message; on success `last` is the new one. `Err(true)`: another relay wrote first.
+    #[allow(clippy::too_many_arguments)]
+    async fn publish(
+        &self,
+        name: &str,
+        subject: &str,
+        last: &mut Option<u64>,
+        kind: &str,
+        end: Option<&str>,
+        payload: Bytes,
+        incarnation: u64,
+        seq: u32,
+    ) -> Result<u64, bool> {
+        let h = self.handles().await.map_err(|e| {
+            tracing::warn!(session = %name, err = %e, "the cluster's store is unavailable");
+            false
+        })?;
+        let expected = match *last {
+            Some(l) => l,
+            None => match h.stream.get_last_raw_message_by_subject(subject).await {
+                Ok(m) => m.sequence,
+                Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => 0,
+                Err(e) => {
+                    tracing::warn!(session = %name, err = %e, "the cluster's store is unavailable");
+                    return Err(false);
+                }
+            },
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert("Bsor-Kind", kind);
+        if let Some(why) = end {
+            headers.insert("Bsor-End", why);
+        }
+        let id = format!("{}:{incarnation:016x}:{seq}", key_of(name));
+        for attempt in 1..=ATTEMPTS {
+            let message = jetstream::message::PublishMessage::build()
+                .payload(payload.clone())
+                .headers(headers.clone())
+                .message_id(&id)
+                .expected_last_subject_sequence(expected);
+            let t0 = std::time::Instant::now();
+            let ack = match self
+                .inner
+                .js
+                .send_publish(subject.to_string(), message)
+                .await
+            {
+                Ok(f) => {
+                    let t1 = t0.elapsed();
+                    let a = f.await;
+                    tracing::debug!(session = %name, seq, sent = ?t1, acked = ?t0.elapsed(), "published");
+                    a
+                }
+                Err(e) => Err(e),
+            };
+            match ack {
+                Ok(a) => {
+                    *last = Some(a.sequence);
+                    return Ok(a.sequence);
+                }
+                Err(e) if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => {
+                    tracing::info!(session = %name, "another relay holds the session now");
+                    return Err(true);
+                }
+                Err(e)
+                    if attempt < ATTEMPTS
+                        && e.kind() == jetstream::context::PublishErrorKind::TimedOut => {}
+                Err(e) => {
+                    tracing::warn!(session = %name, err = %e, "the cluster's store did not take a message");
+                    return Err(false);
+                }
+            }
+        }
+        Err(false)
+    }
+
+    /// The bucket says the session ended.
+    async fn mark_ended(&self, name: &str, why: &str) {
+        let Ok(h) = self.handles().await else { return };
+        let Ok(Some(v)) = h.kv.get(key_of(name)).await else {
+            return;
+        };
+        let Ok(mut e) = serde_json::from_slice::<Entry>(&v) else {
+            return;
+        };
+        e.state = why.to_string();
+        if let Ok(v) = serde_json::to_vec(&e) {
+            if let Err(err) = h.kv.put(key_of(name), v.into()).await {
+                tracing::warn!(session = %name, %err, "marking the session ended failed");
+            }
+        }
+    }
+
+    fn note_index(&self, name: &str, seq: u32, at: u64) {
+        let mut held = lock(&self.inner.held);
+        let h = held.entry(name.to_string()).or_default();
+        let i = seq as usize;
+        if i == h.index.len() {
+            h.index.push(at);
+        } else if i < h.index.len() {
+            h.index[i] = at;
+        }
+    }
+
+    /// Follows session `name` from stream sequence `from` on: every chunk to
+    /// [`Relay::mirrored`], the end marker to [`Relay::mirror_ended`]. Replaces a follower
+    /// already running.
+    fn follow(&self, name: String, from: u64) {
+        let me = self.clone();
+        let n = name.clone();
+        let task = tokio::spawn(async move {
+            if let Err(e) = me.run_follower(&n, from, None).await {
+                tracing::warn!(session = %n, err = %e, "following the session stopped");
+            }
+        });
+        let mut held = lock(&self.inner.held);
+        let h = held.entry(name).or_default();
+        if let Some(old) = h.follower.replace(task.abort_handle()) {
+            old.abort();
+        }
+    }
+
+    /// The consumer of a follower or a lookup: an ordered consumer of the session's subject
+    /// from stream sequence `from`.
+    async fn consumer(&self, name: &str, from: u64) -> Result<consumer::pull::Ordered, String> {
+        let h = self.handles().await?;
+        let c = h
+            .stream
+            .create_consumer(consumer::pull::OrderedConfig {
+                filter_subject: subject(name),
+                deliver_policy: if from <= 1 {
+                    consumer::DeliverPolicy::All
+                } else {
+                    consumer::DeliverPolicy::ByStartSequence {
+                        start_sequence: from,
+                    }
+                },
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        c.messages().await.map_err(|e| e.to_string())
+    }
+
+    /// Feeds a session's messages to the relay, until its end marker or until the relay
+    /// holds it no more. With `scan`, the messages up to stream sequence `scan.0` are
+    /// gathered into `scan.1` first (a lookup), and handed to the relay in one
+    /// [`Relay::restored`] when they are all read.
+    async fn run_follower(
+        &self,
+        name: &str,
+        from: u64,
+        mut scan: Option<(u64, Scan)>,
+    ) -> Result<(), String> {
+        let mut messages = self.consumer(name, from).await?;
+        while let Some(m) = messages.next().await {
+            let m = m.map_err(|e| e.to_string())?;
+            let at = m.info().map(|i| i.stream_sequence).unwrap_or(0);
+            let kind = m
+                .message
+                .headers
+                .as_ref()
+                .and_then(|h| h.get("Bsor-Kind"))
+                .map(|v| v.as_str().to_string())
+                .unwrap_or_default();
+            let end = m
+                .message
+                .headers
+                .as_ref()
+                .and_then(|h| h.get("Bsor-End"))
+                .map(|v| v.as_str().to_string());
+            let payload = m.message.payload.clone();
+            if let Some((upto, s)) = &mut scan {
+                s.take(&kind, end.as_deref(), payload, at);
+                if at >= *upto {
+                    if let Some((_, s)) = scan.take() {
+                        let live = s.end.is_none();
+                        self.finish_scan(name, s);
+                        if !live {
+                            return Ok(());
+                        }
+                    }
+                }
+                continue;
+            }
+            match kind.as_str() {
+                "chunk" => {
+                    if let Some((head, _)) = ChunkHeader::parse_at(&payload) {
+                        self.note_index(name, head.seq, at);
+                    }
+                    let n = name.to_string();
+                    self.call(move |r, now| {
+                        r.mirrored(&n, payload, now);
+                    });
+                }
+                "end" => {
+                    let reason = end_reason(end.as_deref());
+                    if let Some(h) = lock(&self.inner.held).get_mut(name) {
+                        h.ended = true;
+                        h.follower = None;
+                    }
+                    let n = name.to_string();
+                    self.call(move |r, now| r.mirror_ended(&n, reason, now));
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// A lookup's answer to the relay, and what the shell keeps of it.
+    fn finish_scan(&self, name: &str, s: Scan) {
+        {
+            let mut held = lock(&self.inner.held);
+            let h = held.entry(name.to_string()).or_default();
+            h.index = s.index.clone();
+            h.ended = s.end.is_some();
+        }
+        let found = s.into_archived();
+        let n = name.to_string();
+        self.call(move |r, now| r.restored(&n, found, now));
+    }
+
+    /// Looks session `name` up: its entry, then its subject read from the start.
+    async fn lookup(&self, name: String) {
+        match self.try_lookup(&name).await {
+            Ok(()) => {}
+            Err(e) => {
+                tracing::warn!(session = %name, err = %e, "cluster lookup failed");
+                let n = name.clone();
+                self.call(move |r, now| r.lookup_failed(&n, now));
+            }
+        }
+    }
+
+    async fn try_lookup(&self, name: &str) -> Result<(), String> {
+        let h = self.handles().await?;
+        let entry =
+            h.kv.get(key_of(name))
+                .await
+                .map_err(|e| e.to_string())?
+                .and_then(|v| serde_json::from_slice::<Entry>(&v).ok());
+        let Some(entry) = entry else {
+            let n = name.to_string();
+            self.call(move |r, now| r.restored(&n, None, now));
+            return Ok(());
+        };
+        let last = match h
+            .stream
+            .get_last_raw_message_by_subject(&subject(name))
+            .await
+        {
+            Ok(m) => m.sequence,
+            Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => 0,
+            Err(e) => return Err(e.to_string()),
+        };
+        let limits = self.limits();
+        let scan = Scan::new(entry, limits);
+        // Claimed and no header yet (last 0): found with the first message that comes.
+        let last = last.max(1);
+        let me = self.clone();
+        let n = name.to_string();
+        let task = tokio::spawn(async move {
+            if let Err(e) = me.run_follower(&n, 1, Some((last, scan))).await {
+                tracing::warn!(session = %n, err = %e, "cluster lookup failed");
+                let n2 = n.clone();
+                me.call(move |r, now| r.lookup_failed(&n2, now));
+            }
+        });
+        let mut held = lock(&self.inner.held);
+        let h = held.entry(name.to_string()).or_default();
+        if let Some(old) = h.follower.replace(task.abort_handle()) {
+            old.abort();
+        }
+        Ok(())
+    }
+
+    fn limits(&self) -> BacklogLimits {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.call(move |r, _| {
+            let _ = tx.send(r.backlog_limits());
+        });
+        rx.recv().unwrap_or(BacklogLimits {
+            chunks: 1,
+            bytes: 0,
+            max_chunk: 0,
+        })
+    }
+
+    /// Reads chunks for a complete-mode viewer from the stream.
+    async fn fetch(&self, f: Fetch) {
+        let got = self.try_fetch(&f).await;
+        let (conn, seq) = (f.conn, f.seq);
+        self.call(move |r, now| {
+            r.fetched(
+                conn,
+                seq,
+                got.map_err(|e| bsor_stream_core::net::archive::ArchiveError::Read {
+                    file: std::path::PathBuf::from(format!("JetStream stream {STREAM}")),
+                    source: std::io::Error::other(e),
+                }),
+                now,
+            )
+        });
+    }
+
+    async fn try_fetch(&self, f: &Fetch) -> Result<Vec<Bytes>, String> {
+        let h = self.handles().await?;
+        let wanted: Vec<u64> = {
+            let held = lock(&self.inner.held);
+            let index = held.get(&f.session).map(|h| &h.index[..]).unwrap_or(&[]);
+            index
+                .iter()
+                .skip(f.seq as usize)
+                .take(f.max_chunks.max(1))
+                .copied()
+                .collect()
+        };
+        let mut out = Vec::new();
+        let mut bytes = 0;
+        for at in wanted {
+            let m = h
+                .stream
+                .get_raw_message(at)
+                .await
+                .map_err(|e| e.to_string())?;
+            bytes += m.payload.len();
+            out.push(m.payload);
+            if bytes >= f.max_bytes {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Watches the bucket: a session that starts elsewhere while somebody here waits for it
+    /// is looked up.
+    async fn watch(self) {
+        loop {
+            let watch = match self.handles().await {
+                Ok(h) => h.kv.watch_all().await.map_err(|e| e.to_string()),
+                Err(e) => Err(e),
+            };
+            match watch {
+                Ok(mut w) => {
+                    while let Some(Ok(e)) = w.next().await {
+                        let Some(name) = hex::decode(&e.key)
+                            .ok()
+                            .and_then(|b| String::from_utf8(b).ok())
+                        else {
+                            continue;
+                        };
+                        let me = self.clone();
+                        let (tx, rx) = tokio::sync::oneshot::channel();
+                        let n = name.clone();
+                        self.call(move |r, _| {
+                            let _ = tx.send(r.wants(&n));
+                        });
+                        if rx.await.unwrap_or(false) {
+                            tokio::spawn(async move { me.lookup(name).await });
+                        }
+                    }
+                }
+                Err(e) => tracing::debug!(err = %e, "the cluster's bucket cannot be watched yet"),
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+fn end_reason(why: Option<&str>) -> EndReason {
+    match why {
+        Some("finished") => EndReason::Finished,
+        _ => EndReason::PublisherGone,
+    }
+}
+
+/// A session's subject read from the start, for [`Relay::restored`].
+struct Scan {
+    entry: Entry,
+    limits: BacklogLimits,
+    header: Option<Bytes>,
+    key_chunk: Option<Bytes>,
+    chunks: u32,
+    bytes: u64,
+    /// The last chunks, from the last keyframe chunk on, within the limits.
+    backlog: VecDeque<Bytes>,
+    backlog_bytes: usize,
+    index: Vec<u64>,
+    end: Option<EndReason>,
+    broken: bool,
+}
+
+impl Scan {
+    fn new(entry: Entry, limits: BacklogLimits) -> Scan {
+        Scan {
+            entry,
+            limits,
+            header: None,
+            key_chunk: None,
+            chunks: 0,
+            bytes: 0,
+            backlog: VecDeque::new(),
+            backlog_bytes: 0,
+            index: Vec::new(),
+            end: None,
+            broken: false,
+        }
+    }
+
+    fn take(&mut self, kind: &str, end: Option<&str>, payload: Bytes, at: u64) {
+        if self.broken || self.end.is_some() {
+            return;
+        }
+        match kind {
+            "header" if self.header.is_none() => {
+                self.bytes = payload.len() as u64;
+                self.header = Some(payload);
+            }
+            "chunk" => {
+                let Some((h, _)) = ChunkHeader::parse_at(&payload) else {
+                    self.broken = true;
+                    return;
+                };
+                if h.seq != self.chunks || self.header.is_none() {
+                    self.broken = true;
+                    return;
+                }
+                self.chunks += 1;
+                self.bytes += payload.len() as u64;
+                self.index.push(at);
+                if h.seq == 0 && h.kind == ChunkType::Unknown(0x10) && payload.len() <= 4096 {
+                    self.key_chunk = Some(payload.clone());
+                }
+                if h.kind == ChunkType::Keyframes {
+                    self.backlog.clear();
+                    self.backlog_bytes = 0;
+                }
+                self.backlog_bytes += payload.len();
+                self.backlog.push_back(payload);
+                while self.backlog.len() > 1
+                    && (self.backlog.len() > self.limits.chunks
+                        || self.backlog_bytes > self.limits.bytes)
+                {
+                    if let Some(b) = self.backlog.pop_front() {
+                        self.backlog_bytes -= b.len();
+                    }
+                }
+            }
+            "end" => self.end = Some(end_reason(end)),
+            _ => {}
+        }
+    }
+
+    fn into_archived(self) -> Option<Archived> {
+        let header = self.header?;
+        if self.broken {
+            return None;
+        }
+        let live = self.end.is_none() && self.entry.state == "live";
+        Some(Archived {
+            header,
+            chunks: self.chunks,
+            end: self.bytes,
+            index_at: None,
+            key: if live { self.entry.key() } else { None },
+            finished: self.end == Some(EndReason::Finished),
+            key_chunk: if live { self.key_chunk } else { None },
+            backlog: if live {
+                self.backlog.into()
+            } else {
+                Vec::new()
+            },
+        })
+    }
+}
