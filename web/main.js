@@ -5,7 +5,7 @@ import { Scene, View } from "./scene.js";
 import { Score } from "./score.js";
 import { Pacer } from "./pace.js";
 import { NjsFit, laneX, rowY, jumpOffset, heightAt } from "./place.js";
-import { loadMap, fetchMap, matchEvents, objectAt, rowAt, dirVector, LAYER } from "./map.js";
+import { loadMap, fetchMap, matchEvents, objectAt, rowAt, dirVector, arcSegments, bezierAt, ARC_ATTACH, LAYER } from "./map.js";
 import { Music, songSpeed } from "./audio.js";
 
 // The decoder's record layouts, from the module (the worker says them before any record).
@@ -358,9 +358,11 @@ function collector(found) {
       found.walls.push({ time: w.t, end: w.t1, x0, x1, y0, y1, z0, z1 });
     },
     arc(a, head, tail) {
-      found.arcs.push({ time: a.t, end: a.t1, head: [...head], tail: [...tail] });
+      found.arcs.push({ time: a.t, end: a.t1, mid: a.mid, head: [...head], tail: [...tail], beads: [] });
     },
-    bead() {},
+    bead(x, y, z) {
+      found.arcs[found.arcs.length - 1].beads.push([x, y, z]);
+    },
   };
 }
 
@@ -574,13 +576,11 @@ const view = new View();
 // ---- the map's scene ----
 // What is seen of the map at song time t (its jump offset `shift`), handed to `sink` (the
 // drawing below, or bsorStatus.map.inView's collector), in the game's coordinates: each note,
-// bomb and chain link at its lane and row and z = (its time − t) · NJS from half the jump
-// distance ahead until it is cut or hit (then its effect, 0.5 s) or, missed or dodged, half
-// the jump distance behind; walls from their time to their end; arcs as beads along a curve.
+// bomb and chain link at its lane, rising into its row (the jump, map.js objectAt), and
+// z = (its time − t) · NJS from half the jump distance ahead until it is cut or hit (then
+// its effect, 0.5 s) or, missed or dodged, half the jump distance behind; walls from their
+// time to their end; arcs as beads along their curve (map.js arcSegments).
 const gp = new Float64Array(3);
-const head = new Float64Array(3);
-const tail = new Float64Array(3);
-const ARC_PULL = 1.2; // m: how far an arc's curve leaves its head and tail along their directions
 const ARC_BEADS = 16;
 function mapScene(t, shift, sink) {
   const m = map;
@@ -622,27 +622,21 @@ function mapScene(t, shift, sink) {
   for (const a of m.arcs) {
     if (a.t > t + m.halfJump) break;
     if ((a.t1 - t) * njs < -reach) continue;
-    head[0] = laneX(a.line);
-    head[1] = rowAt(a.layer) + shift;
-    head[2] = (a.t - t) * njs;
-    tail[0] = laneX(a.tline);
-    tail[1] = rowAt(a.tlayer) + shift;
-    tail[2] = (a.t1 - t) * njs;
+    // The ends where their notes are (at rest: arcs do not jump), half a note along their
+    // directions when a note or bomb is there; beads along the curve (map.js, arcSegments).
+    const [hx, hy] = a.headOn ? dirVector(a.dir) : [0, 0];
+    const [tx, ty] = a.tailOn ? dirVector(a.tdir) : [0, 0];
+    const head = [laneX(a.line) + hx * ARC_ATTACH, rowAt(a.layer) + shift + hy * ARC_ATTACH, (a.t - t) * njs];
+    const tail = [laneX(a.tline) - tx * ARC_ATTACH, rowAt(a.tlayer) + shift - ty * ARC_ATTACH, (a.t1 - t) * njs];
     sink.arc(a, head, tail);
-    const [hx, hy] = dirVector(a.dir);
-    const [tx, ty] = dirVector(a.tdir);
-    const c1x = head[0] + hx * a.mu * ARC_PULL;
-    const c1y = head[1] + hy * a.mu * ARC_PULL;
-    const c2x = tail[0] - tx * a.tmu * ARC_PULL;
-    const c2y = tail[1] - ty * a.tmu * ARC_PULL;
-    for (let k = 0; k <= ARC_BEADS; k++) {
-      const f = k / ARC_BEADS;
-      const z = (a.t + (a.t1 - a.t) * f - t) * njs;
-      if (z < -reach || z > reach) continue;
-      const g = 1 - f;
-      const x = g * g * g * head[0] + 3 * g * g * f * c1x + 3 * g * f * f * c2x + f * f * f * tail[0];
-      const y = g * g * g * head[1] + 3 * g * g * f * c1y + 3 * g * f * f * c2y + f * f * f * tail[1];
-      sink.bead(x, y, z, a.color);
+    const segs = arcSegments(a, head, tail);
+    const per = ARC_BEADS / segs.length;
+    for (let s = 0; s < segs.length; s++) {
+      for (let k = s ? 1 : 0; k <= per; k++) {
+        bezierAt(segs[s], k / per, gp);
+        if (gp[2] < -reach || gp[2] > reach) continue;
+        sink.bead(gp[0], gp[1], gp[2], a.color);
+      }
     }
   }
 }

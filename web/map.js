@@ -109,7 +109,7 @@ export function parseDifficulty(d) {
       const t = note(a.ti);
       const m = ad[a.ai] ?? {};
       out.arcs.push({ b: num(a.hb), tb: num(a.tb), c: num(h.c), x: num(h.x), y: num(h.y), d: num(h.d, 8),
-        tx: num(t.x), ty: num(t.y), td: num(t.d, 8), mu: num(m.m, 1), tmu: num(m.tm, 1) });
+        tx: num(t.x), ty: num(t.y), td: num(t.d, 8), mu: num(m.m, 1), tmu: num(m.tm, 1), m: num(m.a) });
     }
     for (const c of arr(d.chains)) {
       const h = note(c.i);
@@ -127,7 +127,7 @@ export function parseDifficulty(d) {
     }
     for (const a of arr(d.sliders)) {
       out.arcs.push({ b: num(a.b), tb: num(a.tb), c: num(a.c), x: num(a.x), y: num(a.y), d: num(a.d, 8),
-        tx: num(a.tx), ty: num(a.ty), td: num(a.tc, 8), mu: num(a.mu, 1), tmu: num(a.tmu, 1) });
+        tx: num(a.tx), ty: num(a.ty), td: num(a.tc, 8), mu: num(a.mu, 1), tmu: num(a.tmu, 1), m: num(a.m) });
     }
     for (const c of arr(d.burstSliders)) {
       out.chains.push({ b: num(c.b), tb: num(c.tb), c: num(c.c), x: num(c.x), y: num(c.y), d: num(c.d),
@@ -148,6 +148,13 @@ export function parseDifficulty(d) {
     const crouch = o._type === 1;
     out.walls.push({ b: num(o._time), d: num(o._duration), x: num(o._lineIndex), y: crouch ? 2 : 0,
       w: num(o._width, 1), h: crouch ? 3 : 5 });
+  }
+  // v2.6 arcs (`_sliders`).
+  for (const a of arr(d._sliders)) {
+    out.arcs.push({ b: num(a._headTime), tb: num(a._tailTime), c: num(a._colorType), x: num(a._headLineIndex),
+      y: num(a._headLineLayer), d: num(a._headCutDirection, 8), tx: num(a._tailLineIndex), ty: num(a._tailLineLayer),
+      td: num(a._tailCutDirection, 8), mu: num(a._headControlPointLengthMultiplier, 1),
+      tmu: num(a._tailControlPointLengthMultiplier, 1), m: num(a._sliderMidAnchorMode) });
   }
   for (const e of arr(d._events)) if (e._type === 100) out.bpmChanges.push({ beat: num(e._time), bpm: num(e._floatValue) });
   for (const e of arr(d._customData?._BPMChanges ?? d._BPMChanges)) {
@@ -315,6 +322,22 @@ function build(data, timing, diff, info) {
     }
   }
   objects.sort((a, b) => a.t - b.t);
+  // Where each jumps from (y0, m, before the player's jump offset): a note or bomb from the
+  // line under its row, one line (0.6 m) up from 0.25 m for each other row under it taken at
+  // the same time in its lane (ArcViewer's NoteManager.GetStartY); a chain link from 0.25 m.
+  const at = new Map(); // time (ms) and lane -> rows taken by notes and bombs
+  const key = (o) => `${Math.round(o.t * 1000)}/${o.line}`;
+  for (const o of objects) {
+    if (o.kind === "link") continue;
+    const k = key(o);
+    if (!at.has(k)) at.set(k, new Set());
+    at.get(k).add(o.layer);
+  }
+  for (const o of objects) {
+    let under = 0;
+    if (o.kind !== "link" && o.layer > 0) for (const l of at.get(key(o))) if (l < o.layer) under++;
+    o.y0 = JUMP_FLOOR + under * LAYER;
+  }
   const walls = data.walls.map((w) => {
     const t = sec(w.b);
     const width = Math.abs(w.w) * LAYER;
@@ -322,8 +345,20 @@ function build(data, timing, diff, info) {
     return { t, t1: sec(w.b + Math.max(0, w.d)), x0, x1: x0 + width, y0: w.y * LAYER,
       y1: (w.y + Math.max(0, w.h)) * LAYER, hit: false };
   }).sort((a, b) => a.t - b.t);
-  const arcs = data.arcs.map((a) => ({ t: sec(a.b), t1: sec(a.tb), color: a.c, line: a.x, layer: a.y, dir: a.d,
-    tline: a.tx, tlayer: a.ty, tdir: a.td, mu: a.mu, tmu: a.tmu })).sort((a, b) => a.t - b.t);
+  // Arcs: an end on a note or bomb (same time, lane and row) starts half a note (0.225 m)
+  // along its direction; the mid-anchor mode counts when the head's and tail's directions lie
+  // on one line and the lane is the same (ArcViewer's ObjectManager and Arc).
+  const taken = new Set(objects.filter((o) => o.kind !== "link").map((o) => `${key(o)}/${o.layer}`));
+  const arcs = data.arcs.map((a) => {
+    const t0 = sec(a.b);
+    const t1 = sec(a.tb);
+    const ha = ANGLES[a.d] ?? 0;
+    const ta = ANGLES[a.td] ?? 0;
+    const plane = Math.abs(ha - ta) % 180 === 0;
+    return { t: t0, t1, color: a.c, line: a.x, layer: a.y, dir: a.d, tline: a.tx, tlayer: a.ty, tdir: a.td,
+      mu: a.mu, tmu: a.tmu, mid: plane && a.x === a.tx ? Math.max(0, Math.min(2, Math.round(a.m ?? 0))) : 0,
+      headOn: taken.has(`${Math.round(t0 * 1000)}/${a.x}/${a.y}`), tailOn: taken.has(`${Math.round(t1 * 1000)}/${a.tx}/${a.ty}`) };
+  }).sort((a, b) => a.t - b.t);
   return {
     objects, walls, arcs, njs, halfJump, halfJumpRule: ruleHalf, jumpDistance: 2 * halfJump * njs, startBpm: bpm,
     jdFrom: jd ? "replay" : "rule",
@@ -369,10 +404,60 @@ export function matchEvents(map, events) {
 // row (the rows shifted by the player's jump offset) and z = (its time − t) · NJS.
 export function objectAt(map, o, t, shift, out) {
   // A chain link's place is its own (`mx`, `my`: on the chain's curve); its line and layer
-  // only say which replay event it matches.
+  // only say which replay event it matches. The jump's height: a parabola in time from where
+  // it jumps (y0) at half the jump duration before its time, highest (its row) at its time,
+  // falling back as it flies on: y = row − (row − y0) · ((its time − t) / half jump)²
+  // (the game's NoteJump, as ArcViewer's ObjectManager.SpawnParabola has it).
+  const row = (o.my ?? rowAt(o.layer)) + shift;
+  const u = Math.min(1, Math.abs(o.t - t) / map.halfJump);
   out[0] = o.mx ?? laneX(o.line);
-  out[1] = (o.my ?? rowAt(o.layer)) + shift;
+  out[1] = row - (row - (o.y0 ?? row)) * u * u;
   out[2] = (o.t - t) * map.njs;
+  return out;
+}
+
+// Where a note jumps from, the base line (m), and an arc's pulls (m): an arc's curve leaves
+// its head (and reaches its tail) along their cut directions, its control point 2.5 m times
+// the multiplier from the end (ArcViewer's Arc and ChroMapper's ArcContainer: the game's 2.5).
+export const JUMP_FLOOR = 0.25;
+export const ARC_CONTROL = 2.5;
+export const ARC_ATTACH = 0.225;
+const ANGLES = [180, 0, -90, 90, -135, 135, -45, 45, 0]; // cut direction -> degrees (0 down)
+const dirOfAngle = (deg) => [Math.sin((deg * Math.PI) / 180), -Math.cos((deg * Math.PI) / 180)];
+
+// An arc's curve between its ends `head` and `tail` ([x, y, z], m; the attachment offsets
+// applied by the caller) as cubic Bézier segments [[p0, p1, p2, p3], ...]: one, its control
+// points the ends pulled along their directions in x and y (each at its end's z); or with a
+// mid anchor (1 clockwise, 2 counter-clockwise) two, meeting at a middle point 2.5 m from
+// the ends' midpoint at right angles to the head's direction, its control points mirrored
+// about it (ArcViewer's ArcManager.GetArcPointsWithMidRotation).
+export function arcSegments(a, head, tail) {
+  const [hx, hy] = dirVector(a.dir);
+  const [tx, ty] = dirVector(a.tdir);
+  const p0 = head;
+  const p1 = [head[0] + hx * a.mu * ARC_CONTROL, head[1] + hy * a.mu * ARC_CONTROL, head[2]];
+  const p2 = [tail[0] - tx * a.tmu * ARC_CONTROL, tail[1] - ty * a.tmu * ARC_CONTROL, tail[2]];
+  const p3 = tail;
+  if (!a.mid) return [[p0, p1, p2, p3]];
+  const [ox, oy] = a.dir === 8 ? [0, 0] : dirOfAngle((ANGLES[a.dir] ?? 0) + (a.mid === 1 ? -90 : 90));
+  const m = [(p0[0] + p3[0]) / 2 + ox * ARC_CONTROL, (p0[1] + p3[1]) / 2 + oy * ARC_CONTROL, (p0[2] + p3[2]) / 2];
+  const d = (k) => Math.abs(p1[k] - m[k]) + Math.abs(p2[k] - m[k]);
+  let cx = Math.abs(p1[0] - p2[0]) < 1e-5 ? 0 : d(0) * 0.25;
+  let cy = Math.abs(p1[1] - p2[1]) < 1e-5 ? 0 : d(1) * 0.25;
+  const cz = d(2) * 0.15;
+  if (p1[0] < p2[0]) cx = -cx;
+  if (p1[1] < p2[1]) cy = -cy;
+  return [[p0, p1, [m[0] + cx, m[1] + cy, m[2] - cz], m], [m, [m[0] - cx, m[1] - cy, m[2] + cz], p2, p3]];
+}
+
+// A point of a cubic Bézier segment at parameter u, into out.
+export function bezierAt(s, u, out) {
+  const g = 1 - u;
+  const w0 = g * g * g;
+  const w1 = 3 * g * g * u;
+  const w2 = 3 * g * u * u;
+  const w3 = u * u * u;
+  for (let k = 0; k < 3; k++) out[k] = w0 * s[0][k] + w1 * s[1][k] + w2 * s[2][k] + w3 * s[3][k];
   return out;
 }
 

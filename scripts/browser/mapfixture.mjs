@@ -1,7 +1,7 @@
 // Map zips and replays made to match them, for the player's map tests (test.mjs) and the
 // benchmark: a BeatSaver-style zip (Info.dat, a difficulty file, the song as real Ogg Vorbis
-// holding a click track, and for v4 its audio data file) in map format v2, v3 or v4, with a
-// BPM change, notes, bombs, walls, and in v3 and v4 arcs and chains; and a BSOR whose note
+// holding a click track, and for v4 its audio data file) in map format v2 (2.6, with arcs),
+// v3 or v4, with a BPM change, notes, bombs, walls, arcs, and in v3 and v4 chains; and a BSOR whose note
 // events are the map's notes (cut, one missed, one bad cut, a bomb hit) at their times.
 // Everything here is computed from the formats' documentation (web/README.md, "Maps and
 // music"), not from the page's code.
@@ -38,12 +38,14 @@ export const NOTES = [
   { b: 14, x: 1, y: 0, c: 0, d: 1, fate: "cut" }, // a chain's head
   { b: 16, x: 3, y: 0, c: 1, d: 7, fate: "cut" },
   { b: 18, x: 2, y: 1, c: 1, d: 1, fate: "cut" },
+  { b: 19, x: 2, y: 2, c: 1, d: 1, fate: "cut" }, // an arc's tail
   { b: 20, x: 1, y: 1, c: 0, d: 1, fate: "cut" },
 ];
 export const BOMBS = [
   { b: 6.5, x: 2, y: 0, fate: "dodged" },
   { b: 9.5, x: 1, y: 1, fate: "dodged" },
   { b: 15, x: 2, y: 2, fate: "hit" },
+  { b: 18, x: 2, y: 0, fate: "dodged" }, // under a note: that note jumps from a line higher
 ];
 // Walls: v2 has full-height (y 0, h 5) and crouch (y 2, h 3) walls only.
 export const WALLS = [
@@ -51,7 +53,12 @@ export const WALLS = [
   { b: 8, d: 1, x: 3, y: 2, w: 1, h: 3 },
   { b: 16.5, d: 1.5, x: 0, y: 0, w: 2, h: 5 },
 ];
-export const ARCS = [{ b: 10, tb: 11, c: 0, x: 1, y: 0, d: 1, tx: 1, ty: 2, td: 0, mu: 1, tmu: 1 }];
+// Arcs (m: the mid-anchor mode, 1 clockwise, 2 counter-clockwise; it counts only for an arc
+// in one lane whose ends' directions lie on one line: the first's does, the second's not).
+export const ARCS = [
+  { b: 10, tb: 11, c: 0, x: 1, y: 0, d: 1, tx: 1, ty: 2, td: 0, mu: 1, tmu: 1, m: 2 },
+  { b: 17, tb: 19, c: 1, x: 3, y: 0, d: 5, tx: 2, ty: 2, td: 1, mu: 1.5, tmu: 0.5, m: 1 },
+];
 export const CHAINS = [{ b: 14, tb: 14.5, c: 0, x: 1, y: 0, d: 1, tx: 1, ty: 2, sc: 4, s: 0.8 }];
 
 export const NJS = 14;
@@ -85,8 +92,12 @@ function difficultyV2() {
     .concat(BOMBS.map((n) => ({ _time: n.b, _lineIndex: n.x, _lineLayer: n.y, _type: 3, _cutDirection: 0 })))
     .sort((a, b) => a._time - b._time);
   return {
-    _version: "2.2.0",
+    _version: "2.6.0",
     _notes: notes,
+    _sliders: ARCS.map((a) => ({ _colorType: a.c, _headTime: a.b, _headLineIndex: a.x, _headLineLayer: a.y,
+      _headCutDirection: a.d, _headControlPointLengthMultiplier: a.mu, _tailTime: a.tb, _tailLineIndex: a.tx,
+      _tailLineLayer: a.ty, _tailCutDirection: a.td, _tailControlPointLengthMultiplier: a.tmu,
+      _sliderMidAnchorMode: a.m })),
     _obstacles: WALLS.map((w) => ({ _time: w.b, _lineIndex: w.x, _type: w.y === 2 ? 1 : 0, _duration: w.d, _width: w.w })),
     _events: [{ _time: CHANGE_BEAT, _type: 100, _value: 0, _floatValue: BPM2 }],
   };
@@ -100,7 +111,7 @@ function difficultyV3() {
     bombNotes: BOMBS.map((n) => ({ b: n.b, x: n.x, y: n.y })),
     obstacles: WALLS.map((w) => ({ b: w.b, d: w.d, x: w.x, y: w.y, w: w.w, h: w.h })),
     sliders: ARCS.map((a) => ({ b: a.b, c: a.c, x: a.x, y: a.y, d: a.d, mu: a.mu, tb: a.tb, tx: a.tx, ty: a.ty,
-      tc: a.td, tmu: a.tmu, m: 0 })),
+      tc: a.td, tmu: a.tmu, m: a.m })),
     burstSliders: CHAINS.map((c) => ({ b: c.b, c: c.c, x: c.x, y: c.y, d: c.d, tb: c.tb, tx: c.tx, ty: c.ty,
       sc: c.sc, s: c.s })),
     basicBeatmapEvents: [],
@@ -118,7 +129,7 @@ function difficultyV4() {
   const colorNotes = NOTES.map((n) => ({ b: n.b, r: 0, i: index({ x: n.x, y: n.y, c: n.c, d: n.d, a: 0 }) }));
   const arcsData = [];
   const arcs = ARCS.map((a) => {
-    arcsData.push({ m: a.mu, tm: a.tmu, a: 0 });
+    arcsData.push({ m: a.mu, tm: a.tmu, a: a.m });
     return { hb: a.b, tb: a.tb, hr: 0, tr: 0, hi: index({ x: a.x, y: a.y, c: a.c, d: a.d, a: 0 }),
       ti: index({ x: a.tx, y: a.ty, c: a.c, d: a.td, a: 0 }), ai: arcsData.length - 1 };
   });

@@ -776,15 +776,22 @@ function expectedView(v, t) {
     return e && e.type !== 2 ? e.t : Infinity;
   };
   const objects = [];
+  // The jump: each rises on a parabola in time from the line it jumps from (0.25 m, and 0.6 m
+  // higher for each row under it taken by a note or bomb at its time in its lane; a chain
+  // link from 0.25 m) to its row at its time, falling again after:
+  // y = row − (row − from) · ((its time − t) / half jump)².
+  const notesAndBombs = [...fx.NOTES, ...fx.BOMBS];
+  const from = (b, x, y) => 0.25 + 0.6 * new Set(notesAndBombs.filter((o) => o.b === b && o.x === x && o.y < y).map((o) => o.y)).size;
+  const jumpY = (row, y0, time) => row - (row - y0) * ((time - t) / half) ** 2;
   // A chain link's place in metres (`mx`, `my`) is given; others' from their lane and row.
-  const add = (kind, time, x, y, mx, my) => {
+  const add = (kind, time, x, y, y0, mx, my) => {
     const z = (time - t) * fx.NJS;
     if (time > t + half || t >= hitTime(kind, time, x, y) || z < -reach || z > reach) return;
-    objects.push({ kind, time, x: mx ?? (x - 1.5) * 0.6, y: (my ?? rowAt(y)) + SHIFT, z });
+    objects.push({ kind, time, x: mx ?? (x - 1.5) * 0.6, y: jumpY((my ?? rowAt(y)) + SHIFT, y0, time), z });
   };
-  for (const n of fx.NOTES) add("note", fx.seconds(n.b), n.x, n.y);
-  for (const n of fx.BOMBS) add("bomb", fx.seconds(n.b), n.x, n.y);
-  if (v !== 2) for (const c of fx.CHAINS) for (const l of fx.chainLinks(c)) add("link", l.t, l.x, l.y, l.mx, l.my);
+  for (const n of fx.NOTES) add("note", fx.seconds(n.b), n.x, n.y, from(n.b, n.x, n.y));
+  for (const n of fx.BOMBS) add("bomb", fx.seconds(n.b), n.x, n.y, from(n.b, n.x, n.y));
+  if (v !== 2) for (const c of fx.CHAINS) for (const l of fx.chainLinks(c)) add("link", l.t, l.x, l.y, 0.25, l.mx, l.my);
   const walls = [];
   for (const w of fx.WALLS) {
     const t0 = fx.seconds(w.b);
@@ -794,16 +801,64 @@ function expectedView(v, t) {
       z0: (t0 - t) * fx.NJS, z1: (t1 - t) * fx.NJS });
   }
   const arcs = [];
-  if (v !== 2) {
-    for (const a of fx.ARCS) {
-      const t0 = fx.seconds(a.b);
-      const t1 = fx.seconds(a.tb);
-      if (t0 > t + half || (t1 - t) * fx.NJS < -reach) continue;
-      arcs.push({ time: t0, head: [(a.x - 1.5) * 0.6, rowAt(a.y) + SHIFT, (t0 - t) * fx.NJS],
-        tail: [(a.tx - 1.5) * 0.6, rowAt(a.ty) + SHIFT, (t1 - t) * fx.NJS] });
-    }
+  for (const a of fx.ARCS) {
+    const t0 = fx.seconds(a.b);
+    const t1 = fx.seconds(a.tb);
+    if (t0 > t + half || (t1 - t) * fx.NJS < -reach) continue;
+    arcs.push({ time: t0, ...arcCurve(a, t0, t1, t) });
   }
   return { objects, walls, arcs };
+}
+
+// An arc's curve at song time t (ArcViewer's Arc and ArcManager; ChroMapper's ArcContainer
+// for the game's 2.5 m): its ends at their notes' places at rest, moved half a note (0.225 m)
+// along their cut directions when a note or bomb is there (the tail against its direction);
+// cubic Bézier control points 2.5 m · multiplier from the ends along the head's direction and
+// against the tail's, each at its end's z. With a mid anchor (1 clockwise, 2 counter-
+// clockwise; only for an arc in one lane whose ends' directions lie on one line) two cubics
+// meeting at the ends' midpoint moved 2.5 m at right angles to the head's direction (rotated
+// -90° for clockwise, +90° otherwise, angles with 0° pointing down), their inner control
+// points that midpoint ± (±0.25·(|p1−m|+|p2−m|) in x and y, the sign + when p1 ≥ p2, 0 when
+// p1 and p2 agree; −0.15·(|p1−m|+|p2−m|) in z). {head, tail, segments}.
+const ANGLE = { 0: 180, 1: 0, 2: -90, 3: 90, 4: -135, 5: 135, 6: -45, 7: 45, 8: 0 };
+const unit = (deg) => [Math.sin((deg * Math.PI) / 180), -Math.cos((deg * Math.PI) / 180)];
+function arcCurve(a, t0, t1, t) {
+  const on = (b, x, y) => [...fx.NOTES, ...fx.BOMBS].some((o) => o.b === b && o.x === x && o.y === y);
+  const hd = a.d === 8 ? [0, 0] : unit(ANGLE[a.d]);
+  const td = a.td === 8 ? [0, 0] : unit(ANGLE[a.td]);
+  const ha = on(a.b, a.x, a.y) ? 0.225 : 0;
+  const ta = on(a.tb, a.tx, a.ty) ? 0.225 : 0;
+  const p0 = [(a.x - 1.5) * 0.6 + hd[0] * ha, rowAt(a.y) + SHIFT + hd[1] * ha, (t0 - t) * fx.NJS];
+  const p3 = [(a.tx - 1.5) * 0.6 - td[0] * ta, rowAt(a.ty) + SHIFT - td[1] * ta, (t1 - t) * fx.NJS];
+  const p1 = [p0[0] + hd[0] * a.mu * 2.5, p0[1] + hd[1] * a.mu * 2.5, p0[2]];
+  const p2 = [p3[0] - td[0] * a.tmu * 2.5, p3[1] - td[1] * a.tmu * 2.5, p3[2]];
+  const onePlane = Math.abs(ANGLE[a.d] - ANGLE[a.td]) === 0 || Math.abs(ANGLE[a.d] - ANGLE[a.td]) === 180;
+  if (!(a.m === 1 || a.m === 2) || a.x !== a.tx || !onePlane) return { head: p0, tail: p3, segments: [[p0, p1, p2, p3]] };
+  const o = a.d === 8 ? [0, 0] : unit(ANGLE[a.d] + (a.m === 1 ? -90 : 90));
+  const m = [(p0[0] + p3[0]) / 2 + o[0] * 2.5, (p0[1] + p3[1]) / 2 + o[1] * 2.5, (p0[2] + p3[2]) / 2];
+  const c = [0, 1, 2].map((k) => {
+    const d = Math.abs(p1[k] - m[k]) + Math.abs(p2[k] - m[k]);
+    if (k === 2) return -0.15 * d;
+    if (near(p1[k], p2[k], 1e-6)) return 0;
+    return (p1[k] < p2[k] ? -1 : 1) * 0.25 * d;
+  });
+  return { head: p0, tail: p3, segments: [[p0, p1, m.map((v, k) => v + c[k]), m], [m, m.map((v, k) => v - c[k]), p2, p3]] };
+}
+const cubic = (s, u) => [0, 1, 2].map((k) => (1 - u) ** 3 * s[0][k] + 3 * (1 - u) ** 2 * u * s[1][k] + 3 * (1 - u) * u * u * s[2][k] + u ** 3 * s[3][k]);
+// The curve's point at depth z (each segment's z rises with its parameter: bisection).
+function arcPointAtZ(segments, z) {
+  for (const s of segments) {
+    if (z < Math.min(s[0][2], s[3][2]) - 1e-6 || z > Math.max(s[0][2], s[3][2]) + 1e-6) continue;
+    let lo = 0;
+    let hi = 1;
+    for (let i = 0; i < 60; i++) {
+      const mid = (lo + hi) / 2;
+      if (cubic(s, mid)[2] < z) lo = mid;
+      else hi = mid;
+    }
+    return cubic(s, (lo + hi) / 2);
+  }
+  return null;
 }
 
 const near = (a, b, tol) => Math.abs(a - b) <= tol;
@@ -819,6 +874,8 @@ function assertView(v, shown) {
     const o = shown.objects.find((o) => o.kind === w.kind && near(o.time, w.time, 0.001) && near(o.x, w.x, 0.01) && near(o.y, w.y, 0.01));
     assert.ok(o, `${what}: ${key(w)} at x ${w.x.toFixed(3)} y ${w.y.toFixed(3)}: ${JSON.stringify(shown.objects)}`);
     assert.ok(near(o.z, w.z, 0.01), `${what}: ${key(w)} z ${o.z} (want ${w.z})`);
+    figures.objects++;
+    figures.objectError = Math.max(figures.objectError, Math.hypot(o.x - w.x, o.y - w.y, o.z - w.z));
   }
   assert.equal(shown.walls.length, want.walls.length, `${what}: walls in view`);
   for (const w of want.walls) {
@@ -833,8 +890,25 @@ function assertView(v, shown) {
     for (let i = 0; i < 3; i++) {
       assert.ok(near(o.head[i], w.head[i], 0.01) && near(o.tail[i], w.tail[i], 0.01), `${what}: arc ${JSON.stringify(o)} (want ${JSON.stringify(w)})`);
     }
+    // Every bead on the curve: at its depth, within 1 cm in x and y; and the beads in view
+    // spread along it (at least 8, or all of those within reach).
+    const reach = halfJumpOf(v) * fx.NJS;
+    for (const b of o.beads) {
+      const p = arcPointAtZ(w.segments, b[2]);
+      assert.ok(p && near(p[0], b[0], 0.01) && near(p[1], b[1], 0.01),
+        `${what}: arc ${w.time} bead ${JSON.stringify(b)} off the curve (${JSON.stringify(p)})`);
+      assert.ok(Math.abs(b[2]) <= reach + 1e-6, `${what}: a bead out of reach`);
+    }
+    if (w.head[2] >= -reach && w.tail[2] <= reach) assert.ok(o.beads.length >= 8, `${what}: arc ${w.time}: ${o.beads.length} beads`);
+    for (const b of o.beads) {
+      const p = arcPointAtZ(w.segments, b[2]);
+      figures.beads++;
+      figures.beadError = Math.max(figures.beadError, Math.hypot(p[0] - b[0], p[1] - b[1]));
+    }
   }
 }
+// The largest differences seen (m), for the log.
+const figures = { beads: 0, beadError: 0, objects: 0, objectError: 0 };
 
 async function mapView(page, t) {
   await seekTo(page, t);
@@ -851,7 +925,7 @@ for (const v of [2, 3, 4]) {
     assert.equal(s.map.hash, mapsMade[v].hash);
     assert.equal(s.map.matched, true);
     const counts = { notes: fx.NOTES.length, bombs: fx.BOMBS.length, walls: fx.WALLS.length,
-      arcs: v === 2 ? 0 : fx.ARCS.length, chains: v === 2 ? 0 : fx.CHAINS.length };
+      arcs: fx.ARCS.length, chains: v === 2 ? 0 : fx.CHAINS.length };
     assert.deepEqual({ notes: s.map.notes, bombs: s.map.bombs, walls: s.map.walls, arcs: s.map.arcs, chains: s.map.chains }, counts);
     assert.ok(near(s.map.halfJump, halfJumpOf(v), 1e-6), `half jump ${s.map.halfJump} (want ${halfJumpOf(v)})`);
     // Every replay note event matched to its map note (v2 has no chains: their links not).
@@ -871,6 +945,8 @@ for (const v of [2, 3, 4]) {
     const dodged = past.objects.find((o) => o.kind === "bomb" && near(o.time, fx.seconds(9.5), 0.001));
     assert.ok(dodged && dodged.fate === "none", "the dodged bomb is drawn");
     assert.ok((await mapView(page, 3.6)).walls.length > 0, "a wall in view");
+    console.log(`  v${v}: ${figures.objects} objects and ${figures.beads} arc beads checked so far, ` +
+      `largest error ${(figures.objectError * 1000).toFixed(2)} mm (objects), ${(figures.beadError * 1000).toFixed(2)} mm (beads)`);
     // The HUD's score is the replay's still.
     const end = await seekToEnd(page);
     assertHud(end, mapsMade[v].bsor, `v${v}'s end with the map`);
