@@ -5,7 +5,7 @@ import { Scene, View } from "./scene.js";
 import { Score } from "./score.js";
 import { Pacer } from "./pace.js";
 import { NjsFit, laneX, rowY, jumpOffset, heightAt } from "./place.js";
-import { loadMap, fetchMap, matchEvents, objectAt, rowAt, dirVector, arcSegments, bezierAt, ARC_ATTACH, LAYER } from "./map.js";
+import { loadMap, fetchMap, matchEvents, objectAt, jumpAt, rowAt, dirVector, arcSegments, bezierAt, ARC_ATTACH, LAYER } from "./map.js";
 import { Music, songSpeed } from "./audio.js";
 
 // The decoder's record layouts, from the module (the worker says them before any record).
@@ -338,7 +338,8 @@ function mapStatus(m, from) {
     get() {
       if (map !== m || status.songTime === null) return null;
       const t = status.songTime;
-      const found = { t, objects: [], walls: [], arcs: [] };
+      const { njs, half } = jumpAt(m, t);
+      const found = { t, njs, halfJump: half, objects: [], walls: [], arcs: [] };
       mapScene(t, gridShift(t), collector(found));
       return found;
     },
@@ -584,10 +585,10 @@ const gp = new Float64Array(3);
 const ARC_BEADS = 16;
 function mapScene(t, shift, sink) {
   const m = map;
-  const njs = m.njs;
-  const reach = m.halfJump * njs;
+  const { njs, half } = jumpAt(m, t);
+  const reach = half * njs;
   const objs = m.objects;
-  const from = t - Math.max(m.halfJump, 0.6) - 0.1;
+  const from = t - Math.max(half, 0.6) - 0.1;
   let lo = 0;
   let hi = objs.length;
   while (lo < hi) {
@@ -597,7 +598,7 @@ function mapScene(t, shift, sink) {
   }
   for (let i = lo; i < objs.length; i++) {
     const o = objs[i];
-    if (o.t > t + m.halfJump) break;
+    if (o.t > t + half) break;
     const e = o.event;
     const hitAt = e && e.outcome !== 3 ? e.t : Infinity;
     if (t < hitAt) {
@@ -613,14 +614,14 @@ function mapScene(t, shift, sink) {
     }
   }
   for (const w of m.walls) {
-    if (w.t > t + m.halfJump) break;
+    if (w.t > t + half) break;
     const z0 = (w.t - t) * njs;
     const z1 = (w.t1 - t) * njs;
     if (z1 < -reach) continue;
     sink.wall(w, w.x0, w.x1, w.y0, w.y1, z0, z1);
   }
   for (const a of m.arcs) {
-    if (a.t > t + m.halfJump) break;
+    if (a.t > t + half) break;
     if ((a.t1 - t) * njs < -reach) continue;
     // The ends where their notes are (at rest: arcs do not jump), half a note along their
     // directions when a note or bomb is there; beads along the curve (map.js, arcSegments).

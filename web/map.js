@@ -83,7 +83,7 @@ export class Timing {
 // A v2, v3 or v4 difficulty's objects, in beats and the map's grid: notes (c 0 red, 1 blue),
 // bombs, walls (x, y, w, h in lanes and layers, d beats), arcs and chains.
 export function parseDifficulty(d) {
-  const out = { notes: [], bombs: [], walls: [], arcs: [], chains: [], bpmChanges: [] };
+  const out = { notes: [], bombs: [], walls: [], arcs: [], chains: [], bpmChanges: [], njsEvents: [] };
   const version = String(d.version ?? d._version ?? "2");
   if (version.startsWith("4")) {
     const cn = arr(d.colorNotesData);
@@ -110,6 +110,13 @@ export function parseDifficulty(d) {
       const m = ad[a.ai] ?? {};
       out.arcs.push({ b: num(a.hb), tb: num(a.tb), c: num(h.c), x: num(h.x), y: num(h.y), d: num(h.d, 8),
         tx: num(t.x), ty: num(t.y), td: num(t.d, 8), mu: num(m.m, 1), tmu: num(m.tm, 1), m: num(m.a) });
+    }
+    // NJS events: the NJS relative to the map's (d), reached at their beat with their
+    // easing (e) from the previous event; p 1 keeps the previous one's.
+    const nd = arr(d.njsEventData);
+    for (const e of arr(d.njsEvents)) {
+      const m = nd[e.i] ?? {};
+      out.njsEvents.push({ b: num(e.b), d: num(m.d), e: num(m.e), p: num(m.p) });
     }
     for (const c of arr(d.chains)) {
       const h = note(c.i);
@@ -359,8 +366,9 @@ function build(data, timing, diff, info) {
       mu: a.mu, tmu: a.tmu, mid: plane && a.x === a.tx ? Math.max(0, Math.min(2, Math.round(a.m ?? 0))) : 0,
       headOn: taken.has(`${Math.round(t0 * 1000)}/${a.x}/${a.y}`), tailOn: taken.has(`${Math.round(t1 * 1000)}/${a.tx}/${a.ty}`) };
   }).sort((a, b) => a.t - b.t);
+  const njsEvents = data.njsEvents.map((e) => ({ t: sec(e.b), d: e.d, e: e.e, p: e.p > 0 })).sort((a, b) => a.t - b.t);
   return {
-    objects, walls, arcs, njs, halfJump, halfJumpRule: ruleHalf, jumpDistance: 2 * halfJump * njs, startBpm: bpm,
+    objects, walls, arcs, njs, halfJump, halfJumpRule: ruleHalf, njsEvents, jumpCache: { t: NaN, njs, half: halfJump }, jumpDistance: 2 * halfJump * njs, startBpm: bpm,
     jdFrom: jd ? "replay" : "rule",
     counts: { notes: data.notes.length, bombs: data.bombs.length, walls: data.walls.length, arcs: data.arcs.length,
       chains: data.chains.length },
@@ -402,17 +410,67 @@ export function matchEvents(map, events) {
 
 // Where an object is at song time t (game coordinates, into out: x, y, z): its lane and
 // row (the rows shifted by the player's jump offset) and z = (its time − t) · NJS.
+// The easings of the game's events (ArcViewer's BeatSaberEasings): -1 none (a step at the
+// end), 0 linear, 1 in, 2 out, 3 in-out quadratic; others are taken as linear.
+export function ease(f, e) {
+  if (e === -1) return f >= 1 ? 1 : 0;
+  if (e === 1) return f * f;
+  if (e === 2) return 1 - (1 - f) * (1 - f);
+  if (e === 3) return f < 0.5 ? 2 * f * f : 1 - ((2 - 2 * f) * (2 - 2 * f)) / 2;
+  return f;
+}
+
+// The NJS and half-jump duration at song time t ({njs, half}, cached for the last t): the
+// map's, or with v4 NJS events its NJS plus the offset in force, eased from the previous
+// event's offset (0 before the first, from time 0) towards the next's, held by an event
+// with p and before one; a slower NJS keeps the jump distance (half jump × base/NJS),
+// a faster one the half-jump duration (ArcViewer's JumpManager, read as reference).
+export function jumpAt(map, t) {
+  const c = map.jumpCache;
+  if (c.t === t) return c;
+  const ev = map.njsEvents;
+  let offset = 0;
+  if (ev.length) {
+    let k = -1;
+    while (k + 1 < ev.length && ev[k + 1].t <= t) k++;
+    let from = 0;
+    if (k >= 0) {
+      from = ev[k].t;
+      offset = ev[k].d;
+      if (ev[k].p) {
+        offset = 0;
+        for (let i = k - 1; i >= 0; i--) {
+          if (!ev[i].p) {
+            offset = ev[i].d;
+            break;
+          }
+        }
+      }
+    }
+    const next = ev[k + 1];
+    if (next && !next.p) {
+      const span = next.t - from;
+      offset += (next.d - offset) * ease(span > 0 ? (t - from) / span : 1, next.e);
+    }
+  }
+  c.t = t;
+  c.njs = Math.max(map.njs + offset, 0.01);
+  c.half = map.halfJump / Math.min(c.njs / map.njs, 1);
+  return c;
+}
+
 export function objectAt(map, o, t, shift, out) {
   // A chain link's place is its own (`mx`, `my`: on the chain's curve); its line and layer
   // only say which replay event it matches. The jump's height: a parabola in time from where
   // it jumps (y0) at half the jump duration before its time, highest (its row) at its time,
   // falling back as it flies on: y = row − (row − y0) · ((its time − t) / half jump)²
   // (the game's NoteJump, as ArcViewer's ObjectManager.SpawnParabola has it).
+  const j = jumpAt(map, t);
   const row = (o.my ?? rowAt(o.layer)) + shift;
-  const u = Math.min(1, Math.abs(o.t - t) / map.halfJump);
+  const u = Math.min(1, Math.abs(o.t - t) / j.half);
   out[0] = o.mx ?? laneX(o.line);
   out[1] = row - (row - (o.y0 ?? row)) * u * u;
-  out[2] = (o.t - t) * map.njs;
+  out[2] = (o.t - t) * j.njs;
   return out;
 }
 

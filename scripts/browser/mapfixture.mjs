@@ -1,8 +1,9 @@
 // Map zips and replays made to match them, for the player's map tests (test.mjs) and the
 // benchmark: a BeatSaver-style zip (Info.dat, a difficulty file, the song as real Ogg Vorbis
 // holding a click track, and for v4 its audio data file) in map format v2 (2.6, with arcs),
-// v3 or v4, with a BPM change, notes, bombs, walls, arcs, and in v3 and v4 chains; and a BSOR whose note
-// events are the map's notes (cut, one missed, one bad cut, a bomb hit) at their times.
+// v3 or v4, with a BPM change, notes, bombs, walls, arcs, in v3 and v4 chains, in v4 NJS
+// events; and a BSOR whose note events are the map's notes (cut, one missed, one bad cut, a
+// bomb hit) at their times.
 // Everything here is computed from the formats' documentation (web/README.md, "Maps and
 // music"), not from the page's code.
 import { createHash } from "node:crypto";
@@ -60,6 +61,15 @@ export const ARCS = [
   { b: 17, tb: 19, c: 1, x: 3, y: 0, d: 5, tx: 2, ty: 2, td: 1, mu: 1.5, tmu: 0.5, m: 1 },
 ];
 export const CHAINS = [{ b: 14, tb: 14.5, c: 0, x: 1, y: 0, d: 1, tx: 1, ty: 2, sc: 4, s: 0.8 }];
+
+// v4's NJS events: the NJS relative to the map's (d) reached at beat b with easing e (-1
+// none, 0 linear, 3 in-out quadratic) from the previous event; p 1 holds the previous one's.
+export const NJS_EVENTS = [
+  { b: 12, d: 0, e: 0, p: 0 },
+  { b: 15, d: -4, e: 3, p: 0 },
+  { b: 17, d: 0, e: 0, p: 1 },
+  { b: 19, d: 3, e: 0, p: 0 },
+];
 
 export const NJS = 14;
 export const OFFSET = 0;
@@ -146,6 +156,7 @@ function difficultyV4() {
     obstacles: WALLS.map((w, i) => ({ b: w.b, r: 0, i })),
     obstaclesData: WALLS.map((w) => ({ d: w.d, x: w.x, y: w.y, w: w.w, h: w.h })),
     arcs, arcsData, chains, chainsData, spawnRotations: [], spawnRotationsData: [],
+    njsEvents: NJS_EVENTS.map((e, i) => ({ b: e.b, i })), njsEventData: NJS_EVENTS.map((e) => ({ p: e.p, e: e.e, d: e.d })),
   };
 }
 

@@ -766,9 +766,32 @@ function halfJumpOf(v) {
   h += fx.OFFSET;
   return Math.max(0.25, h) * beat;
 }
+// The NJS and half-jump duration at song time t: the map's, or for v4 with its NJS events
+// (web/README.md): the NJS offset of the last event at or before t (an event with p: the
+// last one's before it without; none: 0), moving towards the next event's (unless that one
+// has p) by its easing of the fraction of the way from the last event's time (0 if none) to
+// the next's; a slower NJS lengthens the half jump by base NJS / NJS, a faster one keeps it.
+function jumpOf(v, t) {
+  const base = halfJumpOf(v);
+  if (v !== 4) return { njs: fx.NJS, half: base };
+  const ev = fx.NJS_EVENTS.map((e) => ({ ...e, t: fx.seconds(e.b) }));
+  const before = ev.filter((e) => e.t <= t);
+  const last = before[before.length - 1];
+  const next = ev.find((e) => e.t > t);
+  const held = (e) => (e.p ? (ev.filter((x) => x.t < e.t && !x.p).pop()?.d ?? 0) : e.d);
+  let d = last ? held(last) : 0;
+  if (next && !next.p) {
+    const t0 = last ? last.t : 0;
+    const f = (t - t0) / (next.t - t0);
+    const eased = { [-1]: f >= 1 ? 1 : 0, 0: f, 1: f * f, 2: 1 - (1 - f) ** 2, 3: f < 0.5 ? 2 * f * f : 1 - 2 * (1 - f) ** 2 }[next.e];
+    d += (next.d - d) * eased;
+  }
+  const njs = fx.NJS + d;
+  return { njs, half: njs < fx.NJS ? base * (fx.NJS / njs) : base };
+}
 function expectedView(v, t) {
-  const half = halfJumpOf(v);
-  const reach = half * fx.NJS;
+  const { njs, half } = jumpOf(v, t);
+  const reach = half * njs;
   const events = fx.replayEvents();
   const hitTime = (kind, time, x, y) => {
     const e = events.find((e) => Math.abs(e.spawn - time) < 0.001 && e.x === Math.round(x) && e.y === Math.round(y) &&
@@ -785,7 +808,7 @@ function expectedView(v, t) {
   const jumpY = (row, y0, time) => row - (row - y0) * ((time - t) / half) ** 2;
   // A chain link's place in metres (`mx`, `my`) is given; others' from their lane and row.
   const add = (kind, time, x, y, y0, mx, my) => {
-    const z = (time - t) * fx.NJS;
+    const z = (time - t) * njs;
     if (time > t + half || t >= hitTime(kind, time, x, y) || z < -reach || z > reach) return;
     objects.push({ kind, time, x: mx ?? (x - 1.5) * 0.6, y: jumpY((my ?? rowAt(y)) + SHIFT, y0, time), z });
   };
@@ -796,16 +819,16 @@ function expectedView(v, t) {
   for (const w of fx.WALLS) {
     const t0 = fx.seconds(w.b);
     const t1 = fx.seconds(w.b + w.d);
-    if (t0 > t + half || (t1 - t) * fx.NJS < -reach) continue;
+    if (t0 > t + half || (t1 - t) * njs < -reach) continue;
     walls.push({ time: t0, x0: (w.x - 2) * 0.6, x1: (w.x - 2 + w.w) * 0.6, y0: w.y * 0.6, y1: (w.y + w.h) * 0.6,
-      z0: (t0 - t) * fx.NJS, z1: (t1 - t) * fx.NJS });
+      z0: (t0 - t) * njs, z1: (t1 - t) * njs });
   }
   const arcs = [];
   for (const a of fx.ARCS) {
     const t0 = fx.seconds(a.b);
     const t1 = fx.seconds(a.tb);
-    if (t0 > t + half || (t1 - t) * fx.NJS < -reach) continue;
-    arcs.push({ time: t0, ...arcCurve(a, t0, t1, t) });
+    if (t0 > t + half || (t1 - t) * njs < -reach) continue;
+    arcs.push({ time: t0, ...arcCurve(a, t0, t1, t, njs) });
   }
   return { objects, walls, arcs };
 }
@@ -822,14 +845,14 @@ function expectedView(v, t) {
 // p1 and p2 agree; −0.15·(|p1−m|+|p2−m|) in z). {head, tail, segments}.
 const ANGLE = { 0: 180, 1: 0, 2: -90, 3: 90, 4: -135, 5: 135, 6: -45, 7: 45, 8: 0 };
 const unit = (deg) => [Math.sin((deg * Math.PI) / 180), -Math.cos((deg * Math.PI) / 180)];
-function arcCurve(a, t0, t1, t) {
+function arcCurve(a, t0, t1, t, njs) {
   const on = (b, x, y) => [...fx.NOTES, ...fx.BOMBS].some((o) => o.b === b && o.x === x && o.y === y);
   const hd = a.d === 8 ? [0, 0] : unit(ANGLE[a.d]);
   const td = a.td === 8 ? [0, 0] : unit(ANGLE[a.td]);
   const ha = on(a.b, a.x, a.y) ? 0.225 : 0;
   const ta = on(a.tb, a.tx, a.ty) ? 0.225 : 0;
-  const p0 = [(a.x - 1.5) * 0.6 + hd[0] * ha, rowAt(a.y) + SHIFT + hd[1] * ha, (t0 - t) * fx.NJS];
-  const p3 = [(a.tx - 1.5) * 0.6 - td[0] * ta, rowAt(a.ty) + SHIFT - td[1] * ta, (t1 - t) * fx.NJS];
+  const p0 = [(a.x - 1.5) * 0.6 + hd[0] * ha, rowAt(a.y) + SHIFT + hd[1] * ha, (t0 - t) * njs];
+  const p3 = [(a.tx - 1.5) * 0.6 - td[0] * ta, rowAt(a.ty) + SHIFT - td[1] * ta, (t1 - t) * njs];
   const p1 = [p0[0] + hd[0] * a.mu * 2.5, p0[1] + hd[1] * a.mu * 2.5, p0[2]];
   const p2 = [p3[0] - td[0] * a.tmu * 2.5, p3[1] - td[1] * a.tmu * 2.5, p3[2]];
   const onePlane = Math.abs(ANGLE[a.d] - ANGLE[a.td]) === 0 || Math.abs(ANGLE[a.d] - ANGLE[a.td]) === 180;
@@ -892,7 +915,8 @@ function assertView(v, shown) {
     }
     // Every bead on the curve: at its depth, within 1 cm in x and y; and the beads in view
     // spread along it (at least 8, or all of those within reach).
-    const reach = halfJumpOf(v) * fx.NJS;
+    const { njs, half } = jumpOf(v, t);
+    const reach = half * njs;
     for (const b of o.beads) {
       const p = arcPointAtZ(w.segments, b[2]);
       assert.ok(p && near(p[0], b[0], 0.01) && near(p[1], b[1], 0.01),
@@ -933,12 +957,21 @@ for (const v of [2, 3, 4]) {
     assert.equal(s.map.eventsMatched, fx.replayEvents().length - (v === 2 ? links : 0));
     assert.match(await page.textContent("#unknowns"), new RegExp(`map ${mapsMade[v].hash}`));
     await page.keyboard.press("Space"); // paused
+    const njsSeen = [];
     // Before and after the BPM change (6 s), a wall and a dodged bomb in view, a missed note
     // flying past, an arc, a chain.
-    for (const t of [1.8, 3.1, 3.6, 4.8, 5.2, 6.75, 7.9]) {
+    // v4's NJS: 14 m/s to 6 s, eased down to 10 (7 s), held to 7.67 s, then up to 17 (8.33 s).
+    for (const t of [1.8, 3.1, 3.6, 4.8, 5.2, 6.5, 6.75, 7.4, 7.9, 8.1]) {
       const shown = await mapView(page, t);
+      if (v === 4) {
+        const want = jumpOf(v, shown.t);
+        assert.ok(near(shown.njs, want.njs, 1e-6) && near(shown.halfJump, want.half, 1e-6),
+          `v4 at ${shown.t}: NJS ${shown.njs}, half jump ${shown.halfJump} (want ${JSON.stringify(want)})`);
+        njsSeen.push(shown.njs);
+      }
       assertView(v, shown);
     }
+    if (v === 4) console.log(`  v4's NJS at the times checked: ${njsSeen.map((n) => n.toFixed(2)).join(", ")} m/s`);
     const past = await mapView(page, 4.8);
     const missed = past.objects.find((o) => o.kind === "note" && near(o.time, fx.seconds(9), 0.001));
     assert.ok(missed && missed.z < 0 && missed.fate === "miss", `the missed note flies past: ${JSON.stringify(missed)}`);
