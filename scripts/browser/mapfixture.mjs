@@ -174,9 +174,9 @@ function audioDataV4() {
   };
 }
 
-function infoV2(diffFile) {
+function infoV2(diffFile, title) {
   return {
-    _version: "2.1.0", _songName: "Click Track", _songSubName: "", _songAuthorName: "bsor-stream",
+    _version: "2.1.0", _songName: title, _songSubName: "", _songAuthorName: "bsor-stream",
     _levelAuthorName: "tests", _beatsPerMinute: BPM, _songTimeOffset: 0, _shuffle: 0, _shufflePeriod: 0.5,
     _previewStartTime: 0, _previewDuration: 5, _songFilename: "song.egg", _coverImageFilename: "",
     _environmentName: "DefaultEnvironment", _allDirectionsEnvironmentName: "GlassDesertEnvironment",
@@ -192,10 +192,10 @@ function infoV2(diffFile) {
   };
 }
 
-function infoV4(diffFile) {
+function infoV4(diffFile, title) {
   return {
     version: "4.0.0",
-    song: { title: "Click Track", subTitle: "", author: "bsor-stream" },
+    song: { title, subTitle: "", author: "bsor-stream" },
     audio: { songFilename: "song.egg", songDuration: SONG_SECONDS, audioDataFilename: "AudioData.dat", bpm: BPM,
       lufs: 0, previewStartTime: 0, previewDuration: 5 },
     songPreviewFilename: "song.egg", coverImageFilename: "",
@@ -211,9 +211,9 @@ function infoV4(diffFile) {
   };
 }
 
-// A click track (Ogg Vorbis, from oggenc): a 3 ms burst every CLICK_EVERY s of the song,
-// silence between; mono, 44.1 kHz.
-export function clickTrack(dir, length = SONG_SECONDS, name = "click") {
+// A click track (Ogg Vorbis, from oggenc): a 3 ms burst every CLICK_EVERY s of the song (or
+// at the song times `times`), silence between; mono, 44.1 kHz.
+export function clickTrack(dir, length = SONG_SECONDS, name = "click", times = null) {
   const n = Math.round(length * FREQ);
   const pcm = Buffer.alloc(44 + n * 2);
   pcm.write("RIFF", 0);
@@ -228,8 +228,9 @@ export function clickTrack(dir, length = SONG_SECONDS, name = "click") {
   pcm.writeUInt16LE(16, 34);
   pcm.write("data", 36);
   pcm.writeUInt32LE(n * 2, 40);
-  for (let k = 0; k * CLICK_EVERY < length; k++) {
-    const at = Math.round(k * CLICK_EVERY * FREQ);
+  const clicks = times ?? Array.from({ length: Math.ceil(length / CLICK_EVERY) }, (_, k) => k * CLICK_EVERY);
+  for (const c of clicks) {
+    const at = Math.round(c * FREQ);
     for (let i = 0; i < 0.003 * FREQ && at + i < n; i++) {
       const v = Math.sin((2 * Math.PI * 2000 * i) / FREQ) * 0.9;
       pcm.writeInt16LE(Math.round(v * 32767), 44 + (at + i) * 2);
@@ -289,12 +290,12 @@ export function zip(files) {
 
 // A map zip in format `version` (2, 3 or 4) with the song `ogg`: {bytes, hash}. The hash is
 // BeatSaver's: SHA-1 of Info.dat, then each difficulty file in the order Info.dat lists them.
-export function mapZip(version, ogg, { lie = false } = {}) {
+export function mapZip(version, ogg, { lie = false, title = "Click Track" } = {}) {
   const diffFile = "Expert.dat";
   const diff = version === 2 ? difficultyV2() : version === 3 ? difficultyV3() : difficultyV4();
   const hard = version === 2 ? { _version: "2.2.0", _notes: [], _obstacles: [], _events: [] }
     : version === 3 ? { version: "3.3.0", colorNotes: [] } : { version: "4.0.0", colorNotes: [] };
-  const info = version === 4 ? infoV4(diffFile) : infoV2(diffFile);
+  const info = version === 4 ? infoV4(diffFile, title) : infoV2(diffFile, title);
   const infoB = Buffer.from(JSON.stringify(info, null, 2));
   const diffB = Buffer.from(JSON.stringify(diff));
   const hardB = Buffer.from(JSON.stringify(hard));

@@ -119,6 +119,19 @@ for (const v of [2, 3, 4]) {
   writeFileSync(bsor, fx.replay(mapsMade[3].hash, { jd: 0, modifiers: "FS" }));
   run("encode", bsor, "-o", join(tmp, "archive", "map-fs.bsors"), "--archive");
 }
+// A map for a live session: v3's objects, its song's clicks at irregular song times (gaps of
+// 0.35 to 0.75 s, never repeating), so that a song started anywhere but at the song time
+// shown cannot line up with them; its replay, published live by the test.
+const LIVE_CLICKS = [];
+for (let t = 0.25, k = 1; t < fx.SONG_SECONDS; k++) {
+  LIVE_CLICKS.push(t);
+  t += 0.35 + 0.4 * ((k * 0.6180339887) % 1);
+}
+{
+  const m = fx.mapZip(3, fx.clickTrack(tmp, fx.SONG_SECONDS, "live-click", LIVE_CLICKS), { title: "Irregular Clicks" });
+  writeFileSync(join(mapsDir, `${m.hash}.zip`), m.bytes);
+  writeFileSync(join(tmp, "map-live.bsor"), fx.replay(m.hash));
+}
 // A zip whose difficulty entry inflates past the size it claims.
 writeFileSync(join(tmp, "map-lie.zip"), fx.mapZip(3, ogg, { lie: true }).bytes);
 // A replay of a map the relay does not have.
@@ -1134,6 +1147,66 @@ await test("faster_song_paces_the_song_time_and_the_song_at_1_2x", async (page) 
   assert.equal(r.rate, 1.2);
   assert.ok(r.errors.length >= 4, `clicks: ${r.errors.length}`);
   for (const e of r.errors) assert.ok(Math.abs(e) <= 0.04, `a click ${(e * 1000).toFixed(1)} ms off`);
+});
+
+// A live session whose map the relay serves, joined 3 s into the song (published at its own
+// pace): the song starts at the song time shown and its clicks come out within 40 ms of the
+// replay's clock, measured as above (the tap) against the irregular clicks' own times.
+await test("live_session_joined_late_plays_its_song_from_the_song_time_in_step", async (page) => {
+  const publishing = publish(relay.tcp, "map-live", join(tmp, "map-live.bsor"), 1);
+  let songAt = 0;
+  for (let i = 0; i < 100 && songAt < 3; i++) {
+    await page.waitForTimeout(100);
+    const list = await (await fetch(`${base}sessions`)).json();
+    songAt = list.sessions.find((x) => x.name === "map-live")?.duration ?? 0;
+  }
+  assert.ok(songAt >= 3, `the session got 3 s in: ${songAt}`);
+  await page.goto(`${base}?session=map-live`);
+  const s = await until(page, "the song", (st) => (st.mode === "live" && st.mapState === "matched" && st.audio &&
+    st.audio.state === "ready" && st.audio.context === "running" && st.framesRendered > 0) || st.lastError, 20);
+  assert.equal(s.lastError, null);
+  const joined = await page.evaluate(async (url) => {
+    const m = window.bsorMusic;
+    const ctx = m.ctx;
+    await ctx.audioWorklet.addModule(url);
+    const node = new AudioWorkletNode(ctx, "tap");
+    m.out.connect(node);
+    node.connect(ctx.destination);
+    window.tapOnsets = [];
+    node.port.onmessage = (e) => {
+      const ts = ctx.getOutputTimestamp();
+      window.tapOnsets.push(ts.performanceTime + (e.data - ts.contextTime) * 1000);
+    };
+    return { at: performance.now(), songTime: window.bsorStatus.songTime };
+  }, `${base}tap.js`);
+  await page.waitForTimeout(3000);
+  const r = await page.evaluate((joined) => {
+    const c = window.bsorMusic.clock;
+    const out = [];
+    for (const p of window.tapOnsets) {
+      if (p < joined.at) continue;
+      let k = 0;
+      while (k + 2 < c.length && c[k + 2] <= p) k += 2;
+      if (!(c[k] <= p && k + 2 < c.length)) continue;
+      out.push(c[k + 1] + ((c[k + 3] - c[k + 1]) * (p - c[k])) / (c[k + 2] - c[k]));
+    }
+    return { onsets: window.tapOnsets.length, times: out, restarts: window.bsorMusic.restarts, rate: window.bsorMusic.rate };
+  }, joined);
+  // Each onset against the nearest of the song's clicks.
+  const errors = r.times.map((t) => {
+    const c = LIVE_CLICKS.reduce((a, b) => (Math.abs(b - t) < Math.abs(a - t) ? b : a));
+    return { t, error: t - c };
+  });
+  const ms = errors.map((e) => Math.abs(e.error) * 1000);
+  console.log(`  live, joined at song time ${joined.songTime.toFixed(2)} s: ${errors.length} clicks from ` +
+    `${errors[0]?.t.toFixed(2)} s, error max ${Math.max(...ms).toFixed(1)} ms, median ` +
+    `${ms.sort((a, b) => a - b)[ms.length >> 1]?.toFixed(1)} ms (${r.restarts} starts)`);
+  assert.ok(joined.songTime >= 2.5, `joined late: ${joined.songTime}`);
+  assert.ok(errors.length >= 4, `clicks heard: ${JSON.stringify(r)}`);
+  assert.ok(errors[0].t >= joined.songTime - 0.1 && errors[0].t < joined.songTime + 1.5,
+    `the first click heard is the song's at the time shown: ${errors[0].t} (joined at ${joined.songTime})`);
+  for (const e of errors) assert.ok(Math.abs(e.error) <= 0.04, `a click ${(e.error * 1000).toFixed(1)} ms off at ${e.t.toFixed(3)} s`);
+  assert.equal(await publishing, 0);
 });
 
 await test("a_browser_that_holds_sound_gets_asked_for_a_gesture", async (page) => {
