@@ -5,7 +5,7 @@ import { Scene, View } from "./scene.js";
 import { Score } from "./score.js";
 import { Pacer } from "./pace.js";
 import { NjsFit, laneX, rowY, jumpOffset, heightAt } from "./place.js";
-import { loadMap, fetchMap, matchEvents, objectAt, jumpAt, rowAt, dirVector, arcSegments, bezierAt, ARC_ATTACH, LAYER } from "./map.js";
+import { loadMap, fetchMap, matchEvents, objectAt, jumpAt, rowAt, dirVector, arcSegments, bezierAt, turn, ARC_ATTACH, LAYER } from "./map.js";
 import { Music, songSpeed } from "./audio.js";
 
 // The decoder's record layouts, from the module (the worker says them before any record).
@@ -351,15 +351,15 @@ const FATES = ["none", "cut", "bad cut", "miss", "bomb"];
 function collector(found) {
   return {
     object(o, x, y, z) {
-      found.objects.push({ kind: o.kind, time: o.t, line: o.line, layer: o.layer, x, y, z,
+      found.objects.push({ kind: o.kind, time: o.t, line: o.line, layer: o.layer, x, y, z, rot: o.rot,
         fate: o.event ? FATES[o.event.outcome] ?? "none" : "none" });
     },
     effect() {},
     wall(w, x0, x1, y0, y1, z0, z1) {
-      found.walls.push({ time: w.t, end: w.t1, x0, x1, y0, y1, z0, z1 });
+      found.walls.push({ time: w.t, end: w.t1, x0, x1, y0, y1, z0, z1, rot: w.rot });
     },
     arc(a, head, tail) {
-      found.arcs.push({ time: a.t, end: a.t1, mid: a.mid, head: [...head], tail: [...tail], beads: [] });
+      found.arcs.push({ time: a.t, end: a.t1, mid: a.mid, rot: a.rot, head: [...head], tail: [...tail], beads: [] });
     },
     bead(x, y, z) {
       found.arcs[found.arcs.length - 1].beads.push([x, y, z]);
@@ -602,8 +602,12 @@ function mapScene(t, shift, sink) {
     const e = o.event;
     const hitAt = e && e.outcome !== 3 ? e.t : Infinity;
     if (t < hitAt) {
-      objectAt(m, o, t, shift, gp);
-      if (gp[2] >= -reach && gp[2] <= reach) sink.object(o, gp[0], gp[1], gp[2]);
+      // (In view by its depth in its lane, before a 90/360-degree map's turn.)
+      const z = (o.t - t) * njs;
+      if (z >= -reach && z <= reach) {
+        objectAt(m, o, t, shift, gp);
+        sink.object(o, gp[0], gp[1], gp[2]);
+      }
     } else if (t - hitAt < 0.5) {
       objectAt(m, o, hitAt, shift, gp);
       sink.effect(o, e, gp[0], gp[1], gp[2], (t - hitAt) / 0.5);
@@ -624,18 +628,20 @@ function mapScene(t, shift, sink) {
     if (a.t > t + half) break;
     if ((a.t1 - t) * njs < -reach) continue;
     // The ends where their notes are (at rest: arcs do not jump), half a note along their
-    // directions when a note or bomb is there; beads along the curve (map.js, arcSegments).
+    // directions when a note or bomb is there; beads along the curve (map.js, arcSegments);
+    // all turned with the head's lane.
     const [hx, hy] = a.headOn ? dirVector(a.dir) : [0, 0];
     const [tx, ty] = a.tailOn ? dirVector(a.tdir) : [0, 0];
     const head = [laneX(a.line) + hx * ARC_ATTACH, rowAt(a.layer) + shift + hy * ARC_ATTACH, (a.t - t) * njs];
     const tail = [laneX(a.tline) - tx * ARC_ATTACH, rowAt(a.tlayer) + shift - ty * ARC_ATTACH, (a.t1 - t) * njs];
-    sink.arc(a, head, tail);
     const segs = arcSegments(a, head, tail);
+    sink.arc(a, turn([...head], a.rot), turn([...tail], a.rot));
     const per = ARC_BEADS / segs.length;
     for (let s = 0; s < segs.length; s++) {
       for (let k = s ? 1 : 0; k <= per; k++) {
         bezierAt(segs[s], k / per, gp);
         if (gp[2] < -reach || gp[2] > reach) continue;
+        if (a.rot) turn(gp, a.rot);
         sink.bead(gp[0], gp[1], gp[2], a.color);
       }
     }
@@ -645,7 +651,7 @@ function mapScene(t, shift, sink) {
 // The map's scene into `view` (the scene's z is the game's mirrored).
 const drawSink = {
   object(o, x, y, z) {
-    view.note(x, y, -z, o.kind === "bomb" ? -1 : o.color, o.dir, 1, o.kind === "link");
+    view.note(x, y, -z, o.kind === "bomb" ? -1 : o.color, o.dir, 1, o.kind === "link", (-o.rot * Math.PI) / 180);
   },
   effect(o, e, x, y, z, age) {
     const kind = e.outcome === 1 ? 0 : e.outcome === 2 ? 1 : 2;
@@ -660,7 +666,9 @@ const drawSink = {
     if (e.outcome === 1 || e.outcome === 2) music.hit();
   },
   wall(w, x0, x1, y0, y1, z0, z1) {
-    view.wall((x0 + x1) / 2, (y0 + y1) / 2, -(z0 + z1) / 2, x1 - x0, y1 - y0, Math.max(0.02, z1 - z0));
+    // (Its lane's frame: its centre turned with the lane, and the box with it.)
+    const c = turn([(x0 + x1) / 2, (y0 + y1) / 2, (z0 + z1) / 2], w.rot);
+    view.wall(c[0], c[1], -c[2], x1 - x0, y1 - y0, Math.max(0.02, z1 - z0), (-w.rot * Math.PI) / 180);
   },
   arc() {},
   bead(x, y, z, color) {

@@ -80,10 +80,12 @@ export class Timing {
   }
 }
 
+const V2_ROTATIONS = [-60, -45, -30, -15, 15, 30, 45, 60];
+
 // A v2, v3 or v4 difficulty's objects, in beats and the map's grid: notes (c 0 red, 1 blue),
 // bombs, walls (x, y, w, h in lanes and layers, d beats), arcs and chains.
 export function parseDifficulty(d) {
-  const out = { notes: [], bombs: [], walls: [], arcs: [], chains: [], bpmChanges: [], njsEvents: [] };
+  const out = { notes: [], bombs: [], walls: [], arcs: [], chains: [], bpmChanges: [], njsEvents: [], rotations: [] };
   const version = String(d.version ?? d._version ?? "2");
   if (version.startsWith("4")) {
     const cn = arr(d.colorNotesData);
@@ -94,22 +96,29 @@ export function parseDifficulty(d) {
     const note = (i) => cn[i] ?? {};
     for (const n of arr(d.colorNotes)) {
       const m = note(n.i);
-      out.notes.push({ b: num(n.b), x: num(m.x), y: num(m.y), c: num(m.c), d: num(m.d) });
+      out.notes.push({ b: num(n.b), x: num(m.x), y: num(m.y), c: num(m.c), d: num(m.d), r: num(n.r) });
     }
     for (const n of arr(d.bombNotes)) {
       const m = bn[n.i] ?? {};
-      out.bombs.push({ b: num(n.b), x: num(m.x), y: num(m.y) });
+      out.bombs.push({ b: num(n.b), x: num(m.x), y: num(m.y), r: num(n.r) });
     }
     for (const o of arr(d.obstacles)) {
       const m = ob[o.i] ?? {};
-      out.walls.push({ b: num(o.b), d: num(m.d), x: num(m.x), y: num(m.y), w: num(m.w, 1), h: num(m.h, 5) });
+      out.walls.push({ b: num(o.b), d: num(m.d), x: num(m.x), y: num(m.y), w: num(m.w, 1), h: num(m.h, 5), r: num(o.r) });
+    }
+    // Lane rotations: each object's own (`r`, `hr` for an arc's or chain's head), and the
+    // deprecated spawn rotations (t 0 early, 1 late; r degrees).
+    const sr = arr(d.spawnRotationsData);
+    for (const e of arr(d.spawnRotations)) {
+      const m = sr[e.i] ?? {};
+      out.rotations.push({ b: num(e.b), e: num(m.t), r: num(m.r) });
     }
     for (const a of arr(d.arcs)) {
       const h = note(a.hi);
       const t = note(a.ti);
       const m = ad[a.ai] ?? {};
       out.arcs.push({ b: num(a.hb), tb: num(a.tb), c: num(h.c), x: num(h.x), y: num(h.y), d: num(h.d, 8),
-        tx: num(t.x), ty: num(t.y), td: num(t.d, 8), mu: num(m.m, 1), tmu: num(m.tm, 1), m: num(m.a) });
+        tx: num(t.x), ty: num(t.y), td: num(t.d, 8), mu: num(m.m, 1), tmu: num(m.tm, 1), m: num(m.a), r: num(a.hr) });
     }
     // NJS events: the NJS relative to the map's (d), reached at their beat with their
     // easing (e) from the previous event; p 1 keeps the previous one's.
@@ -122,7 +131,7 @@ export function parseDifficulty(d) {
       const h = note(c.i);
       const m = cd[c.ci] ?? {};
       out.chains.push({ b: num(c.hb), tb: num(c.tb), c: num(h.c), x: num(h.x), y: num(h.y), d: num(h.d),
-        tx: num(m.tx), ty: num(m.ty), sc: num(m.c, 2), s: num(m.s, 1) });
+        tx: num(m.tx), ty: num(m.ty), sc: num(m.c, 2), s: num(m.s, 1), r: num(c.hr) });
     }
     return out;
   }
@@ -141,6 +150,7 @@ export function parseDifficulty(d) {
         tx: num(c.tx), ty: num(c.ty), sc: num(c.sc, 2), s: num(c.s, 1) });
     }
     for (const e of arr(d.bpmEvents)) out.bpmChanges.push({ beat: num(e.b), bpm: num(e.m) });
+    for (const e of arr(d.rotationEvents)) out.rotations.push({ b: num(e.b), e: num(e.e), r: num(e.r) });
     return out;
   }
   // v2: type 0 red, 1 blue, 3 bomb; walls of type 0 (full height) and 1 (crouch).
@@ -163,7 +173,12 @@ export function parseDifficulty(d) {
       td: num(a._tailCutDirection, 8), mu: num(a._headControlPointLengthMultiplier, 1),
       tmu: num(a._tailControlPointLengthMultiplier, 1), m: num(a._sliderMidAnchorMode) });
   }
-  for (const e of arr(d._events)) if (e._type === 100) out.bpmChanges.push({ beat: num(e._time), bpm: num(e._floatValue) });
+  for (const e of arr(d._events)) {
+    if (e._type === 100) out.bpmChanges.push({ beat: num(e._time), bpm: num(e._floatValue) });
+    // Rotations: type 14 early, 15 late; values 0..7 are −60, −45, −30, −15, 15, 30, 45, 60°.
+    const r = V2_ROTATIONS[e._value];
+    if ((e._type === 14 || e._type === 15) && r !== undefined) out.rotations.push({ b: num(e._time), e: e._type - 14, r });
+  }
   for (const e of arr(d._customData?._BPMChanges ?? d._BPMChanges)) {
     out.bpmChanges.push({ beat: num(e._time), bpm: num(e._BPM ?? e._bpm) });
   }
@@ -295,12 +310,25 @@ function build(data, timing, diff, info) {
   const jd = info && info.jumpDistance > 1 && info.jumpDistance < 100 ? info.jumpDistance : null;
   const halfJump = jd ? jd / (2 * njs) : ruleHalf;
   const sec = (b) => timing.seconds(b);
+  // Lane rotations (degrees, clockwise seen from above), for the 90/360-degree
+  // characteristics only: an object's own (v4) plus the sum of the rotation events before
+  // its beat, and of the early ones at its beat.
+  const turning = /^(90|360)degree$/i.test(String(diff.mode));
+  const events = data.rotations;
+  const rot = (o) => {
+    if (!turning) return 0;
+    let r = o.r ?? 0;
+    for (const e of events) if (e.b < o.b - 1e-4 || (e.e === 0 && e.b <= o.b + 1e-4)) r += e.r;
+    return r;
+  };
   // Notes, bombs and chain links: what the player cuts or dodges, sorted by time.
   const objects = [];
   for (const n of data.notes) {
-    objects.push({ kind: "note", t: sec(n.b), line: n.x, layer: n.y, color: n.c, dir: n.d, event: null });
+    objects.push({ kind: "note", t: sec(n.b), line: n.x, layer: n.y, color: n.c, dir: n.d, rot: rot(n), event: null });
   }
-  for (const n of data.bombs) objects.push({ kind: "bomb", t: sec(n.b), line: n.x, layer: n.y, color: -1, dir: 8, event: null });
+  for (const n of data.bombs) {
+    objects.push({ kind: "bomb", t: sec(n.b), line: n.x, layer: n.y, color: -1, dir: 8, rot: rot(n), event: null });
+  }
   for (const c of data.chains) {
     const links = Math.max(2, Math.min(64, Math.round(c.sc)));
     const t0 = sec(c.b);
@@ -325,7 +353,7 @@ function build(data, timing, diff, info) {
       const w = u * u;
       objects.push({ kind: "link", t: t0 + (t1 - t0) * f, line: c.x + (c.tx - c.x) * f,
         layer: c.y + (c.ty - c.y) * f, mx: a * hx + b * midX + w * tx, my: a * hy + b * midY + w * ty,
-        color: c.c, dir: c.d, event: null });
+        color: c.c, dir: c.d, rot: rot(c), event: null });
     }
   }
   objects.sort((a, b) => a.t - b.t);
@@ -350,7 +378,7 @@ function build(data, timing, diff, info) {
     const width = Math.abs(w.w) * LAYER;
     const x0 = w.w < 0 ? wallX(w.x) - width : wallX(w.x);
     return { t, t1: sec(w.b + Math.max(0, w.d)), x0, x1: x0 + width, y0: w.y * LAYER,
-      y1: (w.y + Math.max(0, w.h)) * LAYER, hit: false };
+      y1: (w.y + Math.max(0, w.h)) * LAYER, rot: rot(w), hit: false };
   }).sort((a, b) => a.t - b.t);
   // Arcs: an end on a note or bomb (same time, lane and row) starts half a note (0.225 m)
   // along its direction; the mid-anchor mode counts when the head's and tail's directions lie
@@ -364,7 +392,8 @@ function build(data, timing, diff, info) {
     const plane = Math.abs(ha - ta) % 180 === 0;
     return { t: t0, t1, color: a.c, line: a.x, layer: a.y, dir: a.d, tline: a.tx, tlayer: a.ty, tdir: a.td,
       mu: a.mu, tmu: a.tmu, mid: plane && a.x === a.tx ? Math.max(0, Math.min(2, Math.round(a.m ?? 0))) : 0,
-      headOn: taken.has(`${Math.round(t0 * 1000)}/${a.x}/${a.y}`), tailOn: taken.has(`${Math.round(t1 * 1000)}/${a.tx}/${a.ty}`) };
+      headOn: taken.has(`${Math.round(t0 * 1000)}/${a.x}/${a.y}`), tailOn: taken.has(`${Math.round(t1 * 1000)}/${a.tx}/${a.ty}`),
+      rot: rot(a) };
   }).sort((a, b) => a.t - b.t);
   const njsEvents = data.njsEvents.map((e) => ({ t: sec(e.b), d: e.d, e: e.e, p: e.p > 0 })).sort((a, b) => a.t - b.t);
   return {
@@ -471,7 +500,20 @@ export function objectAt(map, o, t, shift, out) {
   out[0] = o.mx ?? laneX(o.line);
   out[1] = row - (row - (o.y0 ?? row)) * u * u;
   out[2] = (o.t - t) * j.njs;
-  return out;
+  return o.rot ? turn(out, o.rot) : out;
+}
+
+// A point (x, y, z; in its lane's frame) turned with its lane, `deg` degrees clockwise seen
+// from above about the vertical axis through the player's place: x' = x cos + z sin,
+// z' = z cos − x sin.
+export function turn(p, deg) {
+  const a = (deg * Math.PI) / 180;
+  const c = Math.cos(a);
+  const s = Math.sin(a);
+  const x = p[0];
+  p[0] = x * c + p[2] * s;
+  p[2] = p[2] * c - x * s;
+  return p;
 }
 
 // Where a note jumps from, the base line (m), and an arc's pulls (m): an arc's curve leaves

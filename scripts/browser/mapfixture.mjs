@@ -72,6 +72,18 @@ export const NJS_EVENTS = [
 ];
 
 export const NJS = 14;
+
+// Lane rotations (degrees, clockwise seen from above; e 0 early: objects at its beat turn
+// too, 1 late: only those after it), played in the 90Degree characteristic (the same
+// difficulty file as Standard's, where the game does not turn); v2 writes them as events 14
+// and 15 with values 0..7 for −60, −45, −30, −15, 15, 30, 45, 60.
+export const ROTATIONS = [
+  { b: 7, e: 0, r: 15 },
+  { b: 13, e: 1, r: -30 },
+  { b: 16, e: 0, r: 45 },
+];
+// An object's lane rotation at beat b: the rotations before b, and the early ones at b.
+export const rotationAt = (b) => ROTATIONS.filter((e) => e.b < b || (e.e === 0 && e.b === b)).reduce((n, e) => n + e.r, 0);
 export const OFFSET = 0;
 
 // Chain links (the head excluded), in metres: evenly in time; in place on the quadratic
@@ -109,7 +121,9 @@ function difficultyV2() {
       _tailLineLayer: a.ty, _tailCutDirection: a.td, _tailControlPointLengthMultiplier: a.tmu,
       _sliderMidAnchorMode: a.m })),
     _obstacles: WALLS.map((w) => ({ _time: w.b, _lineIndex: w.x, _type: w.y === 2 ? 1 : 0, _duration: w.d, _width: w.w })),
-    _events: [{ _time: CHANGE_BEAT, _type: 100, _value: 0, _floatValue: BPM2 }],
+    _events: [{ _time: CHANGE_BEAT, _type: 100, _value: 0, _floatValue: BPM2 },
+      ...ROTATIONS.map((e) => ({ _time: e.b, _type: 14 + e.e, _value: [-60, -45, -30, -15, 15, 30, 45, 60].indexOf(e.r) }))]
+      .sort((a, b) => a._time - b._time),
   };
 }
 
@@ -125,6 +139,7 @@ function difficultyV3() {
     burstSliders: CHAINS.map((c) => ({ b: c.b, c: c.c, x: c.x, y: c.y, d: c.d, tb: c.tb, tx: c.tx, ty: c.ty,
       sc: c.sc, s: c.s })),
     basicBeatmapEvents: [],
+    rotationEvents: ROTATIONS.map((e) => ({ b: e.b, e: e.e, r: e.r })),
   };
 }
 
@@ -136,24 +151,26 @@ function difficultyV4() {
     if (i < 0) i = colorNotesData.push(n) - 1;
     return i;
   };
-  const colorNotes = NOTES.map((n) => ({ b: n.b, r: 0, i: index({ x: n.x, y: n.y, c: n.c, d: n.d, a: 0 }) }));
+  // v4: each object's own lane rotation (`r`; `hr` and `tr` for arcs' and chains' ends).
+  const r = rotationAt;
+  const colorNotes = NOTES.map((n) => ({ b: n.b, r: r(n.b), i: index({ x: n.x, y: n.y, c: n.c, d: n.d, a: 0 }) }));
   const arcsData = [];
   const arcs = ARCS.map((a) => {
     arcsData.push({ m: a.mu, tm: a.tmu, a: a.m });
-    return { hb: a.b, tb: a.tb, hr: 0, tr: 0, hi: index({ x: a.x, y: a.y, c: a.c, d: a.d, a: 0 }),
+    return { hb: a.b, tb: a.tb, hr: r(a.b), tr: r(a.tb), hi: index({ x: a.x, y: a.y, c: a.c, d: a.d, a: 0 }),
       ti: index({ x: a.tx, y: a.ty, c: a.c, d: a.td, a: 0 }), ai: arcsData.length - 1 };
   });
   const chainsData = [];
   const chains = CHAINS.map((c) => {
     chainsData.push({ tx: c.tx, ty: c.ty, c: c.sc, s: c.s });
-    return { hb: c.b, tb: c.tb, hr: 0, tr: 0, i: index({ x: c.x, y: c.y, c: c.c, d: c.d, a: 0 }), ci: chainsData.length - 1 };
+    return { hb: c.b, tb: c.tb, hr: r(c.b), tr: r(c.tb), i: index({ x: c.x, y: c.y, c: c.c, d: c.d, a: 0 }), ci: chainsData.length - 1 };
   });
   return {
     version: "4.0.0",
     colorNotes, colorNotesData,
-    bombNotes: BOMBS.map((n, i) => ({ b: n.b, r: 0, i })),
+    bombNotes: BOMBS.map((n, i) => ({ b: n.b, r: r(n.b), i })),
     bombNotesData: BOMBS.map((n) => ({ x: n.x, y: n.y })),
-    obstacles: WALLS.map((w, i) => ({ b: w.b, r: 0, i })),
+    obstacles: WALLS.map((w, i) => ({ b: w.b, r: r(w.b), i })),
     obstaclesData: WALLS.map((w) => ({ d: w.d, x: w.x, y: w.y, w: w.w, h: w.h })),
     arcs, arcsData, chains, chainsData, spawnRotations: [], spawnRotationsData: [],
     njsEvents: NJS_EVENTS.map((e, i) => ({ b: e.b, i })), njsEventData: NJS_EVENTS.map((e) => ({ p: e.p, e: e.e, d: e.d })),
@@ -188,6 +205,12 @@ function infoV2(diffFile, title) {
         { _difficulty: "Expert", _difficultyRank: 7, _beatmapFilename: diffFile, _noteJumpMovementSpeed: NJS,
           _noteJumpStartBeatOffset: OFFSET },
       ],
+    }, {
+      _beatmapCharacteristicName: "90Degree",
+      _difficultyBeatmaps: [
+        { _difficulty: "Expert", _difficultyRank: 7, _beatmapFilename: diffFile, _noteJumpMovementSpeed: NJS,
+          _noteJumpStartBeatOffset: OFFSET },
+      ],
     }],
   };
 }
@@ -205,6 +228,9 @@ function infoV4(diffFile, title) {
         environmentNameIdx: 0, beatmapColorSchemeIdx: 0, noteJumpMovementSpeed: 10, noteJumpStartBeatOffset: 0,
         lightshowDataFilename: "Lightshow.dat", beatmapDataFilename: "Hard.dat" },
       { characteristic: "Standard", difficulty: "Expert", beatmapAuthors: { mappers: [], lighters: [] },
+        environmentNameIdx: 0, beatmapColorSchemeIdx: 0, noteJumpMovementSpeed: NJS, noteJumpStartBeatOffset: OFFSET,
+        lightshowDataFilename: "Lightshow.dat", beatmapDataFilename: diffFile },
+      { characteristic: "90Degree", difficulty: "Expert", beatmapAuthors: { mappers: [], lighters: [] },
         environmentNameIdx: 0, beatmapColorSchemeIdx: 0, noteJumpMovementSpeed: NJS, noteJumpStartBeatOffset: OFFSET,
         lightshowDataFilename: "Lightshow.dat", beatmapDataFilename: diffFile },
     ],
@@ -299,7 +325,8 @@ export function mapZip(version, ogg, { lie = false, title = "Click Track" } = {}
   const infoB = Buffer.from(JSON.stringify(info, null, 2));
   const diffB = Buffer.from(JSON.stringify(diff));
   const hardB = Buffer.from(JSON.stringify(hard));
-  const hash = createHash("sha1").update(infoB).update(hardB).update(diffB).digest("hex");
+  // (Info.dat lists Hard, Expert and 90Degree's Expert, the last two one file.)
+  const hash = createHash("sha1").update(infoB).update(hardB).update(diffB).update(diffB).digest("hex");
   // (`lie`: the difficulty's entry claims a tenth of its size: it inflates past it.)
   const files = [["Info.dat", infoB], ["Hard.dat", hardB], [diffFile, diffB, lie ? diffB.length >> 3 : undefined],
     ["song.egg", ogg]];
@@ -353,9 +380,9 @@ export function replayEvents() {
   return ev.sort((a, b) => a.t - b.t);
 }
 
-// A BSOR of SONG_SECONDS at 90 fps for the map `hash` (Expert Standard), height 1.7 m; its
-// info's jump distance `jd` (0: none given) and modifiers.
-export function replay(hash, { jd = 0, modifiers = "", seconds: length = SONG_SECONDS } = {}) {
+// A BSOR of SONG_SECONDS at 90 fps for the map `hash` (Expert, `mode` Standard or 90Degree),
+// height 1.7 m; its info's jump distance `jd` (0: none given) and modifiers.
+export function replay(hash, { jd = 0, modifiers = "", seconds: length = SONG_SECONDS, mode = "Standard" } = {}) {
   const w = new Writer();
   w.i32(0x442d3d69);
   w.u8(1);
@@ -363,7 +390,7 @@ export function replay(hash, { jd = 0, modifiers = "", seconds: length = SONG_SE
   for (const s of ["0.9.9", "1.37.0", "1700000000", "76561190000000001", "Map Tester", "steam", "OpenVR",
     "Test HMD", "Test Controller", hash, "Click Track", "tests", "Expert"]) w.str(s);
   w.i32(0);
-  for (const s of ["Standard", "DefaultEnvironment", modifiers]) w.str(s);
+  for (const s of [mode, "DefaultEnvironment", modifiers]) w.str(s);
   w.f32(jd);
   w.u8(0);
   w.f32(1.7);

@@ -105,10 +105,11 @@ for (const v of [2, 3, 4]) {
   writeFileSync(join(mapsDir, `${m.hash}.zip`), m.bytes);
   writeFileSync(join(tmp, `map-v${v}.zip`), m.bytes);
   // v2's replay gives its jump distance (16 m); v3's and v4's none (the game's rule). The
-  // hash in uppercase, as BeatLeader writes it.
+  // hash in uppercase, as BeatLeader writes it. v2 and v4 are played in the 90Degree
+  // characteristic (their lanes turn), v3 in Standard (the same file: they do not).
   const jd = v === 2 ? 16 : 0;
   const bsor = join(tmp, `map-v${v}.bsor`);
-  writeFileSync(bsor, fx.replay(m.hash.toUpperCase(), { jd }));
+  writeFileSync(bsor, fx.replay(m.hash.toUpperCase(), { jd, mode: v === 3 ? "Standard" : "90Degree" }));
   run("encode", bsor, "-o", join(tmp, "archive", `map-v${v}.bsors`), "--archive");
   writeFileSync(join(tmp, `map-v${v}.bsors`), readFileSync(join(tmp, "archive", `map-v${v}.bsors`)));
   mapsMade[v] = { hash: m.hash, jd, bsor };
@@ -802,6 +803,14 @@ function jumpOf(v, t) {
   const njs = fx.NJS + d;
   return { njs, half: njs < fx.NJS ? base * (fx.NJS / njs) : base };
 }
+// An object's lane rotation (degrees, clockwise seen from above) for the replay's
+// characteristic: v2's and v4's (90Degree) the fixture's rotations at its beat, v3's
+// (Standard) none; and a point turned with it about the vertical axis through the player.
+const laneRotation = (v, beat) => (v === 3 ? 0 : fx.rotationAt(beat));
+function turned(p, deg) {
+  const a = (deg * Math.PI) / 180;
+  return [p[0] * Math.cos(a) + p[2] * Math.sin(a), p[1], p[2] * Math.cos(a) - p[0] * Math.sin(a)];
+}
 function expectedView(v, t) {
   const { njs, half } = jumpOf(v, t);
   const reach = half * njs;
@@ -819,21 +828,24 @@ function expectedView(v, t) {
   const notesAndBombs = [...fx.NOTES, ...fx.BOMBS];
   const from = (b, x, y) => 0.25 + 0.6 * new Set(notesAndBombs.filter((o) => o.b === b && o.x === x && o.y < y).map((o) => o.y)).size;
   const jumpY = (row, y0, time) => row - (row - y0) * ((time - t) / half) ** 2;
-  // A chain link's place in metres (`mx`, `my`) is given; others' from their lane and row.
-  const add = (kind, time, x, y, y0, mx, my) => {
+  // A chain link's place in metres (`mx`, `my`) is given; others' from their lane and row;
+  // then turned with its lane (a chain's links with its head).
+  const add = (kind, beat, time, x, y, y0, mx, my) => {
     const z = (time - t) * njs;
     if (time > t + half || t >= hitTime(kind, time, x, y) || z < -reach || z > reach) return;
-    objects.push({ kind, time, x: mx ?? (x - 1.5) * 0.6, y: jumpY((my ?? rowAt(y)) + SHIFT, y0, time), z });
+    const rot = laneRotation(v, beat);
+    const p = turned([mx ?? (x - 1.5) * 0.6, jumpY((my ?? rowAt(y)) + SHIFT, y0, time), z], rot);
+    objects.push({ kind, time, rot, x: p[0], y: p[1], z: p[2] });
   };
-  for (const n of fx.NOTES) add("note", fx.seconds(n.b), n.x, n.y, from(n.b, n.x, n.y));
-  for (const n of fx.BOMBS) add("bomb", fx.seconds(n.b), n.x, n.y, from(n.b, n.x, n.y));
-  if (v !== 2) for (const c of fx.CHAINS) for (const l of fx.chainLinks(c)) add("link", l.t, l.x, l.y, 0.25, l.mx, l.my);
+  for (const n of fx.NOTES) add("note", n.b, fx.seconds(n.b), n.x, n.y, from(n.b, n.x, n.y));
+  for (const n of fx.BOMBS) add("bomb", n.b, fx.seconds(n.b), n.x, n.y, from(n.b, n.x, n.y));
+  if (v !== 2) for (const c of fx.CHAINS) for (const l of fx.chainLinks(c)) add("link", c.b, l.t, l.x, l.y, 0.25, l.mx, l.my);
   const walls = [];
   for (const w of fx.WALLS) {
     const t0 = fx.seconds(w.b);
     const t1 = fx.seconds(w.b + w.d);
     if (t0 > t + half || (t1 - t) * njs < -reach) continue;
-    walls.push({ time: t0, x0: (w.x - 2) * 0.6, x1: (w.x - 2 + w.w) * 0.6, y0: w.y * 0.6, y1: (w.y + w.h) * 0.6,
+    walls.push({ time: t0, rot: laneRotation(v, w.b), x0: (w.x - 2) * 0.6, x1: (w.x - 2 + w.w) * 0.6, y0: w.y * 0.6, y1: (w.y + w.h) * 0.6,
       z0: (t0 - t) * njs, z1: (t1 - t) * njs });
   }
   const arcs = [];
@@ -841,7 +853,7 @@ function expectedView(v, t) {
     const t0 = fx.seconds(a.b);
     const t1 = fx.seconds(a.tb);
     if (t0 > t + half || (t1 - t) * njs < -reach) continue;
-    arcs.push({ time: t0, ...arcCurve(a, t0, t1, t, njs) });
+    arcs.push({ time: t0, rot: laneRotation(v, a.b), ...arcCurve(a, t0, t1, t, njs) });
   }
   return { objects, walls, arcs };
 }
@@ -910,6 +922,8 @@ function assertView(v, shown) {
     const o = shown.objects.find((o) => o.kind === w.kind && near(o.time, w.time, 0.001) && near(o.x, w.x, 0.01) && near(o.y, w.y, 0.01));
     assert.ok(o, `${what}: ${key(w)} at x ${w.x.toFixed(3)} y ${w.y.toFixed(3)}: ${JSON.stringify(shown.objects)}`);
     assert.ok(near(o.z, w.z, 0.01), `${what}: ${key(w)} z ${o.z} (want ${w.z})`);
+    assert.ok(near(o.rot, w.rot, 1e-9), `${what}: ${key(w)} turned ${o.rot}° (want ${w.rot}°)`);
+    if (w.rot) figures.turned++;
     figures.objects++;
     figures.objectError = Math.max(figures.objectError, Math.hypot(o.x - w.x, o.y - w.y, o.z - w.z));
   }
@@ -918,14 +932,21 @@ function assertView(v, shown) {
     const o = shown.walls.find((o) => near(o.time, w.time, 0.001));
     assert.ok(o, `${what}: the wall at ${w.time}`);
     for (const k of ["x0", "x1", "y0", "y1", "z0", "z1"]) assert.ok(near(o[k], w[k], 0.01), `${what}: wall ${w.time} ${k} ${o[k]} (want ${w[k]})`);
+    assert.ok(near(o.rot, w.rot, 1e-9), `${what}: wall ${w.time} turned ${o.rot}° (want ${w.rot}°)`);
   }
   assert.equal(shown.arcs.length, want.arcs.length, `${what}: arcs in view`);
   for (const w of want.arcs) {
     const o = shown.arcs.find((o) => near(o.time, w.time, 0.001));
     assert.ok(o, `${what}: the arc at ${w.time}`);
+    // The arc turned with its head's lane: its ends where they are, its beads brought back
+    // into the lane's frame (turned back by the rotation the test expects).
+    assert.ok(near(o.rot, w.rot, 1e-9), `${what}: arc ${w.time} turned ${o.rot}° (want ${w.rot}°)`);
+    const head = turned(w.head, w.rot);
+    const tail = turned(w.tail, w.rot);
     for (let i = 0; i < 3; i++) {
-      assert.ok(near(o.head[i], w.head[i], 0.01) && near(o.tail[i], w.tail[i], 0.01), `${what}: arc ${JSON.stringify(o)} (want ${JSON.stringify(w)})`);
+      assert.ok(near(o.head[i], head[i], 0.01) && near(o.tail[i], tail[i], 0.01), `${what}: arc ${JSON.stringify(o)} (want ${JSON.stringify(w)})`);
     }
+    o.beads = o.beads.map((b) => turned(b, -w.rot));
     // Every bead on the curve: at its depth, within 1 cm in x and y; and the beads in view
     // spread along it (at least 8, or all of those within reach).
     const { njs, half } = jumpOf(v, t);
@@ -945,7 +966,7 @@ function assertView(v, shown) {
   }
 }
 // The largest differences seen (m), for the log.
-const figures = { beads: 0, beadError: 0, objects: 0, objectError: 0 };
+const figures = { beads: 0, beadError: 0, objects: 0, objectError: 0, turned: 0 };
 
 async function mapView(page, t) {
   await seekTo(page, t);
@@ -991,7 +1012,7 @@ for (const v of [2, 3, 4]) {
     const dodged = past.objects.find((o) => o.kind === "bomb" && near(o.time, fx.seconds(9.5), 0.001));
     assert.ok(dodged && dodged.fate === "none", "the dodged bomb is drawn");
     assert.ok((await mapView(page, 3.6)).walls.length > 0, "a wall in view");
-    console.log(`  v${v}: ${figures.objects} objects and ${figures.beads} arc beads checked so far, ` +
+    console.log(`  v${v}: ${figures.objects} objects (${figures.turned} in turned lanes) and ${figures.beads} arc beads checked so far, ` +
       `largest error ${(figures.objectError * 1000).toFixed(2)} mm (objects), ${(figures.beadError * 1000).toFixed(2)} mm (beads)`);
     // The HUD's score is the replay's still.
     const end = await seekToEnd(page);
