@@ -373,6 +373,35 @@ function build(data, timing, diff, info) {
     if (o.kind !== "link" && o.layer > 0) for (const l of at.get(key(o))) if (l < o.layer) under++;
     o.y0 = JUMP_FLOOR + under * LAYER;
   }
+  // Crossed pairs: a red and a blue note alone at one time, the red in a lane right of the
+  // blue's, neither an arc's end nor a chain's head: each jumps in from the other's lane and
+  // swaps over it, the higher (the red on a tie) 0.45 m above, the other 0.15 m below
+  // (the game's note flip, as ArcViewer's NoteManager.GetFlipYHeights has it).
+  const ends = new Set();
+  const end = (b, x, y) => ends.add(`${Math.round(sec(b) * 1000)}/${x}/${y}`);
+  for (const a of data.arcs) {
+    end(a.b, a.x, a.y);
+    end(a.tb, a.tx, a.ty);
+  }
+  for (const c of data.chains) end(c.b, c.x, c.y);
+  const byTime = new Map();
+  for (const o of objects) {
+    if (o.kind !== "note") continue;
+    const k = `${Math.round(o.t * 1000)}`;
+    if (!byTime.has(k)) byTime.set(k, []);
+    byTime.get(k).push(o);
+  }
+  for (const [k, pair] of byTime) {
+    if (pair.length !== 2 || pair.some((o) => ends.has(`${k}/${o.line}/${o.layer}`))) continue;
+    const red = pair.find((o) => o.color === 0);
+    const blue = pair.find((o) => o.color === 1);
+    if (!red || !blue || !(red.line > blue.line)) continue;
+    red.flipX = laneX(blue.line);
+    blue.flipX = laneX(red.line);
+    const redOver = !(red.layer < blue.layer);
+    red.flipY = redOver ? FLIP_OVER : FLIP_UNDER;
+    blue.flipY = redOver ? FLIP_UNDER : FLIP_OVER;
+  }
   const walls = data.walls.map((w) => {
     const t = sec(w.b);
     const width = Math.abs(w.w) * LAYER;
@@ -500,6 +529,16 @@ export function objectAt(map, o, t, shift, out) {
   out[0] = o.mx ?? laneX(o.line);
   out[1] = row - (row - (o.y0 ?? row)) * u * u;
   out[2] = (o.t - t) * j.njs;
+  if (o.flipY) {
+    // A crossed note's swap, in the first quarter of its jump (p: the jump's fraction gone):
+    // x from the other's lane, eased in-out, and a hop of flipY · (1 − cos 8πp)/2.
+    const p = (t - (o.t - j.half)) / (2 * j.half);
+    if (p <= 0) out[0] = o.flipX;
+    else if (p < 0.25) {
+      out[0] = o.flipX + (out[0] - o.flipX) * ease(4 * p, 3);
+      out[1] += o.flipY * (0.5 - Math.cos(8 * Math.PI * p) / 2);
+    }
+  }
   return o.rot ? turn(out, o.rot) : out;
 }
 
@@ -520,6 +559,8 @@ export function turn(p, deg) {
 // its head (and reaches its tail) along their cut directions, its control point 2.5 m times
 // the multiplier from the end (ArcViewer's Arc and ChroMapper's ArcContainer: the game's 2.5).
 export const JUMP_FLOOR = 0.25;
+const FLIP_OVER = 0.45;
+const FLIP_UNDER = -0.15;
 export const ARC_CONTROL = 2.5;
 export const ARC_ATTACH = 0.225;
 const ANGLES = [180, 0, -90, 90, -135, 135, -45, 45, 0]; // cut direction -> degrees (0 down)

@@ -27,6 +27,8 @@ export function seconds(b) {
 // The objects, in beats and the grid (x lane 0..3, y layer 0..2; c 0 red, 1 blue; d cut
 // direction). fate: what the replay does to it.
 export const NOTES = [
+  { b: 2.5, x: 2, y: 0, c: 0, d: 1, fate: "cut" }, // a crossed pair: the red right of the blue
+  { b: 2.5, x: 1, y: 1, c: 1, d: 1, fate: "cut" },
   { b: 4, x: 1, y: 0, c: 0, d: 1, fate: "cut" },
   { b: 5, x: 2, y: 0, c: 1, d: 1, fate: "cut" },
   { b: 6, x: 0, y: 1, c: 0, d: 2, fate: "cut" },

@@ -834,8 +834,33 @@ function expectedView(v, t) {
     const z = (time - t) * njs;
     if (time > t + half || t >= hitTime(kind, time, x, y) || z < -reach || z > reach) return;
     const rot = laneRotation(v, beat);
-    const p = turned([mx ?? (x - 1.5) * 0.6, jumpY((my ?? rowAt(y)) + SHIFT, y0, time), z], rot);
-    objects.push({ kind, time, rot, x: p[0], y: p[1], z: p[2] });
+    const p = [mx ?? (x - 1.5) * 0.6, jumpY((my ?? rowAt(y)) + SHIFT, y0, time), z];
+    // A crossed note (of a red and a blue alone at their beat, the red's lane right of the
+    // blue's, neither an arc's end nor a chain's head) comes from the other's lane: in the
+    // first quarter of its jump (q, the fraction gone of 2 half jumps) x moves over, eased
+    // in-out quadratically (4q), with a hop of h · (1 − cos 8πq)/2, h 0.45 m for the higher
+    // note (the red on a tie) and −0.15 m for the other.
+    const pair = kind === "note" ? fx.NOTES.filter((n) => n.b === beat) : [];
+    const red = pair.find((n) => n.c === 0);
+    const blue = pair.find((n) => n.c === 1);
+    const attached = (n) => fx.ARCS.some((a) => (a.b === n.b && a.x === n.x && a.y === n.y) || (a.tb === n.b && a.tx === n.x && a.ty === n.y)) ||
+      (v !== 2 && fx.CHAINS.some((c) => c.b === n.b && c.x === n.x && c.y === n.y));
+    if (pair.length === 2 && red && blue && red.x > blue.x && !pair.some(attached)) {
+      const me = pair.find((n) => n.x === x && n.y === y);
+      const other = pair.find((n) => n !== me);
+      const over = (me.c === 0) === !(red.y < blue.y);
+      const q = (t - (time - half)) / (2 * half);
+      const x0 = (other.x - 1.5) * 0.6;
+      if (q <= 0) p[0] = x0;
+      else if (q < 0.25) {
+        const f = 4 * q;
+        p[0] = x0 + (p[0] - x0) * (f < 0.5 ? 2 * f * f : 1 - 2 * (1 - f) ** 2);
+        p[1] += (over ? 0.45 : -0.15) * (1 - Math.cos(8 * Math.PI * q)) / 2;
+        figures.swapping++;
+      }
+    }
+    const w = turned(p, rot);
+    objects.push({ kind, time, rot, x: w[0], y: w[1], z: w[2] });
   };
   for (const n of fx.NOTES) add("note", n.b, fx.seconds(n.b), n.x, n.y, from(n.b, n.x, n.y));
   for (const n of fx.BOMBS) add("bomb", n.b, fx.seconds(n.b), n.x, n.y, from(n.b, n.x, n.y));
@@ -966,7 +991,7 @@ function assertView(v, shown) {
   }
 }
 // The largest differences seen (m), for the log.
-const figures = { beads: 0, beadError: 0, objects: 0, objectError: 0, turned: 0 };
+const figures = { beads: 0, beadError: 0, objects: 0, objectError: 0, turned: 0, swapping: 0 };
 
 async function mapView(page, t) {
   await seekTo(page, t);
@@ -994,8 +1019,8 @@ for (const v of [2, 3, 4]) {
     const njsSeen = [];
     // Before and after the BPM change (6 s), a wall and a dodged bomb in view, a missed note
     // flying past, an arc, a chain.
-    // v4's NJS: 14 m/s to 6 s, eased down to 10 (7 s), held to 7.67 s, then up to 17 (8.33 s).
-    for (const t of [1.8, 3.1, 3.6, 4.8, 5.2, 6.5, 6.75, 7.4, 7.9, 8.1]) {
+    // A crossed pair mid-swap (0.5 s: v3 and v4; 0.8 s: v2). v4's NJS: 14 m/s to 6 s, eased down to 10 (7 s), held to 7.67 s, then up to 17 (8.33 s).
+    for (const t of [0.5, 0.8, 1.8, 3.1, 3.6, 4.8, 5.2, 6.5, 6.75, 7.4, 7.9, 8.1]) {
       const shown = await mapView(page, t);
       if (v === 4) {
         const want = jumpOf(v, shown.t);
@@ -1012,7 +1037,8 @@ for (const v of [2, 3, 4]) {
     const dodged = past.objects.find((o) => o.kind === "bomb" && near(o.time, fx.seconds(9.5), 0.001));
     assert.ok(dodged && dodged.fate === "none", "the dodged bomb is drawn");
     assert.ok((await mapView(page, 3.6)).walls.length > 0, "a wall in view");
-    console.log(`  v${v}: ${figures.objects} objects (${figures.turned} in turned lanes) and ${figures.beads} arc beads checked so far, ` +
+    console.log(`  v${v}: ${figures.objects} objects (${figures.turned} in turned lanes, ${figures.swapping} crossed notes mid-swap) ` +
+      `and ${figures.beads} arc beads checked so far, ` +
       `largest error ${(figures.objectError * 1000).toFixed(2)} mm (objects), ${(figures.beadError * 1000).toFixed(2)} mm (beads)`);
     // The HUD's score is the replay's still.
     const end = await seekToEnd(page);
