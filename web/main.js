@@ -5,7 +5,7 @@ import { Scene, View } from "./scene.js";
 import { Score } from "./score.js";
 import { Pacer } from "./pace.js";
 import { NjsFit, laneX, rowY, jumpOffset, heightAt } from "./place.js";
-import { loadMap, fetchMap, matchEvents, objectAt, jumpAt, rowAt, dirVector, arcSegments, bezierAt, turn, ARC_ATTACH, LAYER } from "./map.js";
+import { loadMap, fetchMap, matchEvents, objectAt, jumpAt, rowAt, dirVector, arcSegments, arcJumpY, bezierAt, turn, ARC_ATTACH, LAYER } from "./map.js";
 import { Music, songSpeed } from "./audio.js";
 
 // The decoder's record layouts, from the module (the worker says them before any record).
@@ -627,20 +627,31 @@ function mapScene(t, shift, sink) {
   for (const a of m.arcs) {
     if (a.t > t + half) break;
     if ((a.t1 - t) * njs < -reach) continue;
-    // The ends where their notes are (at rest: arcs do not jump), half a note along their
-    // directions when a note or bomb is there; beads along the curve (map.js, arcSegments);
-    // all turned with the head's lane.
+    // The ends at their notes' rows, half a note along their directions when a note or bomb
+    // is there; beads along the curve (map.js, arcSegments), moved with the ends' jump; all
+    // turned with the head's lane.
     const [hx, hy] = a.headOn ? dirVector(a.dir) : [0, 0];
     const [tx, ty] = a.tailOn ? dirVector(a.tdir) : [0, 0];
     const head = [laneX(a.line) + hx * ARC_ATTACH, rowAt(a.layer) + shift + hy * ARC_ATTACH, (a.t - t) * njs];
     const tail = [laneX(a.tline) - tx * ARC_ATTACH, rowAt(a.tlayer) + shift - ty * ARC_ATTACH, (a.t1 - t) * njs];
     const segs = arcSegments(a, head, tail);
-    sink.arc(a, turn([...head], a.rot), turn([...tail], a.rot));
+    // The ends on notes follow their jump (map.js objectAt's parabola), and the curve with them.
+    const uh = Math.min(1, Math.abs(a.t - t) / half);
+    const ut = Math.min(1, Math.abs(a.t1 - t) / half);
+    const hOff = a.headY0 === null ? 0 : -(rowAt(a.layer) + shift - a.headY0) * uh * uh;
+    const tOff = a.tailY0 === null ? 0 : -(rowAt(a.tlayer) + shift - a.tailY0) * ut * ut;
+    const L = tail[2] - head[2];
+    const moved = (p) => {
+      p[1] += arcJumpY(hOff, tOff, p[2] - head[2], L, reach);
+      return p;
+    };
+    sink.arc(a, turn(moved([...head]), a.rot), turn(moved([...tail]), a.rot));
     const per = ARC_BEADS / segs.length;
     for (let s = 0; s < segs.length; s++) {
       for (let k = s ? 1 : 0; k <= per; k++) {
         bezierAt(segs[s], k / per, gp);
         if (gp[2] < -reach || gp[2] > reach) continue;
+        moved(gp);
         if (a.rot) turn(gp, a.rot);
         sink.bead(gp[0], gp[1], gp[2], a.color);
       }

@@ -412,7 +412,8 @@ function build(data, timing, diff, info) {
   // Arcs: an end on a note or bomb (same time, lane and row) starts half a note (0.225 m)
   // along its direction; the mid-anchor mode counts when the head's and tail's directions lie
   // on one line and the lane is the same (ArcViewer's ObjectManager and Arc).
-  const taken = new Set(objects.filter((o) => o.kind !== "link").map((o) => `${key(o)}/${o.layer}`));
+  // (An end on a note or bomb follows its jump: the line it jumps from, y0.)
+  const taken = new Map(objects.filter((o) => o.kind !== "link").map((o) => [`${key(o)}/${o.layer}`, o.y0]));
   const arcs = data.arcs.map((a) => {
     const t0 = sec(a.b);
     const t1 = sec(a.tb);
@@ -422,7 +423,8 @@ function build(data, timing, diff, info) {
     return { t: t0, t1, color: a.c, line: a.x, layer: a.y, dir: a.d, tline: a.tx, tlayer: a.ty, tdir: a.td,
       mu: a.mu, tmu: a.tmu, mid: plane && a.x === a.tx ? Math.max(0, Math.min(2, Math.round(a.m ?? 0))) : 0,
       headOn: taken.has(`${Math.round(t0 * 1000)}/${a.x}/${a.y}`), tailOn: taken.has(`${Math.round(t1 * 1000)}/${a.tx}/${a.ty}`),
-      rot: rot(a) };
+      headY0: taken.get(`${Math.round(t0 * 1000)}/${a.x}/${a.y}`) ?? null,
+      tailY0: taken.get(`${Math.round(t1 * 1000)}/${a.tx}/${a.ty}`) ?? null, rot: rot(a) };
   }).sort((a, b) => a.t - b.t);
   const njsEvents = data.njsEvents.map((e) => ({ t: sec(e.b), d: e.d, e: e.e, p: e.p > 0 })).sort((a, b) => a.t - b.t);
   return {
@@ -589,6 +591,19 @@ export function arcSegments(a, head, tail) {
   if (p1[0] < p2[0]) cx = -cx;
   if (p1[1] < p2[1]) cy = -cy;
   return [[p0, p1, [m[0] + cx, m[1] + cy, m[2] - cz], m], [m, [m[0] - cx, m[1] - cy, m[2] + cz], p2, p3]];
+}
+
+// How far an arc's bead is moved up or down by its ends' jump (m): an end on a note is where
+// that note is in its jump, offset by (note's height − its row) (0 for a free end, or for
+// an end out of its jump's first half-jump window); a bead at depth dz past the head (of
+// the arc's length L) takes the head's offset times (1 − min(1, dz/R))² and the tail's times
+// (1 − min(1, (L − dz)/R))², mixed in proportion dz/L (R: the half jump distance; ArcViewer's
+// ArcManager.GetArcSpawnAnimationOffset).
+export function arcJumpY(headOff, tailOff, dz, L, R) {
+  const c = (v) => Math.max(0, Math.min(1, v));
+  const h = headOff * (1 - c(dz / R)) ** 2;
+  const t = tailOff * (1 - c((L - dz) / R)) ** 2;
+  return h + (t - h) * (L > 0 ? c(dz / L) : 0);
 }
 
 // A point of a cubic Bézier segment at parameter u, into out.
