@@ -198,6 +198,7 @@ function startRelay(origin, archive = true) {
   children.push(child);
   // The relay logs each range it serves (proto-spec/http.md): `served NAME bytes A-B`.
   let err = "";
+  child.on("exit", (code, signal) => console.log(`browser: the relay exited (code ${code}, signal ${signal})`));
   child.stderr.on("data", (d) => {
     err += d;
     const lines = err.split("\n");
