@@ -1,8 +1,9 @@
 // The map a replay was played on, from its zip (BeatSaver's: Info.dat, one .dat per
 // difficulty, the song, and for map format v4 an audio data file): which map it is (its
 // hash), and the difficulty played as objects at their song times in seconds, with where the
-// game puts them. Formats v2, v3 and v4; notes, bombs, walls, arcs, chains; BPM changes.
-// Every rule's source is in web/README.md ("Maps and music").
+// game puts them. Formats v2, v3 and v4; notes, bombs, walls, arcs, chains; BPM changes, v4
+// NJS events, 90/360-degree lane rotations; the notes' jump. Every rule's source is in
+// web/README.md ("Maps and music").
 import { readZip } from "./zip.js";
 import { laneX, rowY } from "./place.js";
 

@@ -1,9 +1,10 @@
 // Map zips and replays made to match them, for the player's map tests (test.mjs) and the
 // benchmark: a BeatSaver-style zip (Info.dat, a difficulty file, the song as real Ogg Vorbis
 // holding a click track, and for v4 its audio data file) in map format v2 (2.6, with arcs),
-// v3 or v4, with a BPM change, notes, bombs, walls, arcs, in v3 and v4 chains, in v4 NJS
-// events; and a BSOR whose note events are the map's notes (cut, one missed, one bad cut, a
-// bomb hit) at their times.
+// v3 or v4, with a BPM change, notes (a crossed pair among them), bombs, walls, arcs, in v3
+// and v4 chains, in v4 NJS events, lane rotations (for its 90Degree Expert); and a BSOR
+// whose note events are the map's notes (cut, one missed, one bad cut, a bomb hit) at their
+// times.
 // Everything here is computed from the formats' documentation (web/README.md, "Maps and
 // music"), not from the page's code.
 import { createHash } from "node:crypto";
