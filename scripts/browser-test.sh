@@ -5,7 +5,8 @@
 # replay live and checks the page: the live session ends with every frame and the final
 # score, a stored replay plays from &t=, a hostile player name renders as text, a damaged
 # stream shows its error, a local .bsor plays; maps (zips the tests make, their song encoded
-# as Ogg Vorbis by Debian's oggenc, installed here when missing) drawn and their song in step;
+# as Ogg Vorbis by Debian's oggenc, installed here when missing) drawn and their song in step,
+# stored and live (joined late);
 # with BSOR_CORPUS set (a folder of real .bsor files), the real replays by URL, live and joined
 # late. Screenshots go to target/browser/ (and the map's to docs/figures/player-map.png).
 set -euo pipefail

@@ -5,7 +5,7 @@ import { Scene, View } from "./scene.js";
 import { Score } from "./score.js";
 import { Pacer } from "./pace.js";
 import { NjsFit, laneX, rowY, jumpOffset, heightAt } from "./place.js";
-import { loadMap, fetchMap, matchEvents, objectAt, rowAt, dirVector, LAYER } from "./map.js";
+import { loadMap, fetchMap, matchEvents, objectAt, jumpAt, rowAt, dirVector, arcSegments, arcJumpY, bezierAt, turn, ARC_ATTACH, LAYER } from "./map.js";
 import { Music, songSpeed } from "./audio.js";
 
 // The decoder's record layouts, from the module (the worker says them before any record).
@@ -338,7 +338,8 @@ function mapStatus(m, from) {
     get() {
       if (map !== m || status.songTime === null) return null;
       const t = status.songTime;
-      const found = { t, objects: [], walls: [], arcs: [] };
+      const { njs, half } = jumpAt(m, t);
+      const found = { t, njs, halfJump: half, objects: [], walls: [], arcs: [] };
       mapScene(t, gridShift(t), collector(found));
       return found;
     },
@@ -350,17 +351,19 @@ const FATES = ["none", "cut", "bad cut", "miss", "bomb"];
 function collector(found) {
   return {
     object(o, x, y, z) {
-      found.objects.push({ kind: o.kind, time: o.t, line: o.line, layer: o.layer, x, y, z,
+      found.objects.push({ kind: o.kind, time: o.t, line: o.line, layer: o.layer, x, y, z, rot: o.rot,
         fate: o.event ? FATES[o.event.outcome] ?? "none" : "none" });
     },
     effect() {},
     wall(w, x0, x1, y0, y1, z0, z1) {
-      found.walls.push({ time: w.t, end: w.t1, x0, x1, y0, y1, z0, z1 });
+      found.walls.push({ time: w.t, end: w.t1, x0, x1, y0, y1, z0, z1, rot: w.rot });
     },
     arc(a, head, tail) {
-      found.arcs.push({ time: a.t, end: a.t1, head: [...head], tail: [...tail] });
+      found.arcs.push({ time: a.t, end: a.t1, mid: a.mid, rot: a.rot, head: [...head], tail: [...tail], beads: [] });
     },
-    bead() {},
+    bead(x, y, z) {
+      found.arcs[found.arcs.length - 1].beads.push([x, y, z]);
+    },
   };
 }
 
@@ -574,20 +577,18 @@ const view = new View();
 // ---- the map's scene ----
 // What is seen of the map at song time t (its jump offset `shift`), handed to `sink` (the
 // drawing below, or bsorStatus.map.inView's collector), in the game's coordinates: each note,
-// bomb and chain link at its lane and row and z = (its time − t) · NJS from half the jump
-// distance ahead until it is cut or hit (then its effect, 0.5 s) or, missed or dodged, half
-// the jump distance behind; walls from their time to their end; arcs as beads along a curve.
+// bomb and chain link at its lane, rising into its row (the jump, map.js objectAt), and
+// z = (its time − t) · NJS from half the jump distance ahead until it is cut or hit (then
+// its effect, 0.5 s) or, missed or dodged, half the jump distance behind; walls from their
+// time to their end; arcs as beads along their curve (map.js arcSegments).
 const gp = new Float64Array(3);
-const head = new Float64Array(3);
-const tail = new Float64Array(3);
-const ARC_PULL = 1.2; // m: how far an arc's curve leaves its head and tail along their directions
 const ARC_BEADS = 16;
 function mapScene(t, shift, sink) {
   const m = map;
-  const njs = m.njs;
-  const reach = m.halfJump * njs;
+  const { njs, half } = jumpAt(m, t);
+  const reach = half * njs;
   const objs = m.objects;
-  const from = t - Math.max(m.halfJump, 0.6) - 0.1;
+  const from = t - Math.max(half, 0.6) - 0.1;
   let lo = 0;
   let hi = objs.length;
   while (lo < hi) {
@@ -597,12 +598,16 @@ function mapScene(t, shift, sink) {
   }
   for (let i = lo; i < objs.length; i++) {
     const o = objs[i];
-    if (o.t > t + m.halfJump) break;
+    if (o.t > t + half) break;
     const e = o.event;
     const hitAt = e && e.outcome !== 3 ? e.t : Infinity;
     if (t < hitAt) {
-      objectAt(m, o, t, shift, gp);
-      if (gp[2] >= -reach && gp[2] <= reach) sink.object(o, gp[0], gp[1], gp[2]);
+      // (In view by its depth in its lane, before a 90/360-degree map's turn.)
+      const z = (o.t - t) * njs;
+      if (z >= -reach && z <= reach) {
+        objectAt(m, o, t, shift, gp);
+        sink.object(o, gp[0], gp[1], gp[2]);
+      }
     } else if (t - hitAt < 0.5) {
       objectAt(m, o, hitAt, shift, gp);
       sink.effect(o, e, gp[0], gp[1], gp[2], (t - hitAt) / 0.5);
@@ -613,36 +618,43 @@ function mapScene(t, shift, sink) {
     }
   }
   for (const w of m.walls) {
-    if (w.t > t + m.halfJump) break;
+    if (w.t > t + half) break;
     const z0 = (w.t - t) * njs;
     const z1 = (w.t1 - t) * njs;
     if (z1 < -reach) continue;
     sink.wall(w, w.x0, w.x1, w.y0, w.y1, z0, z1);
   }
   for (const a of m.arcs) {
-    if (a.t > t + m.halfJump) break;
+    if (a.t > t + half) break;
     if ((a.t1 - t) * njs < -reach) continue;
-    head[0] = laneX(a.line);
-    head[1] = rowAt(a.layer) + shift;
-    head[2] = (a.t - t) * njs;
-    tail[0] = laneX(a.tline);
-    tail[1] = rowAt(a.tlayer) + shift;
-    tail[2] = (a.t1 - t) * njs;
-    sink.arc(a, head, tail);
-    const [hx, hy] = dirVector(a.dir);
-    const [tx, ty] = dirVector(a.tdir);
-    const c1x = head[0] + hx * a.mu * ARC_PULL;
-    const c1y = head[1] + hy * a.mu * ARC_PULL;
-    const c2x = tail[0] - tx * a.tmu * ARC_PULL;
-    const c2y = tail[1] - ty * a.tmu * ARC_PULL;
-    for (let k = 0; k <= ARC_BEADS; k++) {
-      const f = k / ARC_BEADS;
-      const z = (a.t + (a.t1 - a.t) * f - t) * njs;
-      if (z < -reach || z > reach) continue;
-      const g = 1 - f;
-      const x = g * g * g * head[0] + 3 * g * g * f * c1x + 3 * g * f * f * c2x + f * f * f * tail[0];
-      const y = g * g * g * head[1] + 3 * g * g * f * c1y + 3 * g * f * f * c2y + f * f * f * tail[1];
-      sink.bead(x, y, z, a.color);
+    // The ends at their notes' rows, half a note along their directions when a note or bomb
+    // is there; beads along the curve (map.js, arcSegments), moved with the ends' jump; all
+    // turned with the head's lane.
+    const [hx, hy] = a.headOn ? dirVector(a.dir) : [0, 0];
+    const [tx, ty] = a.tailOn ? dirVector(a.tdir) : [0, 0];
+    const head = [laneX(a.line) + hx * ARC_ATTACH, rowAt(a.layer) + shift + hy * ARC_ATTACH, (a.t - t) * njs];
+    const tail = [laneX(a.tline) - tx * ARC_ATTACH, rowAt(a.tlayer) + shift - ty * ARC_ATTACH, (a.t1 - t) * njs];
+    const segs = arcSegments(a, head, tail);
+    // The ends on notes follow their jump (map.js objectAt's parabola), and the curve with them.
+    const uh = Math.min(1, Math.abs(a.t - t) / half);
+    const ut = Math.min(1, Math.abs(a.t1 - t) / half);
+    const hOff = a.headY0 === null ? 0 : -(rowAt(a.layer) + shift - a.headY0) * uh * uh;
+    const tOff = a.tailY0 === null ? 0 : -(rowAt(a.tlayer) + shift - a.tailY0) * ut * ut;
+    const L = tail[2] - head[2];
+    const moved = (p) => {
+      p[1] += arcJumpY(hOff, tOff, p[2] - head[2], L, reach);
+      return p;
+    };
+    sink.arc(a, turn(moved([...head]), a.rot), turn(moved([...tail]), a.rot));
+    const per = ARC_BEADS / segs.length;
+    for (let s = 0; s < segs.length; s++) {
+      for (let k = s ? 1 : 0; k <= per; k++) {
+        bezierAt(segs[s], k / per, gp);
+        if (gp[2] < -reach || gp[2] > reach) continue;
+        moved(gp);
+        if (a.rot) turn(gp, a.rot);
+        sink.bead(gp[0], gp[1], gp[2], a.color);
+      }
     }
   }
 }
@@ -650,7 +662,7 @@ function mapScene(t, shift, sink) {
 // The map's scene into `view` (the scene's z is the game's mirrored).
 const drawSink = {
   object(o, x, y, z) {
-    view.note(x, y, -z, o.kind === "bomb" ? -1 : o.color, o.dir, 1, o.kind === "link");
+    view.note(x, y, -z, o.kind === "bomb" ? -1 : o.color, o.dir, 1, o.kind === "link", (-o.rot * Math.PI) / 180);
   },
   effect(o, e, x, y, z, age) {
     const kind = e.outcome === 1 ? 0 : e.outcome === 2 ? 1 : 2;
@@ -665,7 +677,9 @@ const drawSink = {
     if (e.outcome === 1 || e.outcome === 2) music.hit();
   },
   wall(w, x0, x1, y0, y1, z0, z1) {
-    view.wall((x0 + x1) / 2, (y0 + y1) / 2, -(z0 + z1) / 2, x1 - x0, y1 - y0, Math.max(0.02, z1 - z0));
+    // (Its lane's frame: its centre turned with the lane, and the box with it.)
+    const c = turn([(x0 + x1) / 2, (y0 + y1) / 2, (z0 + z1) / 2], w.rot);
+    view.wall(c[0], c[1], -c[2], x1 - x0, y1 - y0, Math.max(0.02, z1 - z0), (-w.rot * Math.PI) / 180);
   },
   arc() {},
   bead(x, y, z, color) {

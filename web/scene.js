@@ -286,14 +286,14 @@ const TRAIL_MAX = 16;
 //     shown frame's offset in data (or -1 for none) and the first trail frame's offset
 //     (history: from..at);
 //   notes: records of NOTE (x, y, z in the scene, color: -1 bomb, 0 red, 1 blue, cut
-//     direction, alpha, chain 0/1), nNotes of them;
-//   walls: records of WALL (center x, y, z, size x, y, z), nWalls;
+//     direction, alpha, chain 0/1, yaw), nNotes of them;
+//   walls: records of WALL_SIZE (center x, y, z, size x, y, z, yaw), nWalls;
 //   beads: records of 4 (x, y, z, color), nBeads: points along the map's arcs;
 //   effects: records of EFFECT (x, y, z, color, age 0..1, kind: 0 cut, 1 bad cut, 2 bomb,
 //     3 miss), nEffects;
 //   camera: "first" | "behind" | "side".
-export const NOTE = 7;
-export const WALL_SIZE = 6;
+export const NOTE = 8;
+export const WALL_SIZE = 7;
 export const EFFECT = 9;
 export class View {
   constructor(max = 256) {
@@ -330,20 +330,22 @@ export class View {
   }
 
   // Each add returns false when the view is full (the rest is not drawn).
-  note(x, y, z, color, direction, alpha, chain) {
+  // yaw: a turn about the vertical axis (radians, counter-clockwise seen from above in the
+  // scene's axes), for a 90/360-degree map's lanes.
+  note(x, y, z, color, direction, alpha, chain, yaw = 0) {
     if (this.nNotes >= this.max) return false;
     const o = this.nNotes++ * NOTE;
     const a = this.notes;
     a[o] = x; a[o + 1] = y; a[o + 2] = z; a[o + 3] = color; a[o + 4] = direction;
-    a[o + 5] = alpha; a[o + 6] = chain ? 1 : 0;
+    a[o + 5] = alpha; a[o + 6] = chain ? 1 : 0; a[o + 7] = yaw;
     return true;
   }
 
-  wall(x, y, z, sx, sy, sz) {
+  wall(x, y, z, sx, sy, sz, yaw = 0) {
     if (this.nWalls >= this.max) return false;
     const o = this.nWalls++ * WALL_SIZE;
     const a = this.walls;
-    a[o] = x; a[o + 1] = y; a[o + 2] = z; a[o + 3] = sx; a[o + 4] = sy; a[o + 5] = sz;
+    a[o] = x; a[o + 1] = y; a[o + 2] = z; a[o + 3] = sx; a[o + 4] = sy; a[o + 5] = sz; a[o + 6] = yaw;
     return true;
   }
 
@@ -583,12 +585,13 @@ export class Scene {
     const n = v.notes;
     for (let k = 0; k < v.nNotes; k++) {
       const o = k * NOTE;
-      this.drawNote(n[o], n[o + 1], n[o + 2], n[o + 3], n[o + 4], n[o + 5], n[o + 6] !== 0);
+      this.drawNote(n[o], n[o + 1], n[o + 2], n[o + 3], n[o + 4], n[o + 5], n[o + 6] !== 0, n[o + 7]);
     }
     const w = v.walls;
     for (let k = 0; k < v.nWalls; k++) {
       const o = k * WALL_SIZE;
-      trsInto(this.model, w[o], w[o + 1], w[o + 2], 0, 0, 0, 1, w[o + 3], w[o + 4], w[o + 5]);
+      const h = w[o + 6] / 2;
+      trsInto(this.model, w[o], w[o + 1], w[o + 2], 0, Math.sin(h), 0, Math.cos(h), w[o + 3], w[o + 4], w[o + 5]);
       this.draw(this.meshes.cube, this.model, WALL, 0.35);
     }
     const b = v.beads;
@@ -691,25 +694,36 @@ export class Scene {
     gl.depthMask(true);
   }
 
-  // A note at (x, y, z): color -1 bomb, 0 red, 1 blue; its cut direction; alpha; chain.
-  drawNote(x, y, z, color, direction, alpha, chain) {
+  // A note at (x, y, z): color -1 bomb, 0 red, 1 blue; its cut direction; alpha; chain; yaw
+  // (its lane's turn about the vertical axis).
+  drawNote(x, y, z, color, direction, alpha, chain, yaw = 0) {
     const m = this.model;
+    // The face towards the player (+z), turned with the lane.
+    const fx = Math.sin(yaw);
+    const fz = Math.cos(yaw);
+    const ys = Math.sin(yaw / 2);
+    const yc = Math.cos(yaw / 2);
     if (color < 0) {
-      trsInto(m, x, y, z, 0, 0, 0, 1, 0.45, 0.45, 0.45);
+      trsInto(m, x, y, z, 0, ys, 0, yc, 0.45, 0.45, 0.45);
       this.draw(this.meshes.sphere, m, BOMB, alpha);
-      trsInto(m, x, y, z + 0.2, 0, 0, 0, 1, 0.16, 0.16, 0.1);
+      trsInto(m, x + 0.2 * fx, y, z + 0.2 * fz, 0, ys, 0, yc, 0.16, 0.16, 0.1);
       this.draw(this.meshes.sphere, m, BOMB_CORE, alpha, 0);
       return;
     }
     const c = color === 0 ? RED : color === 1 ? BLUE : GREY;
     const angle = DIRECTION_ANGLES[direction] ?? 0;
-    const qz = Math.sin(angle / 2);
-    const qw = Math.cos(angle / 2);
-    trsInto(m, x, y, z, 0, 0, qz, qw, 0.5, chain ? 0.2 : 0.5, 0.5);
+    const sz = Math.sin(angle / 2);
+    const cz = Math.cos(angle / 2);
+    // The yaw after the turn about z: q = q_yaw · q_z.
+    const qx = ys * sz;
+    const qy = ys * cz;
+    const qz = yc * sz;
+    const qw = yc * cz;
+    trsInto(m, x, y, z, qx, qy, qz, qw, 0.5, chain ? 0.2 : 0.5, 0.5);
     this.draw(this.meshes.cube, m, c, alpha);
     // The mark on the face (+z; a rotation about z keeps it there).
     const mark = direction >= 8 || chain ? this.meshes.dot : this.meshes.arrow;
-    trsInto(m, x, y, z + 0.252, 0, 0, qz, qw, 1.3, 1.3, 1);
+    trsInto(m, x + 0.252 * fx, y, z + 0.252 * fz, qx, qy, qz, qw, 1.3, 1.3, 1);
     this.draw(mark, m, WHITE, alpha, 0);
   }
 

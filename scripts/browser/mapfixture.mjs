@@ -1,8 +1,10 @@
 // Map zips and replays made to match them, for the player's map tests (test.mjs) and the
 // benchmark: a BeatSaver-style zip (Info.dat, a difficulty file, the song as real Ogg Vorbis
-// holding a click track, and for v4 its audio data file) in map format v2, v3 or v4, with a
-// BPM change, notes, bombs, walls, and in v3 and v4 arcs and chains; and a BSOR whose note
-// events are the map's notes (cut, one missed, one bad cut, a bomb hit) at their times.
+// holding a click track, and for v4 its audio data file) in map format v2 (2.6, with arcs),
+// v3 or v4, with a BPM change, notes (a crossed pair among them), bombs, walls, arcs, in v3
+// and v4 chains, in v4 NJS events, lane rotations (for its 90Degree Expert); and a BSOR
+// whose note events are the map's notes (cut, one missed, one bad cut, a bomb hit) at their
+// times.
 // Everything here is computed from the formats' documentation (web/README.md, "Maps and
 // music"), not from the page's code.
 import { createHash } from "node:crypto";
@@ -26,6 +28,8 @@ export function seconds(b) {
 // The objects, in beats and the grid (x lane 0..3, y layer 0..2; c 0 red, 1 blue; d cut
 // direction). fate: what the replay does to it.
 export const NOTES = [
+  { b: 2.5, x: 2, y: 0, c: 0, d: 1, fate: "cut" }, // a crossed pair: the red right of the blue
+  { b: 2.5, x: 1, y: 1, c: 1, d: 1, fate: "cut" },
   { b: 4, x: 1, y: 0, c: 0, d: 1, fate: "cut" },
   { b: 5, x: 2, y: 0, c: 1, d: 1, fate: "cut" },
   { b: 6, x: 0, y: 1, c: 0, d: 2, fate: "cut" },
@@ -38,12 +42,14 @@ export const NOTES = [
   { b: 14, x: 1, y: 0, c: 0, d: 1, fate: "cut" }, // a chain's head
   { b: 16, x: 3, y: 0, c: 1, d: 7, fate: "cut" },
   { b: 18, x: 2, y: 1, c: 1, d: 1, fate: "cut" },
+  { b: 19, x: 2, y: 2, c: 1, d: 1, fate: "cut" }, // an arc's tail
   { b: 20, x: 1, y: 1, c: 0, d: 1, fate: "cut" },
 ];
 export const BOMBS = [
   { b: 6.5, x: 2, y: 0, fate: "dodged" },
   { b: 9.5, x: 1, y: 1, fate: "dodged" },
   { b: 15, x: 2, y: 2, fate: "hit" },
+  { b: 18, x: 2, y: 0, fate: "dodged" }, // under a note: that note jumps from a line higher
 ];
 // Walls: v2 has full-height (y 0, h 5) and crouch (y 2, h 3) walls only.
 export const WALLS = [
@@ -51,10 +57,36 @@ export const WALLS = [
   { b: 8, d: 1, x: 3, y: 2, w: 1, h: 3 },
   { b: 16.5, d: 1.5, x: 0, y: 0, w: 2, h: 5 },
 ];
-export const ARCS = [{ b: 10, tb: 11, c: 0, x: 1, y: 0, d: 1, tx: 1, ty: 2, td: 0, mu: 1, tmu: 1 }];
+// Arcs (m: the mid-anchor mode, 1 clockwise, 2 counter-clockwise; it counts only for an arc
+// in one lane whose ends' directions lie on one line: the first's does, the second's not).
+export const ARCS = [
+  { b: 10, tb: 11, c: 0, x: 1, y: 0, d: 1, tx: 1, ty: 2, td: 0, mu: 1, tmu: 1, m: 2 },
+  { b: 17, tb: 19, c: 1, x: 3, y: 0, d: 5, tx: 2, ty: 2, td: 1, mu: 1.5, tmu: 0.5, m: 1 },
+];
 export const CHAINS = [{ b: 14, tb: 14.5, c: 0, x: 1, y: 0, d: 1, tx: 1, ty: 2, sc: 4, s: 0.8 }];
 
+// v4's NJS events: the NJS relative to the map's (d) reached at beat b with easing e (-1
+// none, 0 linear, 3 in-out quadratic) from the previous event; p 1 holds the previous one's.
+export const NJS_EVENTS = [
+  { b: 12, d: 0, e: 0, p: 0 },
+  { b: 15, d: -4, e: 3, p: 0 },
+  { b: 17, d: 0, e: 0, p: 1 },
+  { b: 19, d: 3, e: 0, p: 0 },
+];
+
 export const NJS = 14;
+
+// Lane rotations (degrees, clockwise seen from above; e 0 early: objects at its beat turn
+// too, 1 late: only those after it), played in the 90Degree characteristic (the same
+// difficulty file as Standard's, where the game does not turn); v2 writes them as events 14
+// and 15 with values 0..7 for −60, −45, −30, −15, 15, 30, 45, 60.
+export const ROTATIONS = [
+  { b: 7, e: 0, r: 15 },
+  { b: 13, e: 1, r: -30 },
+  { b: 16, e: 0, r: 45 },
+];
+// An object's lane rotation at beat b: the rotations before b, and the early ones at b.
+export const rotationAt = (b) => ROTATIONS.filter((e) => e.b < b || (e.e === 0 && e.b === b)).reduce((n, e) => n + e.r, 0);
 export const OFFSET = 0;
 
 // Chain links (the head excluded), in metres: evenly in time; in place on the quadratic
@@ -85,10 +117,16 @@ function difficultyV2() {
     .concat(BOMBS.map((n) => ({ _time: n.b, _lineIndex: n.x, _lineLayer: n.y, _type: 3, _cutDirection: 0 })))
     .sort((a, b) => a._time - b._time);
   return {
-    _version: "2.2.0",
+    _version: "2.6.0",
     _notes: notes,
+    _sliders: ARCS.map((a) => ({ _colorType: a.c, _headTime: a.b, _headLineIndex: a.x, _headLineLayer: a.y,
+      _headCutDirection: a.d, _headControlPointLengthMultiplier: a.mu, _tailTime: a.tb, _tailLineIndex: a.tx,
+      _tailLineLayer: a.ty, _tailCutDirection: a.td, _tailControlPointLengthMultiplier: a.tmu,
+      _sliderMidAnchorMode: a.m })),
     _obstacles: WALLS.map((w) => ({ _time: w.b, _lineIndex: w.x, _type: w.y === 2 ? 1 : 0, _duration: w.d, _width: w.w })),
-    _events: [{ _time: CHANGE_BEAT, _type: 100, _value: 0, _floatValue: BPM2 }],
+    _events: [{ _time: CHANGE_BEAT, _type: 100, _value: 0, _floatValue: BPM2 },
+      ...ROTATIONS.map((e) => ({ _time: e.b, _type: 14 + e.e, _value: [-60, -45, -30, -15, 15, 30, 45, 60].indexOf(e.r) }))]
+      .sort((a, b) => a._time - b._time),
   };
 }
 
@@ -100,10 +138,11 @@ function difficultyV3() {
     bombNotes: BOMBS.map((n) => ({ b: n.b, x: n.x, y: n.y })),
     obstacles: WALLS.map((w) => ({ b: w.b, d: w.d, x: w.x, y: w.y, w: w.w, h: w.h })),
     sliders: ARCS.map((a) => ({ b: a.b, c: a.c, x: a.x, y: a.y, d: a.d, mu: a.mu, tb: a.tb, tx: a.tx, ty: a.ty,
-      tc: a.td, tmu: a.tmu, m: 0 })),
+      tc: a.td, tmu: a.tmu, m: a.m })),
     burstSliders: CHAINS.map((c) => ({ b: c.b, c: c.c, x: c.x, y: c.y, d: c.d, tb: c.tb, tx: c.tx, ty: c.ty,
       sc: c.sc, s: c.s })),
     basicBeatmapEvents: [],
+    rotationEvents: ROTATIONS.map((e) => ({ b: e.b, e: e.e, r: e.r })),
   };
 }
 
@@ -115,26 +154,29 @@ function difficultyV4() {
     if (i < 0) i = colorNotesData.push(n) - 1;
     return i;
   };
-  const colorNotes = NOTES.map((n) => ({ b: n.b, r: 0, i: index({ x: n.x, y: n.y, c: n.c, d: n.d, a: 0 }) }));
+  // v4: each object's own lane rotation (`r`; `hr` and `tr` for arcs' and chains' ends).
+  const r = rotationAt;
+  const colorNotes = NOTES.map((n) => ({ b: n.b, r: r(n.b), i: index({ x: n.x, y: n.y, c: n.c, d: n.d, a: 0 }) }));
   const arcsData = [];
   const arcs = ARCS.map((a) => {
-    arcsData.push({ m: a.mu, tm: a.tmu, a: 0 });
-    return { hb: a.b, tb: a.tb, hr: 0, tr: 0, hi: index({ x: a.x, y: a.y, c: a.c, d: a.d, a: 0 }),
+    arcsData.push({ m: a.mu, tm: a.tmu, a: a.m });
+    return { hb: a.b, tb: a.tb, hr: r(a.b), tr: r(a.tb), hi: index({ x: a.x, y: a.y, c: a.c, d: a.d, a: 0 }),
       ti: index({ x: a.tx, y: a.ty, c: a.c, d: a.td, a: 0 }), ai: arcsData.length - 1 };
   });
   const chainsData = [];
   const chains = CHAINS.map((c) => {
     chainsData.push({ tx: c.tx, ty: c.ty, c: c.sc, s: c.s });
-    return { hb: c.b, tb: c.tb, hr: 0, tr: 0, i: index({ x: c.x, y: c.y, c: c.c, d: c.d, a: 0 }), ci: chainsData.length - 1 };
+    return { hb: c.b, tb: c.tb, hr: r(c.b), tr: r(c.tb), i: index({ x: c.x, y: c.y, c: c.c, d: c.d, a: 0 }), ci: chainsData.length - 1 };
   });
   return {
     version: "4.0.0",
     colorNotes, colorNotesData,
-    bombNotes: BOMBS.map((n, i) => ({ b: n.b, r: 0, i })),
+    bombNotes: BOMBS.map((n, i) => ({ b: n.b, r: r(n.b), i })),
     bombNotesData: BOMBS.map((n) => ({ x: n.x, y: n.y })),
-    obstacles: WALLS.map((w, i) => ({ b: w.b, r: 0, i })),
+    obstacles: WALLS.map((w, i) => ({ b: w.b, r: r(w.b), i })),
     obstaclesData: WALLS.map((w) => ({ d: w.d, x: w.x, y: w.y, w: w.w, h: w.h })),
     arcs, arcsData, chains, chainsData, spawnRotations: [], spawnRotationsData: [],
+    njsEvents: NJS_EVENTS.map((e, i) => ({ b: e.b, i })), njsEventData: NJS_EVENTS.map((e) => ({ p: e.p, e: e.e, d: e.d })),
   };
 }
 
@@ -152,9 +194,9 @@ function audioDataV4() {
   };
 }
 
-function infoV2(diffFile) {
+function infoV2(diffFile, title) {
   return {
-    _version: "2.1.0", _songName: "Click Track", _songSubName: "", _songAuthorName: "bsor-stream",
+    _version: "2.1.0", _songName: title, _songSubName: "", _songAuthorName: "bsor-stream",
     _levelAuthorName: "tests", _beatsPerMinute: BPM, _songTimeOffset: 0, _shuffle: 0, _shufflePeriod: 0.5,
     _previewStartTime: 0, _previewDuration: 5, _songFilename: "song.egg", _coverImageFilename: "",
     _environmentName: "DefaultEnvironment", _allDirectionsEnvironmentName: "GlassDesertEnvironment",
@@ -166,14 +208,20 @@ function infoV2(diffFile) {
         { _difficulty: "Expert", _difficultyRank: 7, _beatmapFilename: diffFile, _noteJumpMovementSpeed: NJS,
           _noteJumpStartBeatOffset: OFFSET },
       ],
+    }, {
+      _beatmapCharacteristicName: "90Degree",
+      _difficultyBeatmaps: [
+        { _difficulty: "Expert", _difficultyRank: 7, _beatmapFilename: diffFile, _noteJumpMovementSpeed: NJS,
+          _noteJumpStartBeatOffset: OFFSET },
+      ],
     }],
   };
 }
 
-function infoV4(diffFile) {
+function infoV4(diffFile, title) {
   return {
     version: "4.0.0",
-    song: { title: "Click Track", subTitle: "", author: "bsor-stream" },
+    song: { title, subTitle: "", author: "bsor-stream" },
     audio: { songFilename: "song.egg", songDuration: SONG_SECONDS, audioDataFilename: "AudioData.dat", bpm: BPM,
       lufs: 0, previewStartTime: 0, previewDuration: 5 },
     songPreviewFilename: "song.egg", coverImageFilename: "",
@@ -185,13 +233,16 @@ function infoV4(diffFile) {
       { characteristic: "Standard", difficulty: "Expert", beatmapAuthors: { mappers: [], lighters: [] },
         environmentNameIdx: 0, beatmapColorSchemeIdx: 0, noteJumpMovementSpeed: NJS, noteJumpStartBeatOffset: OFFSET,
         lightshowDataFilename: "Lightshow.dat", beatmapDataFilename: diffFile },
+      { characteristic: "90Degree", difficulty: "Expert", beatmapAuthors: { mappers: [], lighters: [] },
+        environmentNameIdx: 0, beatmapColorSchemeIdx: 0, noteJumpMovementSpeed: NJS, noteJumpStartBeatOffset: OFFSET,
+        lightshowDataFilename: "Lightshow.dat", beatmapDataFilename: diffFile },
     ],
   };
 }
 
-// A click track (Ogg Vorbis, from oggenc): a 3 ms burst every CLICK_EVERY s of the song,
-// silence between; mono, 44.1 kHz.
-export function clickTrack(dir, length = SONG_SECONDS, name = "click") {
+// A click track (Ogg Vorbis, from oggenc): a 3 ms burst every CLICK_EVERY s of the song (or
+// at the song times `times`), silence between; mono, 44.1 kHz.
+export function clickTrack(dir, length = SONG_SECONDS, name = "click", times = null) {
   const n = Math.round(length * FREQ);
   const pcm = Buffer.alloc(44 + n * 2);
   pcm.write("RIFF", 0);
@@ -206,8 +257,9 @@ export function clickTrack(dir, length = SONG_SECONDS, name = "click") {
   pcm.writeUInt16LE(16, 34);
   pcm.write("data", 36);
   pcm.writeUInt32LE(n * 2, 40);
-  for (let k = 0; k * CLICK_EVERY < length; k++) {
-    const at = Math.round(k * CLICK_EVERY * FREQ);
+  const clicks = times ?? Array.from({ length: Math.ceil(length / CLICK_EVERY) }, (_, k) => k * CLICK_EVERY);
+  for (const c of clicks) {
+    const at = Math.round(c * FREQ);
     for (let i = 0; i < 0.003 * FREQ && at + i < n; i++) {
       const v = Math.sin((2 * Math.PI * 2000 * i) / FREQ) * 0.9;
       pcm.writeInt16LE(Math.round(v * 32767), 44 + (at + i) * 2);
@@ -267,16 +319,17 @@ export function zip(files) {
 
 // A map zip in format `version` (2, 3 or 4) with the song `ogg`: {bytes, hash}. The hash is
 // BeatSaver's: SHA-1 of Info.dat, then each difficulty file in the order Info.dat lists them.
-export function mapZip(version, ogg, { lie = false } = {}) {
+export function mapZip(version, ogg, { lie = false, title = "Click Track" } = {}) {
   const diffFile = "Expert.dat";
   const diff = version === 2 ? difficultyV2() : version === 3 ? difficultyV3() : difficultyV4();
   const hard = version === 2 ? { _version: "2.2.0", _notes: [], _obstacles: [], _events: [] }
     : version === 3 ? { version: "3.3.0", colorNotes: [] } : { version: "4.0.0", colorNotes: [] };
-  const info = version === 4 ? infoV4(diffFile) : infoV2(diffFile);
+  const info = version === 4 ? infoV4(diffFile, title) : infoV2(diffFile, title);
   const infoB = Buffer.from(JSON.stringify(info, null, 2));
   const diffB = Buffer.from(JSON.stringify(diff));
   const hardB = Buffer.from(JSON.stringify(hard));
-  const hash = createHash("sha1").update(infoB).update(hardB).update(diffB).digest("hex");
+  // (Info.dat lists Hard, Expert and 90Degree's Expert, the last two one file.)
+  const hash = createHash("sha1").update(infoB).update(hardB).update(diffB).update(diffB).digest("hex");
   // (`lie`: the difficulty's entry claims a tenth of its size: it inflates past it.)
   const files = [["Info.dat", infoB], ["Hard.dat", hardB], [diffFile, diffB, lie ? diffB.length >> 3 : undefined],
     ["song.egg", ogg]];
@@ -330,9 +383,9 @@ export function replayEvents() {
   return ev.sort((a, b) => a.t - b.t);
 }
 
-// A BSOR of SONG_SECONDS at 90 fps for the map `hash` (Expert Standard), height 1.7 m; its
-// info's jump distance `jd` (0: none given) and modifiers.
-export function replay(hash, { jd = 0, modifiers = "", seconds: length = SONG_SECONDS } = {}) {
+// A BSOR of SONG_SECONDS at 90 fps for the map `hash` (Expert, `mode` Standard or 90Degree),
+// height 1.7 m; its info's jump distance `jd` (0: none given) and modifiers.
+export function replay(hash, { jd = 0, modifiers = "", seconds: length = SONG_SECONDS, mode = "Standard" } = {}) {
   const w = new Writer();
   w.i32(0x442d3d69);
   w.u8(1);
@@ -340,7 +393,7 @@ export function replay(hash, { jd = 0, modifiers = "", seconds: length = SONG_SE
   for (const s of ["0.9.9", "1.37.0", "1700000000", "76561190000000001", "Map Tester", "steam", "OpenVR",
     "Test HMD", "Test Controller", hash, "Click Track", "tests", "Expert"]) w.str(s);
   w.i32(0);
-  for (const s of ["Standard", "DefaultEnvironment", modifiers]) w.str(s);
+  for (const s of [mode, "DefaultEnvironment", modifiers]) w.str(s);
   w.f32(jd);
   w.u8(0);
   w.f32(1.7);

@@ -105,10 +105,11 @@ for (const v of [2, 3, 4]) {
   writeFileSync(join(mapsDir, `${m.hash}.zip`), m.bytes);
   writeFileSync(join(tmp, `map-v${v}.zip`), m.bytes);
   // v2's replay gives its jump distance (16 m); v3's and v4's none (the game's rule). The
-  // hash in uppercase, as BeatLeader writes it.
+  // hash in uppercase, as BeatLeader writes it. v2 and v4 are played in the 90Degree
+  // characteristic (their lanes turn), v3 in Standard (the same file: they do not).
   const jd = v === 2 ? 16 : 0;
   const bsor = join(tmp, `map-v${v}.bsor`);
-  writeFileSync(bsor, fx.replay(m.hash.toUpperCase(), { jd }));
+  writeFileSync(bsor, fx.replay(m.hash.toUpperCase(), { jd, mode: v === 3 ? "Standard" : "90Degree" }));
   run("encode", bsor, "-o", join(tmp, "archive", `map-v${v}.bsors`), "--archive");
   writeFileSync(join(tmp, `map-v${v}.bsors`), readFileSync(join(tmp, "archive", `map-v${v}.bsors`)));
   mapsMade[v] = { hash: m.hash, jd, bsor };
@@ -118,6 +119,19 @@ for (const v of [2, 3, 4]) {
   const bsor = join(tmp, "map-fs.bsor");
   writeFileSync(bsor, fx.replay(mapsMade[3].hash, { jd: 0, modifiers: "FS" }));
   run("encode", bsor, "-o", join(tmp, "archive", "map-fs.bsors"), "--archive");
+}
+// A map for a live session: v3's objects, its song's clicks at irregular song times (gaps of
+// 0.35 to 0.75 s, never repeating), so that a song started anywhere but at the song time
+// shown cannot line up with them; its replay, published live by the test.
+const LIVE_CLICKS = [];
+for (let t = 0.25, k = 1; t < fx.SONG_SECONDS; k++) {
+  LIVE_CLICKS.push(t);
+  t += 0.35 + 0.4 * ((k * 0.6180339887) % 1);
+}
+{
+  const m = fx.mapZip(3, fx.clickTrack(tmp, fx.SONG_SECONDS, "live-click", LIVE_CLICKS), { title: "Irregular Clicks" });
+  writeFileSync(join(mapsDir, `${m.hash}.zip`), m.bytes);
+  writeFileSync(join(tmp, "map-live.bsor"), fx.replay(m.hash));
 }
 // A zip whose difficulty entry inflates past the size it claims.
 writeFileSync(join(tmp, "map-lie.zip"), fx.mapZip(3, ogg, { lie: true }).bytes);
@@ -184,6 +198,7 @@ function startRelay(origin, archive = true) {
   children.push(child);
   // The relay logs each range it serves (proto-spec/http.md): `served NAME bytes A-B`.
   let err = "";
+  child.on("exit", (code, signal) => console.log(`browser: the relay exited (code ${code}, signal ${signal})`));
   child.stderr.on("data", (d) => {
     err += d;
     const lines = err.split("\n");
@@ -766,9 +781,40 @@ function halfJumpOf(v) {
   h += fx.OFFSET;
   return Math.max(0.25, h) * beat;
 }
+// The NJS and half-jump duration at song time t: the map's, or for v4 with its NJS events
+// (web/README.md): the NJS offset of the last event at or before t (an event with p: the
+// last one's before it without; none: 0), moving towards the next event's (unless that one
+// has p) by its easing of the fraction of the way from the last event's time (0 if none) to
+// the next's; a slower NJS lengthens the half jump by base NJS / NJS, a faster one keeps it.
+function jumpOf(v, t) {
+  const base = halfJumpOf(v);
+  if (v !== 4) return { njs: fx.NJS, half: base };
+  const ev = fx.NJS_EVENTS.map((e) => ({ ...e, t: fx.seconds(e.b) }));
+  const before = ev.filter((e) => e.t <= t);
+  const last = before[before.length - 1];
+  const next = ev.find((e) => e.t > t);
+  const held = (e) => (e.p ? (ev.filter((x) => x.t < e.t && !x.p).pop()?.d ?? 0) : e.d);
+  let d = last ? held(last) : 0;
+  if (next && !next.p) {
+    const t0 = last ? last.t : 0;
+    const f = (t - t0) / (next.t - t0);
+    const eased = { [-1]: f >= 1 ? 1 : 0, 0: f, 1: f * f, 2: 1 - (1 - f) ** 2, 3: f < 0.5 ? 2 * f * f : 1 - 2 * (1 - f) ** 2 }[next.e];
+    d += (next.d - d) * eased;
+  }
+  const njs = fx.NJS + d;
+  return { njs, half: njs < fx.NJS ? base * (fx.NJS / njs) : base };
+}
+// An object's lane rotation (degrees, clockwise seen from above) for the replay's
+// characteristic: v2's and v4's (90Degree) the fixture's rotations at its beat, v3's
+// (Standard) none; and a point turned with it about the vertical axis through the player.
+const laneRotation = (v, beat) => (v === 3 ? 0 : fx.rotationAt(beat));
+function turned(p, deg) {
+  const a = (deg * Math.PI) / 180;
+  return [p[0] * Math.cos(a) + p[2] * Math.sin(a), p[1], p[2] * Math.cos(a) - p[0] * Math.sin(a)];
+}
 function expectedView(v, t) {
-  const half = halfJumpOf(v);
-  const reach = half * fx.NJS;
+  const { njs, half } = jumpOf(v, t);
+  const reach = half * njs;
   const events = fx.replayEvents();
   const hitTime = (kind, time, x, y) => {
     const e = events.find((e) => Math.abs(e.spawn - time) < 0.001 && e.x === Math.round(x) && e.y === Math.round(y) &&
@@ -776,34 +822,138 @@ function expectedView(v, t) {
     return e && e.type !== 2 ? e.t : Infinity;
   };
   const objects = [];
-  // A chain link's place in metres (`mx`, `my`) is given; others' from their lane and row.
-  const add = (kind, time, x, y, mx, my) => {
-    const z = (time - t) * fx.NJS;
+  // The jump: each rises on a parabola in time from the line it jumps from (0.25 m, and 0.6 m
+  // higher for each row under it taken by a note or bomb at its time in its lane; a chain
+  // link from 0.25 m) to its row at its time, falling again after:
+  // y = row − (row − from) · ((its time − t) / half jump)².
+  const notesAndBombs = [...fx.NOTES, ...fx.BOMBS];
+  const from = (b, x, y) => 0.25 + 0.6 * new Set(notesAndBombs.filter((o) => o.b === b && o.x === x && o.y < y).map((o) => o.y)).size;
+  const jumpY = (row, y0, time) => row - (row - y0) * ((time - t) / half) ** 2;
+  // A chain link's place in metres (`mx`, `my`) is given; others' from their lane and row;
+  // then turned with its lane (a chain's links with its head).
+  const add = (kind, beat, time, x, y, y0, mx, my) => {
+    const z = (time - t) * njs;
     if (time > t + half || t >= hitTime(kind, time, x, y) || z < -reach || z > reach) return;
-    objects.push({ kind, time, x: mx ?? (x - 1.5) * 0.6, y: (my ?? rowAt(y)) + SHIFT, z });
+    const rot = laneRotation(v, beat);
+    const p = [mx ?? (x - 1.5) * 0.6, jumpY((my ?? rowAt(y)) + SHIFT, y0, time), z];
+    // A crossed note (of a red and a blue alone at their beat, the red's lane right of the
+    // blue's, neither an arc's end nor a chain's head) comes from the other's lane: in the
+    // first quarter of its jump (q, the fraction gone of 2 half jumps) x moves over, eased
+    // in-out quadratically (4q), with a hop of h · (1 − cos 8πq)/2, h 0.45 m for the higher
+    // note (the red on a tie) and −0.15 m for the other.
+    const pair = kind === "note" ? fx.NOTES.filter((n) => n.b === beat) : [];
+    const red = pair.find((n) => n.c === 0);
+    const blue = pair.find((n) => n.c === 1);
+    const attached = (n) => fx.ARCS.some((a) => (a.b === n.b && a.x === n.x && a.y === n.y) || (a.tb === n.b && a.tx === n.x && a.ty === n.y)) ||
+      (v !== 2 && fx.CHAINS.some((c) => c.b === n.b && c.x === n.x && c.y === n.y));
+    if (pair.length === 2 && red && blue && red.x > blue.x && !pair.some(attached)) {
+      const me = pair.find((n) => n.x === x && n.y === y);
+      const other = pair.find((n) => n !== me);
+      const over = (me.c === 0) === !(red.y < blue.y);
+      const q = (t - (time - half)) / (2 * half);
+      const x0 = (other.x - 1.5) * 0.6;
+      if (q <= 0) p[0] = x0;
+      else if (q < 0.25) {
+        const f = 4 * q;
+        p[0] = x0 + (p[0] - x0) * (f < 0.5 ? 2 * f * f : 1 - 2 * (1 - f) ** 2);
+        p[1] += (over ? 0.45 : -0.15) * (1 - Math.cos(8 * Math.PI * q)) / 2;
+        figures.swapping++;
+      }
+    }
+    const w = turned(p, rot);
+    objects.push({ kind, time, rot, x: w[0], y: w[1], z: w[2] });
   };
-  for (const n of fx.NOTES) add("note", fx.seconds(n.b), n.x, n.y);
-  for (const n of fx.BOMBS) add("bomb", fx.seconds(n.b), n.x, n.y);
-  if (v !== 2) for (const c of fx.CHAINS) for (const l of fx.chainLinks(c)) add("link", l.t, l.x, l.y, l.mx, l.my);
+  for (const n of fx.NOTES) add("note", n.b, fx.seconds(n.b), n.x, n.y, from(n.b, n.x, n.y));
+  for (const n of fx.BOMBS) add("bomb", n.b, fx.seconds(n.b), n.x, n.y, from(n.b, n.x, n.y));
+  if (v !== 2) for (const c of fx.CHAINS) for (const l of fx.chainLinks(c)) add("link", c.b, l.t, l.x, l.y, 0.25, l.mx, l.my);
   const walls = [];
   for (const w of fx.WALLS) {
     const t0 = fx.seconds(w.b);
     const t1 = fx.seconds(w.b + w.d);
-    if (t0 > t + half || (t1 - t) * fx.NJS < -reach) continue;
-    walls.push({ time: t0, x0: (w.x - 2) * 0.6, x1: (w.x - 2 + w.w) * 0.6, y0: w.y * 0.6, y1: (w.y + w.h) * 0.6,
-      z0: (t0 - t) * fx.NJS, z1: (t1 - t) * fx.NJS });
+    if (t0 > t + half || (t1 - t) * njs < -reach) continue;
+    walls.push({ time: t0, rot: laneRotation(v, w.b), x0: (w.x - 2) * 0.6, x1: (w.x - 2 + w.w) * 0.6, y0: w.y * 0.6, y1: (w.y + w.h) * 0.6,
+      z0: (t0 - t) * njs, z1: (t1 - t) * njs });
   }
   const arcs = [];
-  if (v !== 2) {
-    for (const a of fx.ARCS) {
-      const t0 = fx.seconds(a.b);
-      const t1 = fx.seconds(a.tb);
-      if (t0 > t + half || (t1 - t) * fx.NJS < -reach) continue;
-      arcs.push({ time: t0, head: [(a.x - 1.5) * 0.6, rowAt(a.y) + SHIFT, (t0 - t) * fx.NJS],
-        tail: [(a.tx - 1.5) * 0.6, rowAt(a.ty) + SHIFT, (t1 - t) * fx.NJS] });
-    }
+  for (const a of fx.ARCS) {
+    const t0 = fx.seconds(a.b);
+    const t1 = fx.seconds(a.tb);
+    if (t0 > t + half || (t1 - t) * njs < -reach) continue;
+    // An end on a note or bomb follows its jump (offset o = its jump height − its row); a
+    // bead dz deep past the head moves by o_head·(1 − min(1, dz/R))² and
+    // o_tail·(1 − min(1, (L − dz)/R))² mixed by dz/L (R the half jump distance).
+    const on = (b, x, y) => [...fx.NOTES, ...fx.BOMBS].some((o) => o.b === b && o.x === x && o.y === y);
+    // (Out of its jump's window, a note is where it jumps from.)
+    const off = (b, time, x, y) => {
+      if (!on(b, x, y)) return 0;
+      const row = rowAt(y) + SHIFT;
+      return -(row - from(b, x, y)) * Math.min(1, Math.abs(time - t) / half) ** 2;
+    };
+    const oh = off(a.b, t0, a.x, a.y);
+    const ot = off(a.tb, t1, a.tx, a.ty);
+    const L = (t1 - t0) * njs;
+    const R = reach;
+    const c = (x) => Math.min(1, Math.max(0, x));
+    const lift = (z) => {
+      const dz = z - (t0 - t) * njs;
+      const h = oh * (1 - c(dz / R)) ** 2;
+      const tl = ot * (1 - c((L - dz) / R)) ** 2;
+      return h + (tl - h) * (L > 0 ? c(dz / L) : 0);
+    };
+    arcs.push({ time: t0, rot: laneRotation(v, a.b), lift, ...arcCurve(a, t0, t1, t, njs) });
   }
   return { objects, walls, arcs };
+}
+
+// An arc's curve at song time t (ArcViewer's Arc and ArcManager; ChroMapper's ArcContainer
+// for the game's 2.5 m): its ends at their notes' places at rest, moved half a note (0.225 m)
+// along their cut directions when a note or bomb is there (the tail against its direction);
+// cubic Bézier control points 2.5 m · multiplier from the ends along the head's direction and
+// against the tail's, each at its end's z. With a mid anchor (1 clockwise, 2 counter-
+// clockwise; only for an arc in one lane whose ends' directions lie on one line) two cubics
+// meeting at the ends' midpoint moved 2.5 m at right angles to the head's direction (rotated
+// -90° for clockwise, +90° otherwise, angles with 0° pointing down), their inner control
+// points that midpoint ± (±0.25·(|p1−m|+|p2−m|) in x and y, the sign + when p1 ≥ p2, 0 when
+// p1 and p2 agree; −0.15·(|p1−m|+|p2−m|) in z). {head, tail, segments}.
+const ANGLE = { 0: 180, 1: 0, 2: -90, 3: 90, 4: -135, 5: 135, 6: -45, 7: 45, 8: 0 };
+const unit = (deg) => [Math.sin((deg * Math.PI) / 180), -Math.cos((deg * Math.PI) / 180)];
+function arcCurve(a, t0, t1, t, njs) {
+  const on = (b, x, y) => [...fx.NOTES, ...fx.BOMBS].some((o) => o.b === b && o.x === x && o.y === y);
+  const hd = a.d === 8 ? [0, 0] : unit(ANGLE[a.d]);
+  const td = a.td === 8 ? [0, 0] : unit(ANGLE[a.td]);
+  const ha = on(a.b, a.x, a.y) ? 0.225 : 0;
+  const ta = on(a.tb, a.tx, a.ty) ? 0.225 : 0;
+  const p0 = [(a.x - 1.5) * 0.6 + hd[0] * ha, rowAt(a.y) + SHIFT + hd[1] * ha, (t0 - t) * njs];
+  const p3 = [(a.tx - 1.5) * 0.6 - td[0] * ta, rowAt(a.ty) + SHIFT - td[1] * ta, (t1 - t) * njs];
+  const p1 = [p0[0] + hd[0] * a.mu * 2.5, p0[1] + hd[1] * a.mu * 2.5, p0[2]];
+  const p2 = [p3[0] - td[0] * a.tmu * 2.5, p3[1] - td[1] * a.tmu * 2.5, p3[2]];
+  const onePlane = Math.abs(ANGLE[a.d] - ANGLE[a.td]) === 0 || Math.abs(ANGLE[a.d] - ANGLE[a.td]) === 180;
+  if (!(a.m === 1 || a.m === 2) || a.x !== a.tx || !onePlane) return { head: p0, tail: p3, segments: [[p0, p1, p2, p3]] };
+  const o = a.d === 8 ? [0, 0] : unit(ANGLE[a.d] + (a.m === 1 ? -90 : 90));
+  const m = [(p0[0] + p3[0]) / 2 + o[0] * 2.5, (p0[1] + p3[1]) / 2 + o[1] * 2.5, (p0[2] + p3[2]) / 2];
+  const c = [0, 1, 2].map((k) => {
+    const d = Math.abs(p1[k] - m[k]) + Math.abs(p2[k] - m[k]);
+    if (k === 2) return -0.15 * d;
+    if (near(p1[k], p2[k], 1e-6)) return 0;
+    return (p1[k] < p2[k] ? -1 : 1) * 0.25 * d;
+  });
+  return { head: p0, tail: p3, segments: [[p0, p1, m.map((v, k) => v + c[k]), m], [m, m.map((v, k) => v - c[k]), p2, p3]] };
+}
+const cubic = (s, u) => [0, 1, 2].map((k) => (1 - u) ** 3 * s[0][k] + 3 * (1 - u) ** 2 * u * s[1][k] + 3 * (1 - u) * u * u * s[2][k] + u ** 3 * s[3][k]);
+// The curve's point at depth z (each segment's z rises with its parameter: bisection).
+function arcPointAtZ(segments, z) {
+  for (const s of segments) {
+    if (z < Math.min(s[0][2], s[3][2]) - 1e-6 || z > Math.max(s[0][2], s[3][2]) + 1e-6) continue;
+    let lo = 0;
+    let hi = 1;
+    for (let i = 0; i < 60; i++) {
+      const mid = (lo + hi) / 2;
+      if (cubic(s, mid)[2] < z) lo = mid;
+      else hi = mid;
+    }
+    return cubic(s, (lo + hi) / 2);
+  }
+  return null;
 }
 
 const near = (a, b, tol) => Math.abs(a - b) <= tol;
@@ -819,22 +969,54 @@ function assertView(v, shown) {
     const o = shown.objects.find((o) => o.kind === w.kind && near(o.time, w.time, 0.001) && near(o.x, w.x, 0.01) && near(o.y, w.y, 0.01));
     assert.ok(o, `${what}: ${key(w)} at x ${w.x.toFixed(3)} y ${w.y.toFixed(3)}: ${JSON.stringify(shown.objects)}`);
     assert.ok(near(o.z, w.z, 0.01), `${what}: ${key(w)} z ${o.z} (want ${w.z})`);
+    assert.ok(near(o.rot, w.rot, 1e-9), `${what}: ${key(w)} turned ${o.rot}° (want ${w.rot}°)`);
+    if (w.rot) figures.turned++;
+    figures.objects++;
+    figures.objectError = Math.max(figures.objectError, Math.hypot(o.x - w.x, o.y - w.y, o.z - w.z));
   }
   assert.equal(shown.walls.length, want.walls.length, `${what}: walls in view`);
   for (const w of want.walls) {
     const o = shown.walls.find((o) => near(o.time, w.time, 0.001));
     assert.ok(o, `${what}: the wall at ${w.time}`);
     for (const k of ["x0", "x1", "y0", "y1", "z0", "z1"]) assert.ok(near(o[k], w[k], 0.01), `${what}: wall ${w.time} ${k} ${o[k]} (want ${w[k]})`);
+    assert.ok(near(o.rot, w.rot, 1e-9), `${what}: wall ${w.time} turned ${o.rot}° (want ${w.rot}°)`);
   }
   assert.equal(shown.arcs.length, want.arcs.length, `${what}: arcs in view`);
   for (const w of want.arcs) {
     const o = shown.arcs.find((o) => near(o.time, w.time, 0.001));
     assert.ok(o, `${what}: the arc at ${w.time}`);
+    // The arc turned with its head's lane: its ends where they are, its beads brought back
+    // into the lane's frame (turned back by the rotation the test expects).
+    assert.ok(near(o.rot, w.rot, 1e-9), `${what}: arc ${w.time} turned ${o.rot}° (want ${w.rot}°)`);
+    const head = turned([w.head[0], w.head[1] + w.lift(w.head[2]), w.head[2]], w.rot);
+    const tail = turned([w.tail[0], w.tail[1] + w.lift(w.tail[2]), w.tail[2]], w.rot);
     for (let i = 0; i < 3; i++) {
-      assert.ok(near(o.head[i], w.head[i], 0.01) && near(o.tail[i], w.tail[i], 0.01), `${what}: arc ${JSON.stringify(o)} (want ${JSON.stringify(w)})`);
+      assert.ok(near(o.head[i], head[i], 0.01) && near(o.tail[i], tail[i], 0.01), `${what}: arc ${JSON.stringify(o)} (want ${JSON.stringify(w)})`);
+    }
+    o.beads = o.beads.map((b) => turned(b, -w.rot));
+    // Every bead on the curve: at its depth, within 1 cm in x and y; and the beads in view
+    // spread along it (at least 8, or all of those within reach).
+    const { njs, half } = jumpOf(v, t);
+    const reach = half * njs;
+    for (const b of o.beads) {
+      const p = arcPointAtZ(w.segments, b[2]);
+      if (p) p[1] += w.lift(b[2]);
+      assert.ok(p && near(p[0], b[0], 0.01) && near(p[1], b[1], 0.01),
+        `${what}: arc ${w.time} bead ${JSON.stringify(b)} off the curve (${JSON.stringify(p)})`);
+      assert.ok(Math.abs(b[2]) <= reach + 1e-6, `${what}: a bead out of reach`);
+    }
+    if (w.head[2] >= -reach && w.tail[2] <= reach) assert.ok(o.beads.length >= 8, `${what}: arc ${w.time}: ${o.beads.length} beads`);
+    for (const b of o.beads) {
+      const p = arcPointAtZ(w.segments, b[2]);
+      p[1] += w.lift(b[2]);
+      figures.beads++;
+      figures.lifted = Math.max(figures.lifted, Math.abs(w.lift(b[2])));
+      figures.beadError = Math.max(figures.beadError, Math.hypot(p[0] - b[0], p[1] - b[1]));
     }
   }
 }
+// The largest differences seen (m), for the log.
+const figures = { beads: 0, beadError: 0, objects: 0, objectError: 0, turned: 0, swapping: 0, lifted: 0 };
 
 async function mapView(page, t) {
   await seekTo(page, t);
@@ -851,7 +1033,7 @@ for (const v of [2, 3, 4]) {
     assert.equal(s.map.hash, mapsMade[v].hash);
     assert.equal(s.map.matched, true);
     const counts = { notes: fx.NOTES.length, bombs: fx.BOMBS.length, walls: fx.WALLS.length,
-      arcs: v === 2 ? 0 : fx.ARCS.length, chains: v === 2 ? 0 : fx.CHAINS.length };
+      arcs: fx.ARCS.length, chains: v === 2 ? 0 : fx.CHAINS.length };
     assert.deepEqual({ notes: s.map.notes, bombs: s.map.bombs, walls: s.map.walls, arcs: s.map.arcs, chains: s.map.chains }, counts);
     assert.ok(near(s.map.halfJump, halfJumpOf(v), 1e-6), `half jump ${s.map.halfJump} (want ${halfJumpOf(v)})`);
     // Every replay note event matched to its map note (v2 has no chains: their links not).
@@ -859,18 +1041,31 @@ for (const v of [2, 3, 4]) {
     assert.equal(s.map.eventsMatched, fx.replayEvents().length - (v === 2 ? links : 0));
     assert.match(await page.textContent("#unknowns"), new RegExp(`map ${mapsMade[v].hash}`));
     await page.keyboard.press("Space"); // paused
+    const njsSeen = [];
     // Before and after the BPM change (6 s), a wall and a dodged bomb in view, a missed note
     // flying past, an arc, a chain.
-    for (const t of [1.8, 3.1, 3.6, 4.8, 5.2, 6.75, 7.9]) {
+    // A crossed pair mid-swap (0.5 s: v3 and v4; 0.8 s: v2). v4's NJS: 14 m/s to 6 s, eased down to 10 (7 s), held to 7.67 s, then up to 17 (8.33 s).
+    for (const t of [0.5, 0.8, 1.8, 3.1, 3.6, 4.8, 5.2, 6.5, 6.75, 7.4, 7.9, 8.1]) {
       const shown = await mapView(page, t);
+      if (v === 4) {
+        const want = jumpOf(v, shown.t);
+        assert.ok(near(shown.njs, want.njs, 1e-6) && near(shown.halfJump, want.half, 1e-6),
+          `v4 at ${shown.t}: NJS ${shown.njs}, half jump ${shown.halfJump} (want ${JSON.stringify(want)})`);
+        njsSeen.push(shown.njs);
+      }
       assertView(v, shown);
     }
+    if (v === 4) console.log(`  v4's NJS at the times checked: ${njsSeen.map((n) => n.toFixed(2)).join(", ")} m/s`);
     const past = await mapView(page, 4.8);
     const missed = past.objects.find((o) => o.kind === "note" && near(o.time, fx.seconds(9), 0.001));
     assert.ok(missed && missed.z < 0 && missed.fate === "miss", `the missed note flies past: ${JSON.stringify(missed)}`);
     const dodged = past.objects.find((o) => o.kind === "bomb" && near(o.time, fx.seconds(9.5), 0.001));
     assert.ok(dodged && dodged.fate === "none", "the dodged bomb is drawn");
     assert.ok((await mapView(page, 3.6)).walls.length > 0, "a wall in view");
+    console.log(`  v${v}: ${figures.objects} objects (${figures.turned} in turned lanes, ${figures.swapping} crossed notes mid-swap) ` +
+      `and ${figures.beads} arc beads checked so far, ` +
+      `largest error ${(figures.objectError * 1000).toFixed(2)} mm (objects), ${(figures.beadError * 1000).toFixed(2)} mm (beads; ` +
+      `moved by their ends' jump up to ${(figures.lifted * 100).toFixed(1)} cm)`);
     // The HUD's score is the replay's still.
     const end = await seekToEnd(page);
     assertHud(end, mapsMade[v].bsor, `v${v}'s end with the map`);
@@ -1025,6 +1220,66 @@ await test("faster_song_paces_the_song_time_and_the_song_at_1_2x", async (page) 
   assert.equal(r.rate, 1.2);
   assert.ok(r.errors.length >= 4, `clicks: ${r.errors.length}`);
   for (const e of r.errors) assert.ok(Math.abs(e) <= 0.04, `a click ${(e * 1000).toFixed(1)} ms off`);
+});
+
+// A live session whose map the relay serves, joined 3 s into the song (published at its own
+// pace): the song starts at the song time shown and its clicks come out within 40 ms of the
+// replay's clock, measured as above (the tap) against the irregular clicks' own times.
+await test("live_session_joined_late_plays_its_song_from_the_song_time_in_step", async (page) => {
+  const publishing = publish(relay.tcp, "map-live", join(tmp, "map-live.bsor"), 1);
+  let songAt = 0;
+  for (let i = 0; i < 100 && songAt < 3; i++) {
+    await page.waitForTimeout(100);
+    const list = await (await fetch(`${base}sessions`)).json();
+    songAt = list.sessions.find((x) => x.name === "map-live")?.duration ?? 0;
+  }
+  assert.ok(songAt >= 3, `the session got 3 s in: ${songAt}`);
+  await page.goto(`${base}?session=map-live`);
+  const s = await until(page, "the song", (st) => (st.mode === "live" && st.mapState === "matched" && st.audio &&
+    st.audio.state === "ready" && st.audio.context === "running" && st.framesRendered > 0) || st.lastError, 20);
+  assert.equal(s.lastError, null);
+  const joined = await page.evaluate(async (url) => {
+    const m = window.bsorMusic;
+    const ctx = m.ctx;
+    await ctx.audioWorklet.addModule(url);
+    const node = new AudioWorkletNode(ctx, "tap");
+    m.out.connect(node);
+    node.connect(ctx.destination);
+    window.tapOnsets = [];
+    node.port.onmessage = (e) => {
+      const ts = ctx.getOutputTimestamp();
+      window.tapOnsets.push(ts.performanceTime + (e.data - ts.contextTime) * 1000);
+    };
+    return { at: performance.now(), songTime: window.bsorStatus.songTime };
+  }, `${base}tap.js`);
+  await page.waitForTimeout(3000);
+  const r = await page.evaluate((joined) => {
+    const c = window.bsorMusic.clock;
+    const out = [];
+    for (const p of window.tapOnsets) {
+      if (p < joined.at) continue;
+      let k = 0;
+      while (k + 2 < c.length && c[k + 2] <= p) k += 2;
+      if (!(c[k] <= p && k + 2 < c.length)) continue;
+      out.push(c[k + 1] + ((c[k + 3] - c[k + 1]) * (p - c[k])) / (c[k + 2] - c[k]));
+    }
+    return { onsets: window.tapOnsets.length, times: out, restarts: window.bsorMusic.restarts, rate: window.bsorMusic.rate };
+  }, joined);
+  // Each onset against the nearest of the song's clicks.
+  const errors = r.times.map((t) => {
+    const c = LIVE_CLICKS.reduce((a, b) => (Math.abs(b - t) < Math.abs(a - t) ? b : a));
+    return { t, error: t - c };
+  });
+  const ms = errors.map((e) => Math.abs(e.error) * 1000);
+  console.log(`  live, joined at song time ${joined.songTime.toFixed(2)} s: ${errors.length} clicks from ` +
+    `${errors[0]?.t.toFixed(2)} s, error max ${Math.max(...ms).toFixed(1)} ms, median ` +
+    `${ms.sort((a, b) => a - b)[ms.length >> 1]?.toFixed(1)} ms (${r.restarts} starts)`);
+  assert.ok(joined.songTime >= 2.5, `joined late: ${joined.songTime}`);
+  assert.ok(errors.length >= 4, `clicks heard: ${JSON.stringify(r)}`);
+  assert.ok(errors[0].t >= joined.songTime - 0.1 && errors[0].t < joined.songTime + 1.5,
+    `the first click heard is the song's at the time shown: ${errors[0].t} (joined at ${joined.songTime})`);
+  for (const e of errors) assert.ok(Math.abs(e.error) <= 0.04, `a click ${(e.error * 1000).toFixed(1)} ms off at ${e.t.toFixed(3)} s`);
+  assert.equal(await publishing, 0);
 });
 
 await test("a_browser_that_holds_sound_gets_asked_for_a_gesture", async (page) => {
