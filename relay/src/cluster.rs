@@ -73,8 +73,6 @@ pub struct ClusterConfig {
     /// Bytes the stream holds at most; when full, new writes are refused (the publisher is
     /// told), never old sessions dropped.
     pub max_bytes: i64,
-    /// Sessions the bucket holds at most (live and ended, until they age out).
-    pub max_sessions: i64,
     /// How long one JetStream request (a publish's acknowledgement, a lookup) may take.
     pub timeout: Duration,
 }
@@ -86,7 +84,6 @@ impl Default for ClusterConfig {
             replicas: 1,
             max_age: Duration::from_secs(24 * 3600),
             max_bytes: 8 << 30,
-            max_sessions: 100_000,
             timeout: Duration::from_secs(3),
         }
     }

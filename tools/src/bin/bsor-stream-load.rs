@@ -29,7 +29,9 @@ use bsor_stream_tools::bench::{
 #[command(name = "bsor-stream-load", version)]
 struct LoadArgs {
     /// A running relay's TCP address (`bsor-stream serve`); by default one is started here,
-    /// in its own process, for each scenario.
+    /// in its own process, for each scenario. Several, comma-separated (relays of one
+    /// cluster, `serve --cluster`): the publishers send to the first, the viewers are spread
+    /// over all of them in turn.
     #[arg(long)]
     relay: Option<String>,
     /// The process id of the relay given with --relay, to read its memory and CPU.
@@ -130,12 +132,18 @@ fn scenario(
         let deadline = Instant::now() + Duration::from_secs_f64(song_secs + 60.0);
         let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut watchers = Vec::with_capacity(sessions * viewers);
+        let relays: Vec<&str> = addr.split(',').collect();
+        // Names of this run's own: a relay given with --relay (a cluster above all) keeps
+        // the sessions of earlier runs, and refuses their names again.
+        let run = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64 % 1_000_000_000);
         for s in 0..sessions {
-            for _ in 0..viewers {
+            for v in 0..viewers {
                 let watch = Watch {
-                    addr: addr.clone(),
+                    addr: relays[(s * viewers + v) % relays.len()].to_string(),
                     websocket: false,
-                    session: format!("load-{s}"),
+                    session: format!("load-{run}-{s}"),
                     mode: ViewMode::Live,
                 };
                 watchers.push(tokio::spawn(viewer(
@@ -171,8 +179,8 @@ fn scenario(
             let at = start + Duration::from_secs_f64(spread * s as f64);
             starts.push((at - epoch).as_micros() as u64);
             publishers.push(tokio::spawn(publisher(
-                addr.clone(),
-                format!("load-{s}"),
+                relays[0].to_string(),
+                format!("load-{run}-{s}"),
                 args.token.clone(),
                 song.clone(),
                 at,
