@@ -275,3 +275,104 @@ fn with_nats_unreachable_a_publisher_is_refused_with_a_clear_error_not_left_hang
         "refused only after {took:?}"
     );
 }
+
+/// Three `nats-server -js` nodes of one cluster on 127.0.0.1; the processes (node `i` at
+/// index `i`) and the client URLs, comma-separated.
+fn start_nats_cluster(bin: &Path, dir: &Path) -> (Vec<Proc>, String) {
+    let client: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let route: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let routes = route
+        .iter()
+        .map(|p| format!("nats://127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut procs = Vec::new();
+    for i in 0..3 {
+        let child = Command::new(bin)
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &client[i].to_string(),
+                "-js",
+                "-sd",
+            ])
+            .arg(dir.join(format!("js{i}")))
+            .args(["--server_name", &format!("n{i}"), "--cluster_name", "bsrs"])
+            .args(["--cluster", &format!("nats://127.0.0.1:{}", route[i])])
+            .args(["--routes", &routes])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join(format!("nats{i}.log"))).unwrap())
+            .spawn()
+            .unwrap();
+        procs.push(Proc(child));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for p in &client {
+        while std::net::TcpStream::connect(("127.0.0.1", *p)).is_err() {
+            assert!(Instant::now() < deadline, "nats-server did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let urls = client
+        .iter()
+        .map(|p| format!("nats://127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    (procs, urls)
+}
+
+#[test]
+fn a_nats_node_killed_mid_song_in_a_three_node_cluster_loses_nothing() {
+    let Some(nats) = nats_server() else { return };
+    let Some(replay) = corpus_replay("test.bsor") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (mut nodes, urls) = start_nats_cluster(&nats, dir.path());
+    let relay = |name: &str| {
+        std::fs::write(dir.path().join("tokens.txt"), format!("{TOKEN}\n")).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
+            .args(["serve", "--tcp", "127.0.0.1:0", "--cluster", &urls])
+            .args(["--cluster-replicas", "3", "--token-file"])
+            .arg(dir.path().join("tokens.txt"))
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(dir.path().join(format!("{name}.log"))).unwrap())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening tcp=")
+            .unwrap()
+            .to_string();
+        (Proc(child), addr)
+    };
+    let (_a, a) = relay("a");
+    let (_b, b) = relay("b");
+    let out = |n: &str| dir.path().join(n);
+    let mut viewers = vec![
+        start_watch(&b, "n", true, &out("b.bsors")),
+        start_watch(&format!("{a},{b}"), "n", true, &out("a.bsors")),
+    ];
+    // JetStream elects its leaders in the first seconds: the publisher's first tries may be
+    // refused (Internal) and retried.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut publisher = start_publish(&replay, &format!("{a},{b}"), "n", "20", &out("publish.log"));
+    std::thread::sleep(Duration::from_secs(3));
+    drop(nodes.remove(0)); // SIGKILL of the first node, whichever leads
+    assert!(
+        wait(&mut publisher, Duration::from_secs(120)),
+        "publish failed: {}",
+        std::fs::read_to_string(out("publish.log")).unwrap()
+    );
+    for v in &mut viewers {
+        assert!(wait(v, Duration::from_secs(60)), "a viewer failed");
+    }
+    let original = std::fs::read(&replay).unwrap();
+    assert!(decoded(&out("b.bsors")) == original);
+    assert!(std::fs::read(out("a.bsors")).unwrap() == std::fs::read(out("b.bsors")).unwrap());
+}
