@@ -56,6 +56,9 @@ const SUBJECTS: &str = "bsor.live.*";
 const WRITER_SESSION_BYTES: usize = 16 << 20;
 /// Bytes of chunks all writers together may have waiting.
 const WRITER_TOTAL_BYTES: usize = 256 << 20;
+/// Sessions the directory of the cluster's sessions keeps (the bucket's entries age out
+/// with the stream's `max_age`).
+const DIRECTORY_MAX: usize = 100_000;
 /// How many times a publish is sent (the same message ID: stored once) before the session's
 /// writer gives up.
 const ATTEMPTS: usize = 3;
@@ -154,6 +157,9 @@ struct Inner {
     held: Mutex<HashMap<String, Held>>,
     /// Bytes of chunks waiting in all writers' queues.
     pending: Arc<std::sync::atomic::AtomicUsize>,
+    /// Every session of the cluster the bucket holds, and whether it is live (for
+    /// `/sessions`), as the bucket's watcher saw them; at most [`DIRECTORY_MAX`].
+    directory: Mutex<HashMap<String, bool>>,
     /// The relay, once the server is made.
     relay: OnceCell<RelayCall>,
 }
@@ -231,6 +237,7 @@ impl Cluster {
                 handles: OnceCell::new(),
                 held: Mutex::new(HashMap::new()),
                 pending: Arc::default(),
+                directory: Mutex::new(HashMap::new()),
                 relay: OnceCell::new(),
             }),
         })
@@ -895,6 +902,21 @@ impl Cluster {
                         else {
                             continue;
                         };
+                        {
+                            let mut d = lock(&self.inner.directory);
+                            match e.operation {
+                                kv::Operation::Put => {
+                                    let live = serde_json::from_slice::<Entry>(&e.value)
+                                        .is_ok_and(|v| v.state == "live");
+                                    if d.len() < DIRECTORY_MAX || d.contains_key(&name) {
+                                        d.insert(name.clone(), live);
+                                    }
+                                }
+                                _ => {
+                                    d.remove(&name);
+                                }
+                            }
+                        }
                         let me = self.clone();
                         let (tx, rx) = tokio::sync::oneshot::channel();
                         let n = name.clone();
@@ -910,6 +932,22 @@ impl Cluster {
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
+    }
+}
+
+impl Cluster {
+    /// The live sessions of the cluster not in `held` (for `/sessions`), at most `max`.
+    pub(crate) fn elsewhere(
+        &self,
+        held: &std::collections::HashSet<&str>,
+        max: usize,
+    ) -> Vec<String> {
+        lock(&self.inner.directory)
+            .iter()
+            .filter(|(n, live)| **live && !held.contains(n.as_str()))
+            .take(max)
+            .map(|(n, _)| n.clone())
+            .collect()
     }
 }
 

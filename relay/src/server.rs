@@ -315,8 +315,29 @@ impl Server {
     }
 
     /// At most `max` of the sessions the relay holds (see [`Relay::session_views`]).
+    /// In a cluster, the live sessions other relays hold follow, with their names only
+    /// (what this relay knows of them without following them).
     pub fn session_views(&self, max: usize) -> Vec<bsor_stream_core::net::relay::SessionView> {
-        lock(&self.shared.relay).session_views(max)
+        #[allow(unused_mut)]
+        let mut views = lock(&self.shared.relay).session_views(max);
+        #[cfg(feature = "cluster")]
+        if let Some(c) = &self.shared.config.cluster {
+            let held: std::collections::HashSet<&str> =
+                views.iter().map(|v| v.name.as_str()).collect();
+            let more = c.elsewhere(&held, max.saturating_sub(views.len()));
+            views.extend(
+                more.into_iter()
+                    .map(|name| bsor_stream_core::net::relay::SessionView {
+                        name,
+                        header: None,
+                        live: true,
+                        viewers: 0,
+                        bytes: 0,
+                        song_time: 0.0,
+                    }),
+            );
+        }
+        views
     }
 
     /// Whether session `name` is held and has not ended (see [`Relay::is_live`]).

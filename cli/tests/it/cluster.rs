@@ -77,14 +77,8 @@ fn start_nats(bin: &Path, dir: &Path) -> (Proc, String) {
 fn start_relay(dir: &Path, name: &str, cluster: &str) -> (Proc, String) {
     std::fs::write(dir.join("tokens.txt"), format!("{TOKEN}\n")).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
-        .args([
-            "serve",
-            "--tcp",
-            "127.0.0.1:0",
-            "--cluster",
-            cluster,
-            "--token-file",
-        ])
+        .args(["serve", "--tcp", "127.0.0.1:0", "--ws", "127.0.0.1:0"])
+        .args(["--cluster", cluster, "--token-file"])
         .arg(dir.join("tokens.txt"))
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap())
@@ -100,6 +94,11 @@ fn start_relay(dir: &Path, name: &str, cluster: &str) -> (Proc, String) {
         .unwrap_or_else(|| panic!("serve {name}: {line:?}"))
         .to_string();
     (Proc(child), addr)
+}
+
+/// The TCP and the WebSocket/HTTP address of a relay started by [`start_relay`].
+fn split_addr(addr: &str) -> (&str, &str) {
+    addr.split_once(" ws=").expect("both addresses")
 }
 
 /// `watch ADDRS --session S [--complete] -o OUT`, started.
@@ -173,6 +172,7 @@ fn a_session_published_to_one_relay_is_watched_identically_from_the_others() {
     let (_a, a) = start_relay(dir.path(), "a", &url);
     let (_b, b) = start_relay(dir.path(), "b", &url);
     let (_c, c) = start_relay(dir.path(), "c", &url);
+    let ((a, _), (b, _), (c, _)) = (split_addr(&a), split_addr(&b), split_addr(&c));
     let out = |n: &str| dir.path().join(n);
     // Viewers on each relay, live and complete, before the publisher starts.
     let mut viewers = vec![
@@ -214,6 +214,10 @@ fn a_relay_killed_mid_song_loses_nothing_its_publisher_and_viewers_move_on() {
     let (a_proc, a) = start_relay(dir.path(), "a", &url);
     let (_b, b) = start_relay(dir.path(), "b", &url);
     let (_c, c) = start_relay(dir.path(), "c", &url);
+    let ((a, _), (b, _), (c, _)) = (split_addr(&a), split_addr(&b), split_addr(&c));
+    // A fourth relay nobody watches through.
+    let (_d, d) = start_relay(dir.path(), "d", &url);
+    let (_, d_http) = split_addr(&d);
     let out = |n: &str| dir.path().join(n);
     let mut viewers = vec![
         // On A, moving to B when A goes.
@@ -224,7 +228,13 @@ fn a_relay_killed_mid_song_loses_nothing_its_publisher_and_viewers_move_on() {
     std::thread::sleep(Duration::from_millis(500));
     // A 143-second song at 20x: about 7 s.
     let mut publisher = start_publish(&replay, &format!("{a},{b}"), "k", "20", &out("publish.log"));
-    std::thread::sleep(Duration::from_secs(3));
+    std::thread::sleep(Duration::from_secs(2));
+    // D holds no viewer of the session yet lists it, from the cluster's bucket.
+    let listed = crate::http_cli::get(d_http, "GET", "/sessions", &[]);
+    assert_eq!(listed.status, 200);
+    let body = String::from_utf8_lossy(&listed.body).into_owned();
+    assert!(body.contains("\"k\""), "D's /sessions: {body}");
+    std::thread::sleep(Duration::from_secs(1));
     drop(a_proc); // SIGKILL
     assert!(
         wait(&mut publisher, Duration::from_secs(90)),
@@ -255,9 +265,10 @@ fn with_nats_unreachable_a_publisher_is_refused_with_a_clear_error_not_left_hang
     let dir = tempfile::tempdir().unwrap();
     // A port nobody listens on.
     let url = format!("nats://127.0.0.1:{}", free_port());
-    let (_r, addr) = start_relay(dir.path(), "r", &url);
+    let (_r, both) = start_relay(dir.path(), "r", &url);
+    let (addr, _) = split_addr(&both);
     let started = Instant::now();
-    let got = crate::cli::try_publish(&addr, "nowhere", TOKEN);
+    let got = crate::cli::try_publish(addr, "nowhere", TOKEN);
     let took = started.elapsed();
     match got {
         bsor_stream::net::wire::Message::Error { code, message } => {

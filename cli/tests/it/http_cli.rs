@@ -16,10 +16,10 @@ fn bin() -> Command {
 
 /// A reply: status, headers (names lowercase), body.
 #[derive(Debug)]
-struct Reply {
-    status: u16,
+pub(crate) struct Reply {
+    pub(crate) status: u16,
     headers: Vec<(String, String)>,
-    body: Vec<u8>,
+    pub(crate) body: Vec<u8>,
 }
 
 impl Reply {
@@ -32,7 +32,7 @@ impl Reply {
 }
 
 /// One request on its own connection (`Connection: close`), the target sent as it is.
-fn get(addr: &str, method: &str, target: &str, extra: &[(&str, &str)]) -> Reply {
+pub(crate) fn get(addr: &str, method: &str, target: &str, extra: &[(&str, &str)]) -> Reply {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut req = format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
