@@ -63,7 +63,11 @@ def main():
     ap.add_argument("--pybsor-runs", type=int, default=3, help="runs of py-bsor (slow) per median")
     ap.add_argument("--copies", type=int, default=32, help="copies of the corpus for load_many")
     ap.add_argument("--load-many-only", action="store_true", help="only the load_many section")
+    ap.add_argument("--reuse-freed-memory", action="store_true",
+                    help="call bsor_stream.reuse_freed_memory() first (glibc keeps freed arrays' memory)")
     args = ap.parse_args()
+    if args.reuse_freed_memory:
+        print(f"reuse_freed_memory: {bsor_stream.reuse_freed_memory()}")
     corpus = pathlib.Path(args.corpus)
     files = sorted(corpus.glob("*.bsor"))
     if not files:

@@ -302,6 +302,28 @@ def test_path_load_equals_bytes_load(tmp_path, seconds, fps):
     assert a.to_bsor() == data
 
 
+def test_reuse_freed_memory(tmp_path):
+    # Run in a child: the setting is process-wide. Where the C library is glibc it applies
+    # (mallopt accepts both values), and loads after it give the same arrays.
+    import platform
+    import subprocess
+    import sys
+
+    data = synth(seed=6, seconds=20.0)
+    p = tmp_path / "r.bsor"
+    p.write_bytes(data)
+    code = (
+        "import sys, bsor_stream\n"
+        "ok = bsor_stream.reuse_freed_memory()\n"
+        "rs = [bsor_stream.load(sys.argv[1]) for _ in range(3)]\n"
+        "assert all(r.to_bsor() == open(sys.argv[1], 'rb').read() for r in rs)\n"
+        "print(ok)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, cwd="/")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(platform.libc_ver()[0] == "glibc")
+
+
 def test_load_events_skips_frames(tmp_path):
     data = synth(seed=8)
     full = bsor_stream.load(data)
