@@ -219,9 +219,10 @@ def load_many_section(args, files, datas, total):
 def xror_compare(corpus, repeat):
     """sample1.xror with bsor_stream and with MetaGuard's `xror` library (its XROR.unpack:
     BSON, then the PyPI `fpzip` binding, into Python lists), time and values. MetaGuard's
-    library is not on PyPI: install it from its repository (`pip install
-    git+https://github.com/MetaGuard/xror` where GitHub is reachable), which pulls `fpzip`
-    and `pymongo` from PyPI."""
+    library (setup.py's name `XROR`, 1.0.0) is not on PyPI (`pip install xror` finds no
+    distribution): install it from a clone of its repository, MetaGuard/xror on GitHub
+    (`pip install ./xror`), which pulls `fpzip` (1.2.5, fpzip 1.3.0 in C) and `pymongo`
+    (for `bson`) from PyPI."""
     path = corpus / "sample1.xror"
     if not path.exists():
         print("no sample1.xror in the corpus: no XROR comparison")
