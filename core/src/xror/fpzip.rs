@@ -6,7 +6,7 @@
 //! arrays. Supported: the header, single precision at any precision of 2 to 32 bits, and all
 //! four of the codec's floating-point modes, which its header names (the library picks one
 //! when it is compiled): `FAST` (1, the library's default and BOXRR-23's), `SAFE` (2),
-//! `EMUL` (3, the prediction in fpzip's own integer emulation of float arithmetic, `Fpe`
+//! `EMUL` (3, the prediction in fpzip's own integer emulation of float arithmetic, `fpe`
 //! here) and `INT` (4). Double precision is refused by name. Each mode is checked bit for
 //! bit against the reference library's output (core/tests/data/fpzip/, made by
 //! scripts/fpzip-vectors/). Input that is not a whole fpzip stream gives an error with the
@@ -14,9 +14,10 @@
 //!
 //! One limit: in `FAST` and `SAFE`, the prediction is float arithmetic on the previous
 //! values, so a stream whose values include NaNs decodes as the encoder's machine did only
-//! where both propagate a NaN's payload the same way. x86-64 and AArch64 do for the
-//! operations here (the vectors' NaNs check it on the machine that runs the tests);
-//! WebAssembly need not. `EMUL` and `INT` are integer arithmetic and exact everywhere.
+//! where both pick and quiet NaN payloads the same way. The vectors' NaNs (quiet and
+//! signalling, with payloads) check it on x86-64, where the tests run; other targets (an
+//! AArch64 given two NaNs, WebAssembly at all) may differ on such values. `EMUL` and `INT`
+//! are integer arithmetic and exact everywhere.
 
 use std::fmt;
 
