@@ -238,8 +238,29 @@ def xror_compare(corpus, repeat):
         return
     import numpy as np
 
-    tm = med(lambda: XROR.unpack(data), repeat=repeat)
-    print(f"MetaGuard xror XROR.unpack, median of {repeat}: {tm * 1e3:.1f} ms: bsor_stream is {tm / tx:.0f}x faster")
+    # Interleaved, so that all three see the same load: MetaGuard's whole read, the C
+    # fpzip library alone (its PyPI binding) on every float array of the file, ours whole.
+    import bson
+    import fpzip
+
+    doc = bson.decode(data)
+    blobs = [doc["frames"]] + [e["floatData"] for e in doc["events"] if "floatData" in e]
+    jobs = {
+        "MetaGuard xror XROR.unpack": lambda: XROR.unpack(data),
+        "C fpzip alone (PyPI fpzip binding), every float array": lambda: [fpzip.decompress(b) for b in blobs],
+        "bsor_stream.load, the whole file": lambda: bsor_stream.load(data),
+    }
+    times = {k: [] for k in jobs}
+    for _ in range(2 * repeat + 1):
+        for k, f in jobs.items():
+            times[k] += runs(f, 1)
+    m = {k: statistics.median(v) for k, v in times.items()}
+    for k in jobs:
+        print(f"{k}, interleaved, median of {2 * repeat + 1}: {m[k] * 1e3:.1f} ms")
+    mine = m["bsor_stream.load, the whole file"]
+    print(f"bsor_stream is {m['MetaGuard xror XROR.unpack'] / mine:.1f}x faster than MetaGuard's; "
+          f"its whole load takes {mine / m['C fpzip alone (PyPI fpzip binding), every float array']:.2f}x "
+          f"the C library's fpzip decoding alone [{load_avg()}]")
     # Their values against ours: frames are rows of [time, head, left, right] (7 floats a
     # device), the FPS event one value a frame, note events rows starting with their time.
     ours = bsor_stream.load(data)
