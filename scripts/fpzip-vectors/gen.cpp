@@ -177,5 +177,27 @@ int main(int argc, char** argv)
     write_file(dir + "/" + c.name + "." + MODE + ".out.f32", out.data(), 4 * n);
     std::printf("%s %s: %zu values, %zu bytes\n", MODE, c.name.c_str(), n, size);
   }
+  // One double-precision stream, which the core's decoder refuses by name (XROR stores
+  // single precision): NAME.MODE.fpz64, no expected values.
+  {
+    std::vector<double> d;
+    for (int i = 0; i < 12; i++)
+      d.push_back(0.5 * i - 1.0);
+    std::vector<unsigned char> buf(64 + 16 * d.size());
+    FPZ* w = fpzip_write_to_buffer(buf.data(), buf.size());
+    w->type = FPZIP_TYPE_DOUBLE;
+    w->prec = 0;
+    w->nx = 4;
+    w->ny = 3;
+    w->nz = 1;
+    w->nf = 1;
+    size_t size = fpzip_write_header(w) ? fpzip_write(w, d.data()) : 0;
+    fpzip_write_close(w);
+    if (!size) {
+      std::fprintf(stderr, "double: %s\n", fpzip_errstr[fpzip_errno]);
+      return 1;
+    }
+    write_file(dir + "/double4x3." + MODE + ".fpz64", buf.data(), size);
+  }
   return 0;
 }

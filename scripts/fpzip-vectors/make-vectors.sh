@@ -28,7 +28,8 @@ for mode in FAST SAFE EMUL INT; do
   g++ -std=c++11 -O2 -Wall -DFPZIP_FP=FPZIP_FP_$mode -I"$src/include" "$here/gen.cpp" "$b"/obj/*.o -o "$b/gen"
   "$b/gen" "$b/vec" > "$b/log"
 done
-rm -f "$out"/*.fpz "$out"/*.f32
+rm -f "$out"/*.fpz "$out"/*.fpz64 "$out"/*.f32
+cp "$tmp"/FAST/vec/*.fpz64 "$out/"
 for f in "$tmp"/FAST/vec/*.in.f32; do
   name=$(basename "$f" .in.f32)
   for mode in SAFE EMUL INT; do

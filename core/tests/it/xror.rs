@@ -105,6 +105,16 @@ fn fpzip_reference_vectors_decode_bit_for_bit_in_every_mode() {
 }
 
 #[test]
+fn fpzip_double_precision_is_refused_by_name() {
+    // A double-precision stream from the reference library (scripts/fpzip-vectors/): not
+    // what XROR stores, and not decoded, with an error that says so.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fpzip");
+    let fpz = std::fs::read(dir.join("double4x3.fast.fpz64")).unwrap();
+    let e = xror::fpzip_decompress(&fpz).unwrap_err();
+    assert!(e.what.contains("double precision"), "{e}");
+}
+
+#[test]
 fn fpzip_reference_vectors_cut_short_are_errors() {
     for (name, fpz, _) in fpzip_vectors() {
         for cut in 0..fpz.len() {
