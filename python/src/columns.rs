@@ -447,29 +447,37 @@ fn load_bsor(bytes: &[u8], events_only: bool) -> Result<Columns, LoadError> {
     Ok(Columns::from_replay("bsor", r, frames, count))
 }
 
+/// The read buffer of [`load_bsor_file`]: whole frame records, about 64 KiB. Small enough
+/// to stay in the cache between the kernel's copy and the columns' parse, and below glibc's
+/// mmap threshold (128 KiB), so that each load takes it from the heap, where the last load
+/// freed it, rather than mapping and faulting in fresh pages (a 1 MiB buffer and a growing
+/// carry vector did: python/bench.py's page faults per file, docs/benchmarks.md).
+const READ_BUF: usize = (64 << 10) / FRAME_SIZE * FRAME_SIZE;
+
 /// Reads a BSOR file without holding its frame section in memory: the bytes before the
-/// frame records, the records a megabyte at a time into the columns (or stepped over for
-/// `events_only`), then the rest, parsed with the frame count set to 0 as one buffer so that
-/// the core checks it all. `None` when the file is not a BSOR or does not read this way
-/// (then the caller reads it whole, which gives the exact error).
+/// frame records, the records [`READ_BUF`] bytes at a time into the columns (allocated
+/// once at their final size, or stepped over for `events_only`), then the rest, parsed with
+/// the frame count set to 0 as one buffer so that the core checks it all. `None` when the
+/// file is not a BSOR or does not read this way (then the caller reads it whole, which
+/// gives the exact error).
 pub(crate) fn load_bsor_file(path: &Path, events_only: bool) -> Option<Columns> {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = std::fs::File::open(path).ok()?;
     let size = f.metadata().ok()?.len();
+    let mut buf = vec![0u8; READ_BUF];
     // The head: up to the frame records, found by the push parser.
     let mut head = Vec::new();
     let mut parser = bsor::PushParser::new();
     let (start, count) = 'found: loop {
-        let mut piece = vec![0u8; 64 << 10];
-        let n = f.read(&mut piece).ok()?;
+        let n = f.read(&mut buf).ok()?;
         if n == 0 {
             return None;
         }
-        if head.is_empty() && !piece[..n].starts_with(&BSOR_MAGIC) {
+        if head.is_empty() && !buf[..n].starts_with(&BSOR_MAGIC) {
             return None;
         }
-        head.extend_from_slice(&piece[..n]);
-        parser.push(&piece[..n]);
+        head.extend_from_slice(&buf[..n]);
+        parser.push(&buf[..n]);
         while let Some(event) = parser.next_event().ok()? {
             if let bsor::Event::SectionStart {
                 section: bsor::Section::Frames,
@@ -488,46 +496,42 @@ pub(crate) fn load_bsor_file(path: &Path, events_only: bool) -> Option<Columns> 
     if (end as u64) > size || start < 4 {
         return None;
     }
-    // The records: those already read, then the rest of them in pieces.
-    let mut frames = (!events_only).then(FrameCols::default);
-    if let Some(c) = frames.as_mut() {
-        c.time.reserve_exact(count);
-        c.fps.reserve_exact(count);
-        c.poses.reserve_exact(count * POSE_FLOATS);
-    }
-    let have = head.len().min(end) - start;
-    let whole = have / FRAME_SIZE * FRAME_SIZE;
-    if let Some(c) = frames.as_mut() {
+    let mut frames = None;
+    if !events_only {
+        let mut c = FrameCols {
+            time: Vec::with_capacity(count),
+            fps: Vec::with_capacity(count),
+            poses: Vec::with_capacity(count.checked_mul(POSE_FLOATS)?),
+        };
+        // The records the head already holds, then the rest of them through the buffer:
+        // each read lands behind the piece of a record the last one ended with.
+        let have = head.len().min(end) - start;
+        let whole = have / FRAME_SIZE * FRAME_SIZE;
         c.push_records(&head[start..start + whole]);
-    }
-    let mut done = whole;
-    if events_only {
-        done = frames_len;
-    } else {
-        let mut buf = vec![0u8; (1 << 20) / FRAME_SIZE * FRAME_SIZE];
-        let mut carry = head[start + whole..start + have].to_vec();
+        let mut tail = have - whole;
+        buf[..tail].copy_from_slice(&head[start + whole..start + have]);
         f.seek(SeekFrom::Start((start + have) as u64)).ok()?;
         let mut left = frames_len - have;
         while left > 0 {
-            let n = buf.len().min(left);
-            f.read_exact(&mut buf[..n]).ok()?;
+            let n = (buf.len() - tail).min(left);
+            f.read_exact(&mut buf[tail..tail + n]).ok()?;
             left -= n;
-            carry.extend_from_slice(&buf[..n]);
-            let whole = carry.len() / FRAME_SIZE * FRAME_SIZE;
-            if let Some(c) = frames.as_mut() {
-                c.push_records(&carry[..whole]);
-            }
-            done += whole;
-            carry.drain(..whole);
+            let filled = tail + n;
+            let whole = filled / FRAME_SIZE * FRAME_SIZE;
+            c.push_records(&buf[..whole]);
+            buf.copy_within(whole..filled, 0);
+            tail = filled - whole;
         }
-    }
-    if done != frames_len {
-        return None;
+        if tail != 0 || c.time.len() != count {
+            return None;
+        }
+        frames = Some(c);
     }
     // Everything else, behind the head with its frame count set to 0.
     let mut rest = head;
     rest.truncate(start);
     rest[start - 4..start].copy_from_slice(&0i32.to_le_bytes());
+    rest.reserve_exact(usize::try_from(size - end as u64).ok()?);
     f.seek(SeekFrom::Start(end as u64)).ok()?;
     f.read_to_end(&mut rest).ok()?;
     let (r, _) = bsor::parse_skipping_frames(&rest, bsor::Limits::default()).ok()?;

@@ -287,6 +287,43 @@ def test_corpus_through_bsors(path):
     assert bsor_stream.load(s).to_bsor() == data
 
 
+@pytest.mark.parametrize("seconds,fps", [(0.2, 10), (11.0, 60), (30.0, 90), (75.0, 120)])
+def test_path_load_equals_bytes_load(tmp_path, seconds, fps):
+    # A path is read a 64 KiB buffer at a time (a record cut across reads carried over):
+    # frame sections from a few records to 13 buffers' worth (828 KB) give the same arrays
+    # and the same bytes back as a load of the bytes.
+    data = synth(seed=5, seconds=seconds, fps=fps)
+    p = tmp_path / "r.bsor"
+    p.write_bytes(data)
+    a, b = bsor_stream.load(p), bsor_stream.load(data)
+    assert len(a.frames["time"]) == len(b.frames["time"]) > 0
+    for k in ("time", "fps", "poses"):
+        assert a.frames[k].tobytes() == b.frames[k].tobytes(), k
+    assert a.to_bsor() == data
+
+
+def test_reuse_freed_memory(tmp_path):
+    # Run in a child: the setting is process-wide. Where the C library is glibc it applies
+    # (mallopt accepts both values), and loads after it give the same arrays.
+    import platform
+    import subprocess
+    import sys
+
+    data = synth(seed=6, seconds=20.0)
+    p = tmp_path / "r.bsor"
+    p.write_bytes(data)
+    code = (
+        "import sys, bsor_stream\n"
+        "ok = bsor_stream.reuse_freed_memory()\n"
+        "rs = [bsor_stream.load(sys.argv[1]) for _ in range(3)]\n"
+        "assert all(r.to_bsor() == open(sys.argv[1], 'rb').read() for r in rs)\n"
+        "print(ok)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, cwd="/")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(platform.libc_ver()[0] == "glibc")
+
+
 def test_load_events_skips_frames(tmp_path):
     data = synth(seed=8)
     full = bsor_stream.load(data)
