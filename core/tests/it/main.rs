@@ -30,6 +30,8 @@ mod relay;
 mod relay_bounds;
 #[cfg(feature = "net")]
 mod relay_budget;
+#[cfg(feature = "net")]
+mod relay_cluster;
 #[cfg(feature = "integrity")]
 mod signed_bsor;
 #[cfg(feature = "integrity")]

@@ -390,8 +390,25 @@ impl Relay {
             // A mirror the lookup found ahead of it: caught up with the chunks read back
             // (in order from the next it lacks; the store's own feed gives the rest).
             let chunks = a.chunks;
-            for c in a.backlog {
+            for c in a.backlog.iter().cloned() {
                 self.mirrored(name, c, now);
+            }
+            if self.sessions.get(name).is_some_and(|s| s.next_seq < chunks) {
+                // The chunks read back do not run on from where this mirror got to (they
+                // start after a gap, and not at a keyframe chunk): it starts again from
+                // what the lookup found, as a mirror looked up afresh would, rather than
+                // take a publisher back from a point the store is past (its resent chunks
+                // would be stored twice). Complete-mode viewers read the gap from the store.
+                let kept = self.restore_backlog(a.backlog, chunks);
+                if let Some(s) = self.sessions.get_mut(name) {
+                    self.backlog_total -= s.backlog_bytes;
+                    s.backlog_bytes = kept.iter().map(|k| k.bytes.len()).sum();
+                    self.backlog_total += s.backlog_bytes;
+                    s.backlog = kept;
+                    s.next_seq = chunks;
+                    s.stored = chunks;
+                    s.bytes = s.bytes.max(a.end);
+                }
             }
             if let Some(s) = self.sessions.get_mut(name) {
                 s.stored = s.stored.max(chunks.min(s.next_seq));
@@ -403,8 +420,19 @@ impl Relay {
             let proves = self.sessions.get(name).is_some_and(|s| {
                 s.ended.is_none() && resume && s.key.is_some_and(|d| resume::proves(&d, &key))
             });
+            // In a cluster, a live session found in the store is another relay's
+            // publisher's: busy, as for any live session (`wire.md` §5).
+            let live =
+                self.config.cluster && self.sessions.get(name).is_some_and(|s| s.ended.is_none());
             if proves {
                 self.claim(conn, name.to_string(), resume, key, player);
+            } else if live {
+                self.refuse(
+                    conn,
+                    name.to_string(),
+                    ErrorCode::SessionBusy,
+                    "the session has a publisher",
+                );
             } else {
                 self.refuse(
                     conn,
