@@ -64,6 +64,7 @@ fn relay_message(u: &mut Unstructured, pushed: u32) -> Result<Message> {
             session: "s".into(),
             mode: ViewMode::Live,
             wait_ms: 0,
+            from: u.int_in_range(0..=3)?,
         },
         _ => Message::Publish {
             session: "s".into(),

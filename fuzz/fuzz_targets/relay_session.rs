@@ -335,6 +335,7 @@ impl Harness {
                         session,
                         mode,
                         wait_ms,
+                        from: 0,
                     },
                 );
             }

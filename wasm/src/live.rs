@@ -425,6 +425,7 @@ mod tests {
                 session: session.into(),
                 mode: ViewMode::Live,
                 wait_ms: 10_000,
+                from: 0,
             }]
         );
         assert!(s.has("net", "state", "subscribed"));

@@ -220,8 +220,9 @@ fn a_relay_killed_mid_song_loses_nothing_its_publisher_and_viewers_move_on() {
     let (_, d_http) = split_addr(&d);
     let out = |n: &str| dir.path().join(n);
     let mut viewers = vec![
-        // On A, moving to B when A goes.
-        start_watch(&format!("{a},{b}"), "k", true, &out("a-then-b.bsors")),
+        // Live on A, moving to B when A goes: it asks B for the chunks after its last
+        // (Subscribe.from) and continues exactly there.
+        start_watch(&format!("{a},{b}"), "k", false, &out("a-then-b.bsors")),
         start_watch(&format!("{c},{b}"), "k", true, &out("c.bsors")),
         start_watch(&b, "k", false, &out("b-live.bsors")),
     ];

@@ -185,6 +185,7 @@ fn viewer(addr: &str) -> std::thread::JoinHandle<(Vec<u8>, EndReason)> {
         session: "song".into(),
         mode: ViewMode::Complete,
         wait_ms: 20_000,
+        from: 0,
     });
     std::thread::spawn(move || {
         let mut bytes = Vec::new();
@@ -365,6 +366,7 @@ fn live_viewer(addr: &str) -> (Raw, Bytes) {
         session: "song".into(),
         mode: ViewMode::Live,
         wait_ms: 20_000,
+        from: 0,
     });
     loop {
         match raw.next() {

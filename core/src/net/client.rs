@@ -486,10 +486,13 @@ impl Client {
                 next_seq,
                 ..
             } => {
+                // A reconnection asks for the chunks after those it has (wire.md §2): the
+                // same relay, or another of its cluster, continues exactly there.
                 self.control.push_back(Message::Subscribe {
                     session: subscription.session.clone(),
                     mode: subscription.mode,
                     wait_ms: subscription.wait_ms,
+                    from: *next_seq,
                 });
                 let next_seq = *next_seq;
                 self.establish(next_seq);

@@ -177,6 +177,10 @@ pub enum Message {
         mode: ViewMode,
         /// How long to wait for a session that has not started, in milliseconds.
         wait_ms: u32,
+        /// The sequence number of the first chunk wanted: a viewer that reconnects (to this
+        /// relay or another of its cluster) asks for the chunks after those it has (0: as a
+        /// new viewer; on the wire only when not 0).
+        from: u32,
     },
     /// The stream header (`format.md` §3).
     StreamHeader(Bytes),
@@ -301,6 +305,9 @@ pub enum Fault {
     /// A string that is not UTF-8.
     #[error("string is not UTF-8")]
     NotUtf8,
+    /// An optional field present with the value its absence means (it is left out then).
+    #[error("present with 0, which is written by leaving it out")]
+    PresentZero,
     /// A one-byte field with a value this version does not define.
     #[error("unknown value {value}")]
     UnknownValue {
@@ -618,6 +625,19 @@ impl Body {
         Ok(name.iter().map(|&b| char::from(b)).collect())
     }
 
+    /// `Subscribe`'s optional `from`: absent is 0; present, it is not 0 (one encoding for
+    /// each message).
+    fn optional_from(&mut self) -> Result<u32, WireError> {
+        if self.b.remaining() == 0 {
+            return Ok(0);
+        }
+        let at = self.at();
+        match self.u32("from")? {
+            0 => Err(self.bad("from", at, Fault::PresentZero)),
+            n => Ok(n),
+        }
+    }
+
     fn done(self) -> Result<(), WireError> {
         let count = self.b.remaining();
         if count > 0 {
@@ -703,6 +723,7 @@ impl Message {
                 session,
                 mode,
                 wait_ms,
+                from,
             } => {
                 put_str(out, session);
                 out.put_u8(match mode {
@@ -710,6 +731,9 @@ impl Message {
                     ViewMode::Complete => 1,
                 });
                 out.put_u32_le(*wait_ms);
+                if *from > 0 {
+                    out.put_u32_le(*from);
+                }
             }
             Message::StreamHeader(b) | Message::Chunk(b) | Message::Witness(b) => out.put_slice(b),
             Message::Ack(seq) | Message::Resume(seq) => out.put_u32_le(*seq),
@@ -761,6 +785,7 @@ impl Message {
                     _ => None,
                 })?,
                 wait_ms: r.u32("wait_ms")?,
+                from: r.optional_from()?,
             },
             0x04 => Message::StreamHeader(std::mem::take(&mut r.b)),
             0x05 => {
@@ -950,6 +975,13 @@ mod tests {
                 session: "x".into(),
                 mode: ViewMode::Complete,
                 wait_ms: 30_000,
+                from: 0,
+            },
+            Message::Subscribe {
+                session: "x".into(),
+                mode: ViewMode::Live,
+                wait_ms: 0,
+                from: 1234,
             },
             Message::StreamHeader(Bytes::from_static(b"BSRS....")),
             Message::Chunk(chunk()),

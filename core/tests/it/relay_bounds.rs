@@ -80,6 +80,7 @@ fn viewer(r: &mut Relay, mode: ViewMode) -> ConnId {
         session: "s".into(),
         mode,
         wait_ms: 1000,
+        from: 0,
     };
     r.receive(v, sub, 0);
     v

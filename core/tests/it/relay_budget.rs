@@ -68,6 +68,7 @@ fn viewer(r: &mut Relay, from: IpAddr, session: &str) -> ConnId {
         session: session.into(),
         mode: ViewMode::Live,
         wait_ms: 1000,
+        from: 0,
     };
     r.receive(v, sub, 0);
     v

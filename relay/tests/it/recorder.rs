@@ -378,6 +378,7 @@ mod live {
             session: session.into(),
             mode: ViewMode::Complete,
             wait_ms: 20_000,
+            from: 0,
         })
         .await
         .unwrap();

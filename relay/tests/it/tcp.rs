@@ -175,6 +175,7 @@ impl Client {
             session: session.into(),
             mode,
             wait_ms: 20_000,
+            from: 0,
         })
         .await;
         c
@@ -334,6 +335,7 @@ async fn raw_viewer(addr: &str, session: &str) -> TcpStream {
         session: session.into(),
         mode: ViewMode::Live,
         wait_ms: 1000,
+        from: 0,
     }
     .encode(&mut out);
     sock.write_all(&out).await.unwrap();

@@ -63,6 +63,7 @@ pub fn subscribe(session: &str, mode: ViewMode, wait_ms: u32) -> Vec<u8> {
         session: session.into(),
         mode,
         wait_ms,
+        from: 0,
     })
 }
 

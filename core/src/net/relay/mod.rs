@@ -573,8 +573,15 @@ impl Relay {
                     session,
                     mode,
                     wait_ms,
+                    from,
                 },
-            ) => self.subscribe(conn, session, mode, now.saturating_add(u64::from(wait_ms))),
+            ) => self.subscribe(
+                conn,
+                session,
+                mode,
+                now.saturating_add(u64::from(wait_ms)),
+                from,
+            ),
             (Stage::Publisher { session }, Message::StreamHeader(h)) => {
                 self.header(conn, &session, h)
             }

@@ -28,6 +28,8 @@ pub(super) struct Viewer {
     pub(super) offset: u64,
     /// Complete mode: an archive read is under way.
     pub(super) fetching: bool,
+    /// The first chunk it asked for (`Subscribe.from`): it has those before.
+    pub(super) from: u32,
 }
 
 impl Viewer {
@@ -61,7 +63,14 @@ impl Viewer {
 impl Relay {
     /// `Subscribe`: attached at once if the session is known, else waiting for it until
     /// `until` (and looked up in the archive, if there is one).
-    pub(super) fn subscribe(&mut self, conn: ConnId, name: String, mode: ViewMode, until: u64) {
+    pub(super) fn subscribe(
+        &mut self,
+        conn: ConnId,
+        name: String,
+        mode: ViewMode,
+        until: u64,
+        from: u32,
+    ) {
         let known = self.sessions.contains_key(&name);
         let viewer = Viewer {
             session: name.clone(),
@@ -74,6 +83,7 @@ impl Relay {
             sent_header: false,
             offset: 0,
             fetching: false,
+            from,
         };
         self.set_stage(conn, Stage::Viewer(viewer));
         if let Some(s) = self.sessions.get_mut(&name) {
@@ -123,11 +133,26 @@ impl Relay {
         let Some(header) = s.header.clone() else {
             return;
         };
-        let group_start = s.backlog.iter().rposition(|c| c.keyframe).unwrap_or(0);
+        // A viewer that has the chunks before `from` (a reconnection) continues from there
+        // when the backlog still holds it; else it joins at the group as a new viewer does.
+        let (from, first_kept) = (v.from, s.first_kept());
+        let resume_at = (from > 0 && from >= first_kept && from <= s.next_seq)
+            .then(|| (from - first_kept) as usize);
+        let group_start =
+            resume_at.unwrap_or_else(|| s.backlog.iter().rposition(|c| c.keyframe).unwrap_or(0));
         // A signed session's key chunk goes after the header when the chunks sent do not
         // start with it: without it a late joiner cannot verify what it gets (wire.md §3).
+        // One that had chunks before has it.
         let group_seq = s.backlog.get(group_start).map_or(s.next_seq, |c| c.seq);
-        let key_chunk = s.key_chunk.clone().filter(|_| group_seq > 0);
+        let key_chunk = s.key_chunk.clone().filter(|_| group_seq > 0 && from == 0);
+        // Complete mode from `from`: where chunks are read by sequence number (a cluster's
+        // store) or only from the backlog (no archive); an archive file is read by offset,
+        // known from the start only, so there it starts at 0 (the client drops what it has).
+        let complete_from = if self.config.cluster || !self.config.archive {
+            from.min(s.next_seq)
+        } else {
+            0
+        };
         let mode = if s.ended.is_some() {
             ViewMode::Complete
         } else {
@@ -150,7 +175,11 @@ impl Relay {
         if let Some(v) = self.conns.get_mut(&conn).and_then(|c| c.viewer_mut()) {
             v.sent_header = true;
             v.mode = mode;
-            v.cursor = 0;
+            v.cursor = if mode == ViewMode::Complete {
+                complete_from
+            } else {
+                0
+            };
             v.offset = header.len() as u64;
             if let Some((chunks, bytes)) = skipped {
                 v.skipping = true;
