@@ -114,6 +114,13 @@ enum Write {
     End(EndReason),
 }
 
+/// Where a new writer starts: the subject's last message as the relay knows it, and the
+/// writer's number.
+struct Start {
+    last: Option<u64>,
+    gen: u64,
+}
+
 /// The JetStream handles, made once NATS answers.
 struct Handles {
     stream: stream::Stream,
@@ -134,6 +141,13 @@ struct Held {
     index: Vec<u64>,
     /// Ended by JetStream's end marker (written by another relay, or this one).
     ended: bool,
+    /// The last message on the subject when this relay last learnt the session from
+    /// JetStream (a lookup): a new writer expects it, not whatever is last when it writes
+    /// (a write the relay asked for before another relay took the session over must fail).
+    seen_last: Option<u64>,
+    /// The current writer's number: a writer that is no longer current says nothing of
+    /// its failures (they concern a state the relay has left).
+    writer_gen: u64,
 }
 
 /// A relay's membership of a cluster (cheap to clone).
@@ -320,9 +334,10 @@ impl Cluster {
             RelayAction::SessionEnded(s, reason) => {
                 let mut held = lock(&self.inner.held);
                 let Some(h) = held.get_mut(s) else { return };
-                // Only the relay whose publisher wrote the session writes its end; one
-                // that learnt the end from the store writes nothing back.
-                let write = h.writer.is_some() && !h.ended;
+                // A relay that learnt the end from the store writes nothing back; one whose
+                // publisher (or its timeout) ended it writes the end, expecting the last
+                // message it knows (refused if another relay wrote since).
+                let write = !h.ended;
                 drop(held);
                 if write {
                     self.write(s, Write::End(*reason));
@@ -371,10 +386,15 @@ impl Cluster {
             None => {
                 let (tx, rx) = mpsc::unbounded_channel();
                 h.writer = Some(tx.clone());
+                h.writer_gen += 1;
+                let start = Start {
+                    last: h.seen_last,
+                    gen: h.writer_gen,
+                };
                 let me = self.clone();
                 let name = name.to_string();
                 let pending = pending.clone();
-                tokio::spawn(async move { me.writer(name, rx, pending).await });
+                tokio::spawn(async move { me.writer(name, rx, pending, start).await });
                 tx
             }
         };
@@ -401,6 +421,7 @@ impl Cluster {
         name: String,
         mut rx: mpsc::UnboundedReceiver<Write>,
         pending: Arc<std::sync::atomic::AtomicUsize>,
+        start: Start,
     ) {
         let subject = subject(&name);
         // Tells this writer's messages from another's of the same session (a message ID
@@ -410,8 +431,9 @@ impl Cluster {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
             ^ u64::from(std::process::id()).rotate_left(32);
-        // The last message on the subject this writer knows of (None: ask JetStream).
-        let mut last: Option<u64> = None;
+        // The last message on the subject this writer knows of: what the relay's lookup saw,
+        // 0 for a session it creates, else (None) what JetStream says at the first write.
+        let mut last: Option<u64> = start.last;
         while let Some(w) = rx.recv().await {
             if let Write::Chunk(c) | Write::Header(c) = &w {
                 use std::sync::atomic::Ordering::Relaxed;
@@ -419,20 +441,31 @@ impl Cluster {
                 self.inner.pending.fetch_sub(c.len(), Relaxed);
             }
             let outcome = match w {
-                Write::Key(key) => self.claim(&name, &key).await,
-                Write::Header(h) => self
-                    .publish(
-                        &name,
-                        &subject,
-                        &mut last,
-                        "header",
-                        None,
-                        h,
-                        incarnation,
-                        u32::MAX,
-                    )
-                    .await
-                    .map(|_| ()),
+                Write::Key(key) => self.claim(&name, &key).await.map(|created| {
+                    if created {
+                        last = Some(0);
+                    }
+                }),
+                Write::Header(h) => {
+                    let r = self
+                        .publish(
+                            &name,
+                            &subject,
+                            &mut last,
+                            "header",
+                            None,
+                            h,
+                            incarnation,
+                            u32::MAX,
+                        )
+                        .await;
+                    if r.is_ok() {
+                        // The entry written again: relays whose viewers wait for the session
+                        // (their lookup found the entry and no header yet) look it up now.
+                        self.touch(&name).await;
+                    }
+                    r.map(|_| ())
+                }
                 Write::Chunk(c) => {
                     let Some((head, _)) = ChunkHeader::parse_at(&c) else {
                         continue;
@@ -483,11 +516,21 @@ impl Cluster {
             }
             .map(|_| ());
             if let Err(taken) = outcome {
+                let current = {
+                    let mut held = lock(&self.inner.held);
+                    match held.get_mut(&name) {
+                        Some(h) if h.writer_gen == start.gen => {
+                            h.writer = None;
+                            true
+                        }
+                        _ => false,
+                    }
+                };
+                if !current {
+                    break;
+                }
                 let n = name.clone();
                 self.call(move |r, now| r.store_failed(&n, taken, now));
-                if let Some(h) = lock(&self.inner.held).get_mut(&name) {
-                    h.writer = None;
-                }
                 // What the store holds from now on comes to the relay through the
                 // follower, restarted from the last message this writer stored.
                 self.follow(name.clone(), last.map_or(1, |l| l + 1));
@@ -508,7 +551,7 @@ impl Cluster {
     /// A new session's entry (create-if-absent), or the same publisher's (the digest
     /// matches: a resume on this relay, or its player binding cleared). `Err(true)`: the
     /// name is another publisher's.
-    async fn claim(&self, name: &str, key: &ResumeKey) -> Result<(), bool> {
+    async fn claim(&self, name: &str, key: &ResumeKey) -> Result<bool, bool> {
         let h = self.handles().await.map_err(|e| {
             tracing::warn!(session = %name, err = %e, "the cluster's store is unavailable");
             false
@@ -524,7 +567,7 @@ impl Cluster {
                 // The follower, from the subject's start: it sees another relay's writes if
                 // the session moves.
                 self.follow(name.to_string(), 1);
-                Ok(())
+                Ok(true)
             }
             Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
                 let theirs =
@@ -536,7 +579,7 @@ impl Cluster {
                 match theirs {
                     Some(t) if t.digest == entry.digest && t.state == "live" => {
                         h.kv.put(key_of(name), value).await.map_err(|_| false)?;
-                        Ok(())
+                        Ok(false)
                     }
                     _ => Err(true),
                 }
@@ -623,6 +666,16 @@ impl Cluster {
             }
         }
         Err(false)
+    }
+
+    /// Writes a session's entry again as it is (a watcher sees it change).
+    async fn touch(&self, name: &str) {
+        let Ok(h) = self.handles().await else { return };
+        if let Ok(Some(v)) = h.kv.get(key_of(name)).await {
+            if let Err(err) = h.kv.put(key_of(name), v).await {
+                tracing::debug!(session = %name, %err, "writing the entry again failed");
+            }
+        }
     }
 
     /// The bucket says the session ended.
@@ -767,6 +820,10 @@ impl Cluster {
             let h = held.entry(name.to_string()).or_default();
             h.index = s.index.clone();
             h.ended = s.end.is_some();
+            // The relay now holds the session as the scan found it: a writer from here on
+            // expects the scan's last message (an earlier writer's state is left behind).
+            h.seen_last = Some(s.last_at);
+            h.writer = None;
         }
         let found = s.into_archived();
         let n = name.to_string();
@@ -808,8 +865,15 @@ impl Cluster {
         };
         let limits = self.limits();
         let scan = Scan::new(entry, limits);
-        // Claimed and no header yet (last 0): found with the first message that comes.
-        let last = last.max(1);
+        if last == 0 {
+            // Claimed, and nothing written yet (or its relay died before the header): not
+            // found. A publisher with its key takes it as new (its entry is its own); a
+            // viewer waits, and is looked up for again when the header's writer writes the
+            // entry again (the bucket's watcher).
+            let n = name.to_string();
+            self.call(move |r, now| r.restored(&n, None, now));
+            return Ok(());
+        }
         let me = self.clone();
         let n = name.to_string();
         let task = tokio::spawn(async move {
@@ -972,6 +1036,8 @@ struct Scan {
     index: Vec<u64>,
     end: Option<EndReason>,
     broken: bool,
+    /// The stream sequence of the last message read.
+    last_at: u64,
 }
 
 impl Scan {
@@ -988,10 +1054,12 @@ impl Scan {
             index: Vec::new(),
             end: None,
             broken: false,
+            last_at: 0,
         }
     }
 
     fn take(&mut self, kind: &str, end: Option<&str>, payload: Bytes, at: u64) {
+        self.last_at = self.last_at.max(at);
         if self.broken || self.end.is_some() {
             return;
         }

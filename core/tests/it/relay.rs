@@ -1546,11 +1546,18 @@ fn a_viewer_that_reconnects_with_from_continues_exactly_after_its_last_chunk() {
         // or group again, no gap, no repeat; with the bytes before, the steady viewer's.
         let n = chunks.len() as u32;
         assert_eq!(seqs(&net, again), (cut as u32..n).collect::<Vec<_>>());
-        assert_eq!(seqs(&net, again_complete), (cut as u32..n).collect::<Vec<_>>());
+        assert_eq!(
+            seqs(&net, again_complete),
+            (cut as u32..n).collect::<Vec<_>>()
+        );
         let mut joined = net.received(first).0;
         let after = net.received(again).0;
         joined.extend_from_slice(&after[header.len()..]);
-        assert!(joined == net.received(steady).0, "cluster {}", config.cluster);
+        assert!(
+            joined == net.received(steady).0,
+            "cluster {}",
+            config.cluster
+        );
         let (back, rec) = decode(&joined);
         assert!(rec.complete, "{rec:?}");
         assert!(bsor::to_vec(&back).unwrap() == bsor::to_vec(&r).unwrap());
@@ -1558,7 +1565,10 @@ fn a_viewer_that_reconnects_with_from_continues_exactly_after_its_last_chunk() {
         // header and the current group, which the client reports as a gap.
         let ahead = viewer_from(&mut net, ViewMode::Live, n + 100);
         assert_eq!(
-            net.inbox[&ahead].iter().filter(|m| matches!(m, Message::StreamHeader(_))).count(),
+            net.inbox[&ahead]
+                .iter()
+                .filter(|m| matches!(m, Message::StreamHeader(_)))
+                .count(),
             1
         );
     }

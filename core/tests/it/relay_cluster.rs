@@ -571,6 +571,7 @@ impl Cluster {
                 session: SONG.into(),
                 mode,
                 wait_ms: 60_000,
+                from: 0,
             },
         );
         c
