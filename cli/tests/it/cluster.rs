@@ -176,12 +176,12 @@ fn a_session_published_to_one_relay_is_watched_identically_from_the_others() {
     let out = |n: &str| dir.path().join(n);
     // Viewers on each relay, live and complete, before the publisher starts.
     let mut viewers = vec![
-        start_watch(&a, "s", false, &out("a-live.bsors")),
-        start_watch(&b, "s", false, &out("b-live.bsors")),
-        start_watch(&c, "s", true, &out("c-complete.bsors")),
+        start_watch(a, "s", false, &out("a-live.bsors")),
+        start_watch(b, "s", false, &out("b-live.bsors")),
+        start_watch(c, "s", true, &out("c-complete.bsors")),
     ];
     std::thread::sleep(Duration::from_millis(500));
-    let mut publisher = start_publish(&replay, &a, "s", "0", &out("publish.log"));
+    let mut publisher = start_publish(&replay, a, "s", "0", &out("publish.log"));
     assert!(
         wait(&mut publisher, Duration::from_secs(60)),
         "publish failed: {}",
@@ -191,7 +191,7 @@ fn a_session_published_to_one_relay_is_watched_identically_from_the_others() {
         assert!(wait(v, Duration::from_secs(30)), "a viewer failed");
     }
     // A late viewer of the ended session, on another relay than the publisher's.
-    let mut late = start_watch(&b, "s", false, &out("b-late.bsors"));
+    let mut late = start_watch(b, "s", false, &out("b-late.bsors"));
     assert!(wait(&mut late, Duration::from_secs(30)));
     let reference = std::fs::read(out("a-live.bsors")).unwrap();
     for n in ["b-live.bsors", "c-complete.bsors", "b-late.bsors"] {
@@ -224,7 +224,7 @@ fn a_relay_killed_mid_song_loses_nothing_its_publisher_and_viewers_move_on() {
         // (Subscribe.from) and continues exactly there.
         start_watch(&format!("{a},{b}"), "k", false, &out("a-then-b.bsors")),
         start_watch(&format!("{c},{b}"), "k", true, &out("c.bsors")),
-        start_watch(&b, "k", false, &out("b-live.bsors")),
+        start_watch(b, "k", false, &out("b-live.bsors")),
     ];
     std::thread::sleep(Duration::from_millis(500));
     // A 143-second song at 20x: about 7 s.
