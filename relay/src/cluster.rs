@@ -59,6 +59,8 @@ const WRITER_TOTAL_BYTES: usize = 256 << 20;
 /// Sessions the directory of the cluster's sessions keeps (the bucket's entries age out
 /// with the stream's `max_age`).
 const DIRECTORY_MAX: usize = 100_000;
+/// How long a lookup may take to read a session's subject.
+const SCAN_LIMIT: Duration = Duration::from_secs(10);
 /// How many times a publish is sent (the same message ID: stored once) before the session's
 /// writer gives up.
 const ATTEMPTS: usize = 3;
@@ -174,6 +176,11 @@ struct Inner {
     /// Every session of the cluster the bucket holds, and whether it is live (for
     /// `/sessions`), as the bucket's watcher saw them; at most [`DIRECTORY_MAX`].
     directory: Mutex<HashMap<String, bool>>,
+    /// Names looked up again each second while viewers here wait for them.
+    retrying: Mutex<std::collections::HashSet<String>>,
+    /// Names to look up again (a failed lookup's read), for the task `attach` starts.
+    relook: mpsc::UnboundedSender<String>,
+    relook_rx: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
     /// The relay, once the server is made.
     relay: OnceCell<RelayCall>,
 }
@@ -241,6 +248,7 @@ impl Cluster {
             .request_timeout(Some(config.timeout))
             .connect(addrs)
             .await?;
+        let (relook, relook_rx) = mpsc::unbounded_channel();
         let js = jetstream::ContextBuilder::new()
             .timeout(config.timeout)
             .build(client);
@@ -252,6 +260,9 @@ impl Cluster {
                 held: Mutex::new(HashMap::new()),
                 pending: Arc::default(),
                 directory: Mutex::new(HashMap::new()),
+                retrying: Mutex::new(std::collections::HashSet::new()),
+                relook,
+                relook_rx: Mutex::new(Some(relook_rx)),
                 relay: OnceCell::new(),
             }),
         })
@@ -262,6 +273,15 @@ impl Cluster {
         if self.inner.relay.set(relay).is_ok() {
             let me = self.clone();
             tokio::spawn(async move { me.watch().await });
+            if let Some(mut rx) = lock(&self.inner.relook_rx).take() {
+                let me = self.clone();
+                tokio::spawn(async move {
+                    while let Some(name) = rx.recv().await {
+                        let me = me.clone();
+                        tokio::spawn(async move { me.lookup(name).await });
+                    }
+                });
+            }
         }
     }
 
@@ -712,11 +732,7 @@ impl Cluster {
     fn follow(&self, name: String, from: u64) {
         let me = self.clone();
         let n = name.clone();
-        let task = tokio::spawn(async move {
-            if let Err(e) = me.run_follower(&n, from, None).await {
-                tracing::warn!(session = %n, err = %e, "following the session stopped");
-            }
-        });
+        let task = tokio::spawn(async move { me.keep_following(n, from, None).await });
         let mut held = lock(&self.inner.held);
         let h = held.entry(name).or_default();
         if let Some(old) = h.follower.replace(task.abort_handle()) {
@@ -750,16 +766,80 @@ impl Cluster {
     /// holds it no more. With `scan`, the messages up to stream sequence `scan.0` are
     /// gathered into `scan.1` first (a lookup), and handed to the relay in one
     /// [`Relay::restored`] when they are all read.
+    /// [`run_follower`](Self::run_follower) again from where it got to, for as long as the
+    /// relay holds the session live: a NATS node lost, a consumer gone, a reconnection,
+    /// none of them stops a session's delivery (waits from 100 ms doubling to 2 s). A lookup
+    /// whose scan fails is a failed lookup.
+    async fn keep_following(self, name: String, mut from: u64, mut scan: Option<(u64, Scan)>) {
+        let mut wait = Duration::from_millis(100);
+        loop {
+            let looking = scan.is_some();
+            let err = match self.run_follower(&name, &mut from, &mut scan).await {
+                Ok(true) => return,
+                Ok(false) => "the consumer's messages ended".to_string(),
+                Err(e) => e,
+            };
+            if looking && scan.is_some() {
+                tracing::warn!(session = %name, %err, "cluster lookup failed");
+                let n = name.clone();
+                self.call(move |r, now| r.lookup_failed(&n, now));
+                // Viewers still waiting: looked up afresh (a new consumer, another node).
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let n = name.clone();
+                self.call(move |r, _| {
+                    let _ = tx.send(r.wants(&n));
+                });
+                if rx.await.unwrap_or(false) {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    let _ = self.inner.relook.send(name);
+                }
+                return;
+            }
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let n = name.clone();
+            self.call(move |r, _| {
+                let _ = tx.send(r.is_live(&n));
+            });
+            if !rx.await.unwrap_or(false) {
+                return;
+            }
+            tracing::info!(session = %name, %err, from, "following the session again");
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    /// Feeds a session's messages from stream sequence `from` to the relay (`from` moves on
+    /// past each), until its end marker (`Ok(true)`), the consumer's end (`Ok(false)`) or
+    /// an error. With `scan`, the messages up to stream sequence `scan.0` are gathered into
+    /// `scan.1` first (a lookup), and handed to the relay in one [`Relay::restored`] when
+    /// they are all read.
     async fn run_follower(
         &self,
         name: &str,
-        from: u64,
-        mut scan: Option<(u64, Scan)>,
-    ) -> Result<(), String> {
-        let mut messages = self.consumer(name, from).await?;
-        while let Some(m) = messages.next().await {
+        from: &mut u64,
+        scan: &mut Option<(u64, Scan)>,
+    ) -> Result<bool, String> {
+        let mut messages = self.consumer(name, *from).await?;
+        // A lookup's read is bounded: a consumer that stalls (its node lost) fails the
+        // lookup, which is tried again, rather than leave viewers waiting on it.
+        let scan_by = tokio::time::Instant::now() + SCAN_LIMIT;
+        loop {
+            let next = if scan.is_some() {
+                match tokio::time::timeout_at(scan_by, messages.next()).await {
+                    Ok(n) => n,
+                    Err(_) => return Err("the lookup's read timed out".into()),
+                }
+            } else {
+                messages.next().await
+            };
+            let Some(m) = next else { break };
             let m = m.map_err(|e| e.to_string())?;
             let at = m.info().map(|i| i.stream_sequence).unwrap_or(0);
+            if at < *from {
+                continue; // delivered again after a restart: already fed
+            }
+            *from = at + 1;
             let kind = m
                 .message
                 .headers
@@ -774,14 +854,14 @@ impl Cluster {
                 .and_then(|h| h.get("Bsor-End"))
                 .map(|v| v.as_str().to_string());
             let payload = m.message.payload.clone();
-            if let Some((upto, s)) = &mut scan {
+            if let Some((upto, s)) = scan.as_mut() {
                 s.take(&kind, end.as_deref(), payload, at);
                 if at >= *upto {
                     if let Some((_, s)) = scan.take() {
                         let live = s.end.is_none();
                         self.finish_scan(name, s);
                         if !live {
-                            return Ok(());
+                            return Ok(true);
                         }
                     }
                 }
@@ -805,12 +885,12 @@ impl Cluster {
                     }
                     let n = name.to_string();
                     self.call(move |r, now| r.mirror_ended(&n, reason, now));
-                    return Ok(());
+                    return Ok(true);
                 }
                 _ => {}
             }
         }
-        Ok(())
+        Ok(false)
     }
 
     /// A lookup's answer to the relay, and what the shell keeps of it.
@@ -831,18 +911,40 @@ impl Cluster {
     }
 
     /// Looks session `name` up: its entry, then its subject read from the start.
+    /// Not found (or the store unreachable) while viewers here wait for it: looked up
+    /// again every second until found or nobody here waits any more (one such loop a
+    /// name), so a viewer never depends on the bucket's watcher alone (a watcher lost with
+    /// a NATS node, say).
     async fn lookup(&self, name: String) {
-        match self.try_lookup(&name).await {
-            Ok(()) => {}
+        let found = match self.try_lookup(&name).await {
+            Ok(found) => found,
             Err(e) => {
                 tracing::warn!(session = %name, err = %e, "cluster lookup failed");
                 let n = name.clone();
                 self.call(move |r, now| r.lookup_failed(&n, now));
+                false
+            }
+        };
+        if found || !lock(&self.inner.retrying).insert(name.clone()) {
+            return;
+        }
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let n = name.clone();
+            self.call(move |r, _| {
+                let _ = tx.send(r.wants(&n));
+            });
+            if !rx.await.unwrap_or(false) || self.try_lookup(&name).await.unwrap_or(false) {
+                break;
             }
         }
+        lock(&self.inner.retrying).remove(&name);
     }
 
-    async fn try_lookup(&self, name: &str) -> Result<(), String> {
+    /// One lookup: `Ok(true)` when the session was found (its scan and follower started),
+    /// `Ok(false)` when the store has not got it (yet).
+    async fn try_lookup(&self, name: &str) -> Result<bool, String> {
         let h = self.handles().await?;
         let entry =
             h.kv.get(key_of(name))
@@ -852,7 +954,7 @@ impl Cluster {
         let Some(entry) = entry else {
             let n = name.to_string();
             self.call(move |r, now| r.restored(&n, None, now));
-            return Ok(());
+            return Ok(false);
         };
         let last = match h
             .stream
@@ -872,23 +974,17 @@ impl Cluster {
             // entry again (the bucket's watcher).
             let n = name.to_string();
             self.call(move |r, now| r.restored(&n, None, now));
-            return Ok(());
+            return Ok(false);
         }
         let me = self.clone();
         let n = name.to_string();
-        let task = tokio::spawn(async move {
-            if let Err(e) = me.run_follower(&n, 1, Some((last, scan))).await {
-                tracing::warn!(session = %n, err = %e, "cluster lookup failed");
-                let n2 = n.clone();
-                me.call(move |r, now| r.lookup_failed(&n2, now));
-            }
-        });
+        let task = tokio::spawn(async move { me.keep_following(n, 1, Some((last, scan))).await });
         let mut held = lock(&self.inner.held);
         let h = held.entry(name.to_string()).or_default();
         if let Some(old) = h.follower.replace(task.abort_handle()) {
             old.abort();
         }
-        Ok(())
+        Ok(true)
     }
 
     fn limits(&self) -> BacklogLimits {

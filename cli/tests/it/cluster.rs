@@ -109,12 +109,8 @@ fn start_watch(addrs: &str, session: &str, complete: bool, out: &Path) -> Proc {
     if complete {
         c.arg("--complete");
     }
-    Proc(
-        c.stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    )
+    let log = std::fs::File::create(out.with_extension("log")).unwrap();
+    Proc(c.stdout(Stdio::null()).stderr(log).spawn().unwrap())
 }
 
 /// `publish FILE --to ADDRS --session S --speed X`, started.
@@ -290,7 +286,7 @@ fn with_nats_unreachable_a_publisher_is_refused_with_a_clear_error_not_left_hang
 
 /// Three `nats-server -js` nodes of one cluster on 127.0.0.1; the processes (node `i` at
 /// index `i`) and the client URLs, comma-separated.
-fn start_nats_cluster(bin: &Path, dir: &Path) -> (Vec<Proc>, String) {
+fn start_nats_cluster(bin: &Path, dir: &Path) -> Option<(Vec<Proc>, String)> {
     let client: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let route: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let routes = route
@@ -320,9 +316,13 @@ fn start_nats_cluster(bin: &Path, dir: &Path) -> (Vec<Proc>, String) {
         procs.push(Proc(child));
     }
     let deadline = Instant::now() + Duration::from_secs(20);
-    for p in &client {
+    for (p, proc) in client.iter().zip(&mut procs) {
         while std::net::TcpStream::connect(("127.0.0.1", *p)).is_err() {
-            assert!(Instant::now() < deadline, "nats-server did not start");
+            // A port taken between free_port and the server's bind (tests run side by
+            // side): the caller starts the cluster again on other ports.
+            if proc.0.try_wait().unwrap().is_some() || Instant::now() > deadline {
+                return None;
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -331,7 +331,7 @@ fn start_nats_cluster(bin: &Path, dir: &Path) -> (Vec<Proc>, String) {
         .map(|p| format!("nats://127.0.0.1:{p}"))
         .collect::<Vec<_>>()
         .join(",");
-    (procs, urls)
+    Some((procs, urls))
 }
 
 #[test]
@@ -341,7 +341,9 @@ fn a_nats_node_killed_mid_song_in_a_three_node_cluster_loses_nothing() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let (mut nodes, urls) = start_nats_cluster(&nats, dir.path());
+    let (mut nodes, urls) = (0..3)
+        .find_map(|_| start_nats_cluster(&nats, dir.path()))
+        .expect("a three-node NATS cluster on 127.0.0.1");
     let relay = |name: &str| {
         std::fs::write(dir.path().join("tokens.txt"), format!("{TOKEN}\n")).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
@@ -349,7 +351,7 @@ fn a_nats_node_killed_mid_song_in_a_three_node_cluster_loses_nothing() {
             .args(["--cluster-replicas", "3", "--token-file"])
             .arg(dir.path().join("tokens.txt"))
             .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(dir.path().join(format!("{name}.log"))).unwrap())
+            .stderr(std::fs::File::create(dir.path().join(format!("relay-{name}.log"))).unwrap())
             .spawn()
             .unwrap();
         let mut line = String::new();
@@ -382,7 +384,19 @@ fn a_nats_node_killed_mid_song_in_a_three_node_cluster_loses_nothing() {
         std::fs::read_to_string(out("publish.log")).unwrap()
     );
     for v in &mut viewers {
-        assert!(wait(v, Duration::from_secs(60)), "a viewer failed");
+        if !wait(v, Duration::from_secs(60)) {
+            let tail = |n: &str| {
+                let t = std::fs::read_to_string(out(n)).unwrap_or_default();
+                t.lines().rev().take(12).collect::<Vec<_>>().join("\n")
+            };
+            panic!(
+                "a viewer failed\nb viewer: {}\na viewer: {}\nrelay a: {}\nrelay b: {}",
+                tail("b.log"),
+                tail("a.log"),
+                tail("relay-a.log"),
+                tail("relay-b.log")
+            );
+        }
     }
     let original = std::fs::read(&replay).unwrap();
     assert!(decoded(&out("b.bsors")) == original);
