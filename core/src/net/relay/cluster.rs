@@ -14,7 +14,7 @@
 
 use bytes::Bytes;
 
-use super::session::{chunk_info, frames_t0, is_key_chunk, Kept, KEY_CHUNK_KEPT_MAX};
+use super::session::chunk_info;
 use super::Relay;
 use crate::net::wire::{EndReason, ErrorCode};
 
@@ -113,32 +113,14 @@ impl Relay {
             s.backlog.clear();
             s.backlog_bytes = 0;
         }
-        s.next_seq = seq.saturating_add(1);
-        s.stored = s.next_seq;
-        s.bytes += chunk.len() as u64;
-        if seq == 0 && chunk.len() <= KEY_CHUNK_KEPT_MAX && is_key_chunk(&chunk) {
-            s.key_chunk = Some(chunk.clone());
-        }
-        if let Some(t0) = frames_t0(&chunk) {
-            s.song_time = s.song_time.max(t0);
-        }
-        s.backlog.push_back(Kept {
+        s.keep(
             seq,
-            bytes: chunk.clone(),
+            &chunk,
             keyframe,
-        });
-        s.backlog_bytes += chunk.len();
-        self.backlog_total += chunk.len();
-        while s.backlog.len() > 1
-            && (s.backlog.len() > limit
-                || s.backlog_bytes > max_bytes
-                || self.backlog_total > max_total)
-        {
-            if let Some(k) = s.backlog.pop_front() {
-                s.backlog_bytes -= k.bytes.len();
-                self.backlog_total -= k.bytes.len();
-            }
-        }
+            &mut self.backlog_total,
+            (limit, max_bytes, max_total),
+        );
+        s.stored = s.next_seq;
         let viewers = s.viewers.clone();
         if let Some(p) = stale {
             self.fail(

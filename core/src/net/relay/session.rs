@@ -93,6 +93,43 @@ impl Session {
         self.backlog.front().map_or(self.next_seq, |c| c.seq)
     }
 
+    /// Takes chunk `c` (sequence number `seq`, the next) in: the stream's counts, the key
+    /// chunk, the song time, and the backlog, whose oldest chunks go past the chunk count
+    /// or either byte budget (`limits`: chunks, the session's bytes, all backlogs' bytes,
+    /// which `total` counts; the newest stays).
+    pub(super) fn keep(
+        &mut self,
+        seq: u32,
+        c: &Bytes,
+        keyframe: bool,
+        total: &mut usize,
+        (limit, max_bytes, max_total): (usize, usize, usize),
+    ) {
+        self.next_seq = seq.saturating_add(1);
+        self.bytes += c.len() as u64;
+        if seq == 0 && c.len() <= KEY_CHUNK_KEPT_MAX && is_key_chunk(c) {
+            self.key_chunk = Some(c.clone());
+        }
+        if let Some(t0) = frames_t0(c) {
+            self.song_time = self.song_time.max(t0);
+        }
+        self.backlog.push_back(Kept {
+            seq,
+            bytes: c.clone(),
+            keyframe,
+        });
+        self.backlog_bytes += c.len();
+        *total += c.len();
+        while self.backlog.len() > 1
+            && (self.backlog.len() > limit || self.backlog_bytes > max_bytes || *total > max_total)
+        {
+            if let Some(k) = self.backlog.pop_front() {
+                self.backlog_bytes -= k.bytes.len();
+                *total -= k.bytes.len();
+            }
+        }
+    }
+
     /// Ended, and watched by nobody: to be forgotten.
     pub(super) fn forgettable(&self) -> bool {
         self.ended.is_some() && self.viewers.is_empty()
@@ -596,32 +633,13 @@ impl Relay {
                 "the relay's backlog budget is spent",
             );
         }
-        s.next_seq += 1;
-        s.bytes += c.len() as u64;
-        if seq == 0 && c.len() <= KEY_CHUNK_KEPT_MAX && is_key_chunk(&c) {
-            s.key_chunk = Some(c.clone());
-        }
-        if let Some(t0) = frames_t0(&c) {
-            s.song_time = s.song_time.max(t0);
-        }
-        s.backlog.push_back(Kept {
+        s.keep(
             seq,
-            bytes: c.clone(),
+            &c,
             keyframe,
-        });
-        s.backlog_bytes += c.len();
-        self.backlog_total += c.len();
-        // Oldest chunks out, past the chunk count or either byte budget (the newest stays).
-        while s.backlog.len() > 1
-            && (s.backlog.len() > limit
-                || s.backlog_bytes > max_bytes
-                || self.backlog_total > max_total)
-        {
-            if let Some(k) = s.backlog.pop_front() {
-                s.backlog_bytes -= k.bytes.len();
-                self.backlog_total -= k.bytes.len();
-            }
-        }
+            &mut self.backlog_total,
+            (limit, max_bytes, max_total),
+        );
         let viewers = s.viewers.clone();
         self.actions
             .push_back(RelayAction::ArchiveChunk(name.to_string(), c.clone()));
