@@ -73,15 +73,18 @@ fn start_nats(bin: &Path, dir: &Path) -> (Proc, String) {
     (Proc(child), format!("nats://127.0.0.1:{port}"))
 }
 
-/// `serve --tcp 127.0.0.1:0 --cluster URL`; its address.
-fn start_relay(dir: &Path, name: &str, cluster: &str) -> (Proc, String) {
+/// `serve --tcp 127.0.0.1:0 --ws 127.0.0.1:0 --cluster URL` with `extra` arguments, its log
+/// in `dir/relay-NAME.log`; its addresses, `TCP ws=WS`.
+fn start_relay(dir: &Path, name: &str, cluster: &str, extra: &[&str]) -> (Proc, String) {
     std::fs::write(dir.join("tokens.txt"), format!("{TOKEN}\n")).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
         .args(["serve", "--tcp", "127.0.0.1:0", "--ws", "127.0.0.1:0"])
-        .args(["--cluster", cluster, "--token-file"])
+        .args(["--cluster", cluster])
+        .args(extra)
+        .arg("--token-file")
         .arg(dir.join("tokens.txt"))
         .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap())
+        .stderr(std::fs::File::create(dir.join(format!("relay-{name}.log"))).unwrap())
         .spawn()
         .unwrap();
     let mut line = String::new();
@@ -165,9 +168,9 @@ fn a_session_published_to_one_relay_is_watched_identically_from_the_others() {
     };
     let dir = tempfile::tempdir().unwrap();
     let (_nats, url) = start_nats(&nats, dir.path());
-    let (_a, a) = start_relay(dir.path(), "a", &url);
-    let (_b, b) = start_relay(dir.path(), "b", &url);
-    let (_c, c) = start_relay(dir.path(), "c", &url);
+    let (_a, a) = start_relay(dir.path(), "a", &url, &[]);
+    let (_b, b) = start_relay(dir.path(), "b", &url, &[]);
+    let (_c, c) = start_relay(dir.path(), "c", &url, &[]);
     let ((a, _), (b, _), (c, _)) = (split_addr(&a), split_addr(&b), split_addr(&c));
     let out = |n: &str| dir.path().join(n);
     // Viewers on each relay, live and complete, before the publisher starts.
@@ -207,12 +210,12 @@ fn a_relay_killed_mid_song_loses_nothing_its_publisher_and_viewers_move_on() {
     };
     let dir = tempfile::tempdir().unwrap();
     let (_nats, url) = start_nats(&nats, dir.path());
-    let (a_proc, a) = start_relay(dir.path(), "a", &url);
-    let (_b, b) = start_relay(dir.path(), "b", &url);
-    let (_c, c) = start_relay(dir.path(), "c", &url);
+    let (a_proc, a) = start_relay(dir.path(), "a", &url, &[]);
+    let (_b, b) = start_relay(dir.path(), "b", &url, &[]);
+    let (_c, c) = start_relay(dir.path(), "c", &url, &[]);
     let ((a, _), (b, _), (c, _)) = (split_addr(&a), split_addr(&b), split_addr(&c));
     // A fourth relay nobody watches through.
-    let (_d, d) = start_relay(dir.path(), "d", &url);
+    let (_d, d) = start_relay(dir.path(), "d", &url, &[]);
     let (_, d_http) = split_addr(&d);
     let out = |n: &str| dir.path().join(n);
     let mut viewers = vec![
@@ -262,7 +265,7 @@ fn with_nats_unreachable_a_publisher_is_refused_with_a_clear_error_not_left_hang
     let dir = tempfile::tempdir().unwrap();
     // A port nobody listens on.
     let url = format!("nats://127.0.0.1:{}", free_port());
-    let (_r, both) = start_relay(dir.path(), "r", &url);
+    let (_r, both) = start_relay(dir.path(), "r", &url, &[]);
     let (addr, _) = split_addr(&both);
     let started = Instant::now();
     let got = crate::cli::try_publish(addr, "nowhere", TOKEN);
@@ -344,32 +347,13 @@ fn a_nats_node_killed_mid_song_in_a_three_node_cluster_loses_nothing() {
     let (mut nodes, urls) = (0..3)
         .find_map(|_| start_nats_cluster(&nats, dir.path()))
         .expect("a three-node NATS cluster on 127.0.0.1");
-    let relay = |name: &str| {
-        std::fs::write(dir.path().join("tokens.txt"), format!("{TOKEN}\n")).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
-            .args(["serve", "--tcp", "127.0.0.1:0", "--cluster", &urls])
-            .args(["--cluster-replicas", "3", "--token-file"])
-            .arg(dir.path().join("tokens.txt"))
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(dir.path().join(format!("relay-{name}.log"))).unwrap())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening tcp=")
-            .unwrap()
-            .to_string();
-        (Proc(child), addr)
-    };
-    let (_a, a) = relay("a");
-    let (_b, b) = relay("b");
+    let replicas = ["--cluster-replicas", "3"];
+    let (_a, a) = start_relay(dir.path(), "a", &urls, &replicas);
+    let (_b, b) = start_relay(dir.path(), "b", &urls, &replicas);
+    let ((a, _), (b, _)) = (split_addr(&a), split_addr(&b));
     let out = |n: &str| dir.path().join(n);
     let mut viewers = vec![
-        start_watch(&b, "n", true, &out("b.bsors")),
+        start_watch(b, "n", true, &out("b.bsors")),
         start_watch(&format!("{a},{b}"), "n", true, &out("a.bsors")),
     ];
     // JetStream elects its leaders in the first seconds: the publisher's first tries may be

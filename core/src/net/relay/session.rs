@@ -370,39 +370,30 @@ impl Relay {
             let mut s = Session::new(None, key, true);
             s.header = Some(a.header);
             s.next_seq = a.chunks;
-            if !a.finished && a.key.is_some() && self.config.cluster {
-                // Live in the cluster: a mirror of the store's stream until its publisher
-                // resumes here; it waits for no publisher (another relay has it).
-                s.remote = true;
-                s.stored = a.chunks;
+            if !a.finished && a.key.is_some() {
+                if self.config.cluster {
+                    // Live in the cluster: a mirror of the store's stream until its
+                    // publisher resumes here; it waits for no publisher (another relay has
+                    // it).
+                    s.remote = true;
+                    s.stored = a.chunks;
+                } else {
+                    // Cut short by a restart, and resumable: live, waiting for its
+                    // publisher as after a lost connection (the publisher timeout runs from
+                    // now), with the backlog it held before the restart, as far as the file
+                    // gives it back.
+                    s.reopen = Some((a.end, a.index_at));
+                    s.publisher_gone_since = Some(now);
+                }
                 s.player = a.key.and_then(|k| k.player);
                 s.key_chunk = a
                     .key_chunk
                     .filter(|k| k.len() <= KEY_CHUNK_KEPT_MAX && is_key_chunk(k));
                 let kept = self.restore_backlog(a.backlog, a.chunks);
-                s.bytes = a.end;
-                s.song_time = kept
-                    .iter()
-                    .filter_map(|k| frames_t0(&k.bytes))
-                    .fold(0.0, f32::max);
-                s.backlog_bytes = kept.iter().map(|k| k.bytes.len()).sum();
-                self.backlog_total += s.backlog_bytes;
-                s.backlog = kept;
-            } else if !a.finished && a.key.is_some() {
-                // Cut short by a restart, and resumable: live, waiting for its publisher
-                // as after a lost connection (the publisher timeout runs from now), with
-                // the backlog it held before the restart, as far as the file gives it back.
-                s.reopen = Some((a.end, a.index_at));
-                s.publisher_gone_since = Some(now);
-                s.player = a.key.and_then(|k| k.player);
-                s.key_chunk = a
-                    .key_chunk
-                    .filter(|k| k.len() <= KEY_CHUNK_KEPT_MAX && is_key_chunk(k));
-                let kept = self.restore_backlog(a.backlog, a.chunks);
-                // As `GET /sessions` showed them before the restart: the stream's bytes
-                // (the file up to its last chunk of the publisher's, not an index written
-                // as it stopped) and the latest frame chunk's song time (in the backlog
-                // read back, which ends with the session's last chunk).
+                // As `GET /sessions` showed them before: the stream's bytes (up to its last
+                // chunk of the publisher's, not an index written as it stopped) and the
+                // latest frame chunk's song time (in the backlog read back, which ends with
+                // the session's last chunk).
                 s.bytes = a.index_at.unwrap_or(a.end);
                 s.song_time = kept
                     .iter()
