@@ -308,14 +308,8 @@ enum Command {
         /// The CAs an https --map-url must be certified by (PEM).
         #[arg(long, value_name = "PEM", requires = "map_url")]
         map_url_ca: Option<PathBuf>,
-        /// Join the relays sharing sessions through these NATS servers with JetStream
-        /// (`nats://HOST:PORT`, comma-separated, any of one cluster): any relay then serves
-        /// any session, and a publisher or viewer may move between them (wire.md §5).
-        #[arg(long, value_name = "URLS", conflicts_with = "archive")]
-        cluster: Option<String>,
-        /// Replicas of the cluster's stream and bucket (3 for a three-node NATS cluster).
-        #[arg(long, value_name = "N", default_value_t = 1, requires = "cluster")]
-        cluster_replicas: usize,
+        #[command(flatten)]
+        cluster: commands::serve::ClusterArgs,
         #[command(flatten)]
         budgets: commands::serve::Budgets,
         #[command(flatten)]
@@ -375,7 +369,8 @@ enum Command {
         /// Seconds to wait for a session that has not started.
         #[arg(long, default_value_t = 30.0)]
         wait: f32,
-        /// Write what arrives here.
+        /// Write what arrives here (and the relay's witness statements, if any, into its
+        /// `.witness` sibling, as a relay's archive keeps them).
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
@@ -565,13 +560,11 @@ fn run(cli: Cli) -> Result<Outcome, Failure> {
             map_url,
             map_url_ca,
             cluster,
-            cluster_replicas,
             budgets,
             replays,
         } => {
             let exposure = commands::serve::Exposure {
-                cluster: cluster.as_deref(),
-                cluster_replicas,
+                cluster: &cluster,
                 tls: tls_cert.as_deref().zip(tls_key.as_deref()),
                 allowed_origins: allow_origin,
                 witness_key: witness_key.as_deref(),

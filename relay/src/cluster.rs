@@ -29,6 +29,11 @@
 //!   limits, and the stream sequence of every chunk, for complete-mode reads), handed to
 //!   [`Relay::restored`]; a live one then keeps being followed. One watcher of the bucket
 //!   looks a session up again when it starts while a viewer here waits for it.
+//! - **Witness statements** a witnessing relay makes go on the subject after their chunk
+//!   (`Bsor-Kind: witness`), for other relays' viewers ([`Relay::mirrored_witness`]) and the
+//!   archive.
+//! - **Archiving** ([`Cluster::archive_into`]): finished sessions, through a work queue, into
+//!   the replay store of whichever relay takes the job, then purged.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -40,6 +45,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, OnceCell};
 
+use bsor_stream_core::net::archive::StreamWriter;
 use bsor_stream_core::net::relay::{Archived, BacklogLimits, Fetch, Relay, RelayAction, ResumeKey};
 use bsor_stream_core::net::wire::EndReason;
 use bsor_stream_core::stream::{ChunkHeader, ChunkType};
@@ -48,6 +54,12 @@ use bsor_stream_core::stream::{ChunkHeader, ChunkType};
 pub const STREAM: &str = "BSOR_LIVE";
 /// The key-value bucket of sessions.
 pub const BUCKET: &str = "bsor_sessions";
+/// The work queue of finished sessions to archive: one message per session
+/// (`bsor.archive.<hex of the name>`), taken by one relay at a time.
+pub const JOBS: &str = "BSOR_ARCHIVE";
+const JOB_SUBJECTS: &str = "bsor.archive.*";
+/// The durable consumer all archiving relays share.
+const ARCHIVERS: &str = "archivers";
 /// The subjects of [`STREAM`]: one per session.
 const SUBJECTS: &str = "bsor.live.*";
 /// Bytes of chunks a session's writer may have waiting for JetStream (a publisher sending a
@@ -80,6 +92,14 @@ pub struct ClusterConfig {
     pub max_bytes: i64,
     /// How long one JetStream request (a publish's acknowledgement, a lookup) may take.
     pub timeout: Duration,
+    /// Sessions the cluster holds at most (live, or ended and not yet archived or aged
+    /// out): the bucket's entries, enforced by JetStream (`max_msgs`, `discard new`); a
+    /// publisher of a new session past it is refused with `OverBudget`.
+    pub max_sessions: i64,
+    /// How long a finished session stays in JetStream before it is archived (late viewers
+    /// read it from the cluster meanwhile); only relays given a store
+    /// ([`Cluster::archive_into`]) archive.
+    pub keep_finished: Duration,
 }
 
 impl Default for ClusterConfig {
@@ -90,6 +110,8 @@ impl Default for ClusterConfig {
             max_age: Duration::from_secs(24 * 3600),
             max_bytes: 8 << 30,
             timeout: Duration::from_secs(3),
+            max_sessions: 100_000,
+            keep_finished: Duration::from_secs(60),
         }
     }
 }
@@ -113,8 +135,51 @@ enum Write {
     Key(ResumeKey),
     Header(Bytes),
     Chunk(Bytes),
+    Witness(Bytes),
     End(EndReason),
 }
+
+/// A finished session read whole from the cluster, for a [`SessionStore`].
+#[derive(Debug)]
+pub struct FinishedSession {
+    /// The session's name.
+    pub name: String,
+    /// Its stream as `watch -o` writes it (header, chunks, footer).
+    pub stream: Vec<u8>,
+    /// The witness statements made on it, as a `.witness` file (`integrity.md` §12.2).
+    pub witness: Option<Vec<u8>>,
+    /// The player its publisher's token grants.
+    pub player: Option<String>,
+}
+
+/// What a [`SessionStore`] did with a finished session.
+#[derive(Debug)]
+pub enum Filed {
+    /// Stored, or found stored already, under this ID.
+    Stored(String),
+    /// Refused for good: the session stays in JetStream until it ages out.
+    Refused(String),
+    /// Not stored now (the store is unavailable, say): tried again later.
+    Failed(String),
+}
+
+/// Where the relays of a cluster archive finished sessions (the replay server's store in
+/// `serve`). Storing must be idempotent: a session may be handed over more than once (a
+/// relay that stored it and died before it said so), and must then be stored once.
+pub trait SessionStore: Send + Sync + 'static {
+    /// The largest stream it takes, in bytes.
+    fn max_bytes(&self) -> u64;
+    /// Stores one finished session.
+    fn store(
+        &self,
+        session: FinishedSession,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Filed> + Send + '_>>;
+}
+
+/// How long a job waits before it is tried again after a failure.
+const RETRY: Duration = Duration::from_secs(5);
+/// How long archiving one session may take before its job goes to another relay.
+const ARCHIVE_WAIT: Duration = Duration::from_secs(120);
 
 /// Where a new writer starts: the subject's last message as the relay knows it, and the
 /// writer's number.
@@ -123,10 +188,41 @@ struct Start {
     gen: u64,
 }
 
+/// What a message's ID names within its writer: a chunk's sequence number (the header's
+/// and the end marker's are `u32::MAX` and `u32::MAX - 1`), or the writer's `n`th witness
+/// statement.
+#[derive(Clone, Copy, Debug)]
+enum Id {
+    Seq(u32),
+    Statement(u32),
+}
+
+/// Why JetStream did not take a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refused {
+    /// Another relay wrote the session first (or holds its name).
+    Taken,
+    /// The stream or the bucket is at its limit.
+    Full(&'static str),
+    /// No answer, or another failure: the publisher may try again.
+    Failed,
+}
+
+/// A JetStream error that says a limit was reached (`maximum messages exceeded`,
+/// `maximum bytes exceeded`, ...).
+fn is_full(e: &impl std::fmt::Display) -> bool {
+    e.to_string().contains("maximum")
+}
+
+const SESSIONS_FULL: &str = "the cluster holds its maximum of sessions";
+const BYTES_FULL: &str = "the cluster's store is full";
+
 /// The JetStream handles, made once NATS answers.
 struct Handles {
     stream: stream::Stream,
     kv: kv::Store,
+    /// The work queue of finished sessions to archive.
+    jobs: stream::Stream,
 }
 
 /// What the shell keeps per session.
@@ -150,6 +246,14 @@ struct Held {
     /// The current writer's number: a writer that is no longer current says nothing of
     /// its failures (they concern a state the relay has left).
     writer_gen: u64,
+    /// The publisher's key when its claim of the name was refused (another's name, the
+    /// cluster full): the relay still holds the session (its publisher may resume here),
+    /// so every later writer claims the name first, and nothing is written unclaimed.
+    unclaimed: Option<ResumeKey>,
+    /// The stream header this relay's publisher sent, until JetStream holds it: a writer
+    /// after a refused one writes it before any chunk (a resuming publisher does not send
+    /// it again).
+    header: Option<Bytes>,
 }
 
 /// A relay's membership of a cluster (cheap to clone).
@@ -173,9 +277,9 @@ struct Inner {
     held: Mutex<HashMap<String, Held>>,
     /// Bytes of chunks waiting in all writers' queues.
     pending: Arc<std::sync::atomic::AtomicUsize>,
-    /// Every session of the cluster the bucket holds, and whether it is live (for
-    /// `/sessions`), as the bucket's watcher saw them; at most [`DIRECTORY_MAX`].
-    directory: Mutex<HashMap<String, bool>>,
+    /// The live sessions of the cluster (for `/sessions`), as the bucket's watcher saw
+    /// them; at most [`DIRECTORY_MAX`].
+    directory: Mutex<std::collections::HashSet<String>>,
     /// Names looked up again each second while viewers here wait for them.
     retrying: Mutex<std::collections::HashSet<String>>,
     /// Names to look up again (a failed lookup's read), for the task `attach` starts.
@@ -183,6 +287,8 @@ struct Inner {
     relook_rx: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
     /// The relay, once the server is made.
     relay: OnceCell<RelayCall>,
+    /// Where finished sessions are archived, on a relay given a store.
+    store: std::sync::OnceLock<Arc<dyn SessionStore>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -259,11 +365,12 @@ impl Cluster {
                 handles: OnceCell::new(),
                 held: Mutex::new(HashMap::new()),
                 pending: Arc::default(),
-                directory: Mutex::new(HashMap::new()),
+                directory: Mutex::new(std::collections::HashSet::new()),
                 retrying: Mutex::new(std::collections::HashSet::new()),
                 relook,
                 relook_rx: Mutex::new(Some(relook_rx)),
                 relay: OnceCell::new(),
+                store: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -333,7 +440,41 @@ impl Cluster {
                         .await
                         .map_err(|e| format!("the bucket {BUCKET}: {e}"))?,
                 };
-                Ok(Handles { stream, kv })
+                // The bucket's stream holds at most `max_sessions` entries; a new one past
+                // them is refused (an entry written again replaces its one message).
+                let mut kv_stream = kv.stream.clone();
+                let mut kv_config = kv_stream
+                    .info()
+                    .await
+                    .map_err(|e| format!("the bucket {BUCKET}: {e}"))?
+                    .config
+                    .clone();
+                if kv_config.max_messages != c.max_sessions
+                    || kv_config.discard != stream::DiscardPolicy::New
+                {
+                    kv_config.max_messages = c.max_sessions;
+                    kv_config.discard = stream::DiscardPolicy::New;
+                    inner
+                        .js
+                        .update_stream(kv_config)
+                        .await
+                        .map_err(|e| format!("the bucket {BUCKET}: {e}"))?;
+                }
+                let jobs = inner
+                    .js
+                    .get_or_create_stream(stream::Config {
+                        name: JOBS.into(),
+                        subjects: vec![JOB_SUBJECTS.into()],
+                        retention: stream::RetentionPolicy::WorkQueue,
+                        storage: stream::StorageType::File,
+                        num_replicas: c.replicas,
+                        max_age: c.max_age,
+                        duplicate_window: Duration::from_secs(120),
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(|e| format!("the stream {JOBS}: {e}"))?;
+                Ok(Handles { stream, kv, jobs })
             })
             .await
     }
@@ -351,6 +492,7 @@ impl Cluster {
             RelayAction::ArchiveKey(s, k) => self.write(s, Write::Key(k.clone())),
             RelayAction::ArchiveHeader(s, h) => self.write(s, Write::Header(h.clone())),
             RelayAction::ArchiveChunk(s, c) => self.write(s, Write::Chunk(c.clone())),
+            RelayAction::ArchiveWitness(s, w) => self.write(s, Write::Witness(w.clone())),
             RelayAction::SessionEnded(s, reason) => {
                 let mut held = lock(&self.inner.held);
                 let Some(h) = held.get_mut(s) else { return };
@@ -395,11 +537,14 @@ impl Cluster {
     fn write(&self, name: &str, w: Write) {
         use std::sync::atomic::Ordering::Relaxed;
         let size = match &w {
-            Write::Chunk(c) | Write::Header(c) => c.len(),
+            Write::Chunk(c) | Write::Header(c) | Write::Witness(c) => c.len(),
             _ => 0,
         };
         let mut held = lock(&self.inner.held);
         let h = held.entry(name.to_string()).or_default();
+        if let Write::Header(b) = &w {
+            h.header = Some(b.clone());
+        }
         let pending = h.pending.clone();
         let tx = match &h.writer {
             Some(tx) => tx.clone(),
@@ -454,18 +599,46 @@ impl Cluster {
         // The last message on the subject this writer knows of: what the relay's lookup saw,
         // 0 for a session it creates, else (None) what JetStream says at the first write.
         let mut last: Option<u64> = start.last;
-        while let Some(w) = rx.recv().await {
-            if let Write::Chunk(c) | Write::Header(c) = &w {
-                use std::sync::atomic::Ordering::Relaxed;
-                pending.fetch_sub(c.len(), Relaxed);
-                self.inner.pending.fetch_sub(c.len(), Relaxed);
-            }
-            let outcome = match w {
-                Write::Key(key) => self.claim(&name, &key).await.map(|created| {
-                    if created {
-                        last = Some(0);
+        // Statements this writer wrote (their message IDs).
+        let mut statements = 0u32;
+        // Writes that go before the queue's: a name this relay failed to claim is claimed
+        // before anything else is written, a header not yet stored before any chunk.
+        let mut ahead: VecDeque<Write> = lock(&self.inner.held)
+            .get(&name)
+            .and_then(|h| h.unclaimed.clone())
+            .map(Write::Key)
+            .into_iter()
+            .collect();
+        loop {
+            let w = match ahead.pop_front() {
+                Some(w) => w,
+                None => match rx.recv().await {
+                    Some(w) => {
+                        if let Write::Chunk(c) | Write::Header(c) | Write::Witness(c) = &w {
+                            use std::sync::atomic::Ordering::Relaxed;
+                            pending.fetch_sub(c.len(), Relaxed);
+                            self.inner.pending.fetch_sub(c.len(), Relaxed);
+                        }
+                        w
                     }
-                }),
+                    None => break,
+                },
+            };
+            let outcome = match w {
+                Write::Key(key) => {
+                    let claimed = self.claim(&name, &key).await;
+                    if let Some(h) = lock(&self.inner.held).get_mut(&name) {
+                        h.unclaimed = match claimed {
+                            Err(Refused::Taken | Refused::Full(_)) => Some(key),
+                            _ => None,
+                        };
+                    }
+                    claimed.map(|created| {
+                        if created {
+                            last = Some(0);
+                        }
+                    })
+                }
                 Write::Header(h) => {
                     let r = self
                         .publish(
@@ -476,10 +649,13 @@ impl Cluster {
                             None,
                             h,
                             incarnation,
-                            u32::MAX,
+                            Id::Seq(u32::MAX),
                         )
                         .await;
                     if r.is_ok() {
+                        if let Some(h) = lock(&self.inner.held).get_mut(&name) {
+                            h.header = None;
+                        }
                         // The entry written again: relays whose viewers wait for the session
                         // (their lookup found the entry and no header yet) look it up now.
                         self.touch(&name).await;
@@ -490,6 +666,15 @@ impl Cluster {
                     let Some((head, _)) = ChunkHeader::parse_at(&c) else {
                         continue;
                     };
+                    // A header an earlier writer did not get stored goes first.
+                    let header = lock(&self.inner.held)
+                        .get(&name)
+                        .and_then(|h| h.header.clone());
+                    if let Some(header) = header {
+                        ahead.push_front(Write::Chunk(c));
+                        ahead.push_front(Write::Header(header));
+                        continue;
+                    }
                     let seq = head.seq;
                     let r = self
                         .publish(
@@ -500,7 +685,7 @@ impl Cluster {
                             None,
                             c,
                             incarnation,
-                            seq,
+                            Id::Seq(seq),
                         )
                         .await;
                     if let Ok(at) = r {
@@ -509,6 +694,21 @@ impl Cluster {
                         self.call(move |r, now| r.stored(&n, seq, now));
                     }
                     r.map(|_| ())
+                }
+                Write::Witness(w) => {
+                    statements += 1;
+                    self.publish(
+                        &name,
+                        &subject,
+                        &mut last,
+                        "witness",
+                        None,
+                        w,
+                        incarnation,
+                        Id::Statement(statements),
+                    )
+                    .await
+                    .map(|_| ())
                 }
                 Write::End(reason) => {
                     let why = match reason {
@@ -524,7 +724,7 @@ impl Cluster {
                             Some(why),
                             Bytes::new(),
                             incarnation,
-                            u32::MAX - 1,
+                            Id::Seq(u32::MAX - 1),
                         )
                         .await;
                     if r.is_ok() {
@@ -535,7 +735,7 @@ impl Cluster {
                 }
             }
             .map(|_| ());
-            if let Err(taken) = outcome {
+            if let Err(refused) = outcome {
                 let current = {
                     let mut held = lock(&self.inner.held);
                     match held.get_mut(&name) {
@@ -550,7 +750,11 @@ impl Cluster {
                     break;
                 }
                 let n = name.clone();
-                self.call(move |r, now| r.store_failed(&n, taken, now));
+                self.call(move |r, now| match refused {
+                    Refused::Taken => r.store_failed(&n, true, now),
+                    Refused::Failed => r.store_failed(&n, false, now),
+                    Refused::Full(why) => r.store_full(&n, why, now),
+                });
                 // What the store holds from now on comes to the relay through the
                 // follower, restarted from the last message this writer stored.
                 self.follow(name.clone(), last.map_or(1, |l| l + 1));
@@ -560,7 +764,7 @@ impl Cluster {
         // What is left is never written: out of the counts of bytes waiting.
         rx.close();
         while let Ok(w) = rx.try_recv() {
-            if let Write::Chunk(c) | Write::Header(c) = &w {
+            if let Write::Chunk(c) | Write::Header(c) | Write::Witness(c) = &w {
                 use std::sync::atomic::Ordering::Relaxed;
                 pending.fetch_sub(c.len(), Relaxed);
                 self.inner.pending.fetch_sub(c.len(), Relaxed);
@@ -571,10 +775,10 @@ impl Cluster {
     /// A new session's entry (create-if-absent), or the same publisher's (the digest
     /// matches: a resume on this relay, or its player binding cleared). `Err(true)`: the
     /// name is another publisher's.
-    async fn claim(&self, name: &str, key: &ResumeKey) -> Result<bool, bool> {
+    async fn claim(&self, name: &str, key: &ResumeKey) -> Result<bool, Refused> {
         let h = self.handles().await.map_err(|e| {
             tracing::warn!(session = %name, err = %e, "the cluster's store is unavailable");
-            false
+            Refused::Failed
         })?;
         let entry = Entry {
             digest: hex::encode(key.digest),
@@ -598,21 +802,27 @@ impl Cluster {
                         .and_then(|v| serde_json::from_slice::<Entry>(&v).ok());
                 match theirs {
                     Some(t) if t.digest == entry.digest && t.state == "live" => {
-                        h.kv.put(key_of(name), value).await.map_err(|_| false)?;
+                        h.kv.put(key_of(name), value)
+                            .await
+                            .map_err(|_| Refused::Failed)?;
                         Ok(false)
                     }
-                    _ => Err(true),
+                    _ => Err(Refused::Taken),
                 }
+            }
+            Err(e) if is_full(&e) => {
+                tracing::warn!(session = %name, err = %e, max = self.inner.config.max_sessions, "{SESSIONS_FULL}");
+                Err(Refused::Full(SESSIONS_FULL))
             }
             Err(e) => {
                 tracing::warn!(session = %name, err = %e, "the cluster's store is unavailable");
-                Err(false)
+                Err(Refused::Failed)
             }
         }
     }
 
     /// Publishes one message of a session, expecting `last` to be the subject's last
-    /// message; on success `last` is the new one. `Err(true)`: another relay wrote first.
+    /// message; on success `last` is the new one.
     #[allow(clippy::too_many_arguments)]
     async fn publish(
         &self,
@@ -623,11 +833,11 @@ impl Cluster {
         end: Option<&str>,
         payload: Bytes,
         incarnation: u64,
-        seq: u32,
-    ) -> Result<u64, bool> {
+        id: Id,
+    ) -> Result<u64, Refused> {
         let h = self.handles().await.map_err(|e| {
             tracing::warn!(session = %name, err = %e, "the cluster's store is unavailable");
-            false
+            Refused::Failed
         })?;
         let expected = match *last {
             Some(l) => l,
@@ -636,7 +846,7 @@ impl Cluster {
                 Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => 0,
                 Err(e) => {
                     tracing::warn!(session = %name, err = %e, "the cluster's store is unavailable");
-                    return Err(false);
+                    return Err(Refused::Failed);
                 }
             },
         };
@@ -645,7 +855,10 @@ impl Cluster {
         if let Some(why) = end {
             headers.insert("Bsor-End", why);
         }
-        let id = format!("{}:{incarnation:016x}:{seq}", key_of(name));
+        let id = match id {
+            Id::Seq(seq) => format!("{}:{incarnation:016x}:{seq}", key_of(name)),
+            Id::Statement(n) => format!("{}:{incarnation:016x}:w{n}", key_of(name)),
+        };
         for attempt in 1..=ATTEMPTS {
             let message = jetstream::message::PublishMessage::build()
                 .payload(payload.clone())
@@ -662,7 +875,7 @@ impl Cluster {
                 Ok(f) => {
                     let t1 = t0.elapsed();
                     let a = f.await;
-                    tracing::debug!(session = %name, seq, sent = ?t1, acked = ?t0.elapsed(), "published");
+                    tracing::debug!(session = %name, %id, sent = ?t1, acked = ?t0.elapsed(), "published");
                     a
                 }
                 Err(e) => Err(e),
@@ -674,18 +887,22 @@ impl Cluster {
                 }
                 Err(e) if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => {
                     tracing::info!(session = %name, "another relay holds the session now");
-                    return Err(true);
+                    return Err(Refused::Taken);
                 }
                 Err(e)
                     if attempt < ATTEMPTS
                         && e.kind() == jetstream::context::PublishErrorKind::TimedOut => {}
+                Err(e) if is_full(&e) => {
+                    tracing::warn!(session = %name, err = %e, "{BYTES_FULL}");
+                    return Err(Refused::Full(BYTES_FULL));
+                }
                 Err(e) => {
                     tracing::warn!(session = %name, err = %e, "the cluster's store did not take a message");
-                    return Err(false);
+                    return Err(Refused::Failed);
                 }
             }
         }
-        Err(false)
+        Err(Refused::Failed)
     }
 
     /// Writes a session's entry again as it is (a watcher sees it change).
@@ -877,6 +1094,10 @@ impl Cluster {
                         r.mirrored(&n, payload, now);
                     });
                 }
+                "witness" => {
+                    let n = name.to_string();
+                    self.call(move |r, now| r.mirrored_witness(&n, payload, now));
+                }
                 "end" => {
                     let reason = end_reason(end.as_deref());
                     if let Some(h) = lock(&self.inner.held).get_mut(name) {
@@ -1062,20 +1283,32 @@ impl Cluster {
                         else {
                             continue;
                         };
+                        let state = match e.operation {
+                            kv::Operation::Put => serde_json::from_slice::<Entry>(&e.value)
+                                .map(|v| v.state)
+                                .unwrap_or_default(),
+                            _ => String::new(),
+                        };
                         {
+                            // Only live sessions: an ended one leaves room for another.
                             let mut d = lock(&self.inner.directory);
-                            match e.operation {
-                                kv::Operation::Put => {
-                                    let live = serde_json::from_slice::<Entry>(&e.value)
-                                        .is_ok_and(|v| v.state == "live");
-                                    if d.len() < DIRECTORY_MAX || d.contains_key(&name) {
-                                        d.insert(name.clone(), live);
-                                    }
+                            if state == "live" {
+                                if d.len() < DIRECTORY_MAX {
+                                    d.insert(name.clone());
                                 }
-                                _ => {
-                                    d.remove(&name);
-                                }
+                            } else {
+                                d.remove(&name);
                             }
+                        }
+                        if state == "finished" && self.inner.store.get().is_some() {
+                            // Every archiving relay that sees it queues the job (one job:
+                            // the same message ID), after the time finished sessions stay.
+                            let me = self.clone();
+                            let n = name.clone();
+                            tokio::spawn(async move {
+                                tokio::time::sleep(me.inner.config.keep_finished).await;
+                                me.queue_job(&n).await;
+                            });
                         }
                         let me = self.clone();
                         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -1104,11 +1337,235 @@ impl Cluster {
     ) -> Vec<String> {
         lock(&self.inner.directory)
             .iter()
-            .filter(|(n, live)| **live && !held.contains(n.as_str()))
+            .filter(|n| !held.contains(n.as_str()))
             .take(max)
-            .map(|(n, _)| n.clone())
+            .cloned()
             .collect()
     }
+}
+
+/// Archiving finished sessions, on relays given a store: the bucket's watcher queues a job
+/// per finished session into the work queue [`JOBS`]; one relay at a time takes it (the
+/// shared durable consumer), reads the session whole, stores it, then purges it from
+/// JetStream and only then acknowledges the job. A relay that dies on the way leaves the job
+/// to be delivered again (after [`ARCHIVE_WAIT`]) to another: storing is idempotent, so the
+/// session is stored once in effect, and it stays whole in JetStream until it is stored.
+impl Cluster {
+    /// Archives the cluster's finished sessions into `store` from now on (with the other
+    /// relays given one). Sessions that finished before are queued too (the watcher sees
+    /// every entry when it starts).
+    pub fn archive_into(&self, store: Arc<dyn SessionStore>) {
+        if self.inner.store.set(store.clone()).is_ok() {
+            let me = self.clone();
+            tokio::spawn(async move {
+                loop {
+                    if let Err(err) = me.run_archiver(&*store).await {
+                        tracing::debug!(%err, "the cluster's archive jobs cannot be read yet");
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            });
+        }
+    }
+
+    /// Queues session `name`'s archive job (stored once whoever queues it: its message ID
+    /// is the session's).
+    async fn queue_job(&self, name: &str) {
+        let message = jetstream::message::PublishMessage::build()
+            .payload(Bytes::new())
+            .message_id(format!("{}:archive", key_of(name)));
+        let sent = self
+            .inner
+            .js
+            .send_publish(format!("bsor.archive.{}", key_of(name)), message)
+            .await;
+        let acked = match sent {
+            Ok(f) => f.await.map(|_| ()).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(err) = acked {
+            // Queued again by the next relay that starts (its watcher sees the entry).
+            tracing::warn!(session = %name, %err, "queueing a finished session for the archive failed");
+        }
+    }
+
+    /// Takes archive jobs until the consumer fails.
+    async fn run_archiver(&self, store: &dyn SessionStore) -> Result<(), String> {
+        let h = self.handles().await?;
+        let consumer: consumer::PullConsumer = h
+            .jobs
+            .get_or_create_consumer(
+                ARCHIVERS,
+                consumer::pull::Config {
+                    durable_name: Some(ARCHIVERS.into()),
+                    ack_policy: consumer::AckPolicy::Explicit,
+                    ack_wait: ARCHIVE_WAIT,
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut jobs = consumer.messages().await.map_err(|e| e.to_string())?;
+        while let Some(job) = jobs.next().await {
+            let job = job.map_err(|e| e.to_string())?;
+            let name = job
+                .subject
+                .as_str()
+                .strip_prefix("bsor.archive.")
+                .and_then(|h| hex::decode(h).ok())
+                .and_then(|b| String::from_utf8(b).ok());
+            let done = match name {
+                Some(name) => self.archive_one(&name, store).await,
+                None => Ok(()),
+            };
+            let acked = match done {
+                Ok(()) => job.double_ack().await,
+                Err(after) => job.ack_with(jetstream::AckKind::Nak(Some(after))).await,
+            };
+            if let Err(err) = acked {
+                tracing::debug!(%err, "answering an archive job failed (it comes again)");
+            }
+        }
+        Ok(())
+    }
+
+    /// One job: `Ok` when it is done (stored and purged, or nothing to do), `Err(after)`
+    /// to have it delivered again after that long.
+    async fn archive_one(&self, name: &str, store: &dyn SessionStore) -> Result<(), Duration> {
+        let h = self.handles().await.map_err(|_| RETRY)?;
+        let entry = match h.kv.get(key_of(name)).await {
+            Ok(v) => v.and_then(|v| serde_json::from_slice::<Entry>(&v).ok()),
+            Err(err) => {
+                tracing::debug!(session = %name, %err, "reading a session's entry to archive it");
+                return Err(RETRY);
+            }
+        };
+        // No entry: archived already. Gone: kept until it ages out, as an archive keeps a
+        // session cut short.
+        let Some(entry) = entry.filter(|e| e.state == "finished") else {
+            return Ok(());
+        };
+        let whole = match self.read_whole(name, store.max_bytes()).await {
+            Ok(Some(w)) => w,
+            Ok(None) => return Ok(()),
+            Err(err) => {
+                tracing::warn!(session = %name, %err, "reading a finished session to archive it");
+                return Err(RETRY);
+            }
+        };
+        let session = match whole {
+            Whole::Refused(why) => {
+                tracing::warn!(session = %name, %why, "a finished session was not archived; it stays in JetStream until it ages out");
+                return Ok(());
+            }
+            Whole::Read { stream, witness } => FinishedSession {
+                name: name.to_string(),
+                stream,
+                witness: (!witness.is_empty()).then_some(witness),
+                player: entry.player,
+            },
+        };
+        match store.store(session).await {
+            Filed::Stored(id) => {
+                tracing::info!(session = %name, %id, "finished session archived");
+            }
+            Filed::Refused(why) => {
+                tracing::warn!(session = %name, %why, "a finished session was not stored; it stays in JetStream until it ages out");
+                return Ok(());
+            }
+            Filed::Failed(why) => {
+                tracing::warn!(session = %name, %why, "storing a finished session failed; tried again");
+                return Err(RETRY);
+            }
+        }
+        // Stored: out of JetStream, its messages then its entry (no marker left to count
+        // against the cluster's sessions).
+        let purged = async {
+            h.stream.purge().filter(subject(name)).await?;
+            h.kv.stream
+                .purge()
+                .filter(format!("$KV.{BUCKET}.{}", key_of(name)))
+                .await
+        };
+        if let Err(err) = purged.await {
+            tracing::warn!(session = %name, %err, "purging an archived session failed; tried again");
+            return Err(RETRY);
+        }
+        Ok(())
+    }
+
+    /// A session's subject read whole (`None`: nothing on it), within `max` bytes.
+    async fn read_whole(&self, name: &str, max: u64) -> Result<Option<Whole>, String> {
+        let h = self.handles().await?;
+        let last = match h
+            .stream
+            .get_last_raw_message_by_subject(&subject(name))
+            .await
+        {
+            Ok(m) => m.sequence,
+            Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {
+                return Ok(None)
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        let mut messages = self.consumer(name, 1).await?;
+        let by = tokio::time::Instant::now() + ARCHIVE_WAIT / 2;
+        let mut out = StreamWriter::new(Vec::new());
+        let mut witness = Vec::new();
+        let (mut chunks, mut finished) = (0u32, false);
+        loop {
+            let m = tokio::time::timeout_at(by, messages.next())
+                .await
+                .map_err(|_| "the read timed out".to_string())?
+                .ok_or("the consumer's messages ended")?
+                .map_err(|e| e.to_string())?;
+            let at = m.info().map(|i| i.stream_sequence).unwrap_or(0);
+            let headers = m.message.headers.as_ref();
+            let kind = headers.and_then(|h| h.get("Bsor-Kind")).map(|v| v.as_str());
+            let payload = &m.message.payload;
+            match kind {
+                Some("header") if out.is_empty() => {
+                    let _ = out.write(payload);
+                }
+                Some("chunk") => match ChunkHeader::parse_at(payload) {
+                    Some((c, _)) if c.seq == chunks && !out.is_empty() => {
+                        chunks += 1;
+                        let _ = out.write(payload);
+                    }
+                    _ => return Ok(Some(Whole::Refused(format!("chunk {chunks} is missing")))),
+                },
+                Some("witness") => {
+                    witness.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+                    witness.extend_from_slice(payload);
+                }
+                Some("end") => {
+                    finished = headers
+                        .and_then(|h| h.get("Bsor-End"))
+                        .is_some_and(|v| v.as_str() == "finished");
+                }
+                _ => {}
+            }
+            if out.len() + witness.len() as u64 > max {
+                return Ok(Some(Whole::Refused(format!(
+                    "over the store's limit of {max} bytes"
+                ))));
+            }
+            if at >= last {
+                break;
+            }
+        }
+        if !finished {
+            return Ok(Some(Whole::Refused("it did not finish".into())));
+        }
+        let stream = out.finish(true).map_err(|e| e.to_string())?;
+        Ok(Some(Whole::Read { stream, witness }))
+    }
+}
+
+/// A finished session's subject as read to archive it.
+enum Whole {
+    Read { stream: Vec<u8>, witness: Vec<u8> },
+    Refused(String),
 }
 
 fn end_reason(why: Option<&str>) -> EndReason {

@@ -408,6 +408,9 @@ impl Viewing {
     }
 }
 
+/// Witness statements `watch -o` keeps at most (a checkpoint a second for a day).
+const MAX_KEPT: usize = 100_000;
+
 /// `watch ADDR --session NAME [--ws] [--tls --ca-file PEM] [--complete] [--wait S]
 /// [-o OUT.bsors]`.
 pub fn watch(
@@ -441,8 +444,17 @@ pub fn watch(
     let clock = Instant::now();
     let mut last_print = clock;
     let mut failed: Option<Failure> = None;
+    // The relay's witness statements (`integrity.md` §12), each once, in the order they
+    // came: with -o, into its `.witness` sibling, as a relay's archive keeps them.
+    let mut statements: Vec<bytes::Bytes> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let on = |e: ClientEvent| {
         match e {
+            ClientEvent::Witness(w)
+                if output.is_some() && statements.len() < MAX_KEPT && seen.insert(w.clone()) =>
+            {
+                statements.push(w);
+            }
             ClientEvent::Header(b) | ClientEvent::Chunk(b) => {
                 if let Some(Err(e)) = out.as_mut().map(|f| f.write(&b)) {
                     failed = Some(Failure(format!("writing: {e}")));
@@ -491,6 +503,15 @@ pub fn watch(
         // A finished stream gets its footer, as the publisher's file has.
         f.finish(ended)
             .map_err(|e| Failure(format!("writing: {e}")))?;
+    }
+    if let (Some(p), false) = (output, statements.is_empty()) {
+        let mut file = Vec::new();
+        for w in &statements {
+            file.extend_from_slice(&(w.len() as u32).to_le_bytes());
+            file.extend_from_slice(w);
+        }
+        let path = p.with_extension("witness");
+        std::fs::write(&path, file).map_err(|e| (path.as_path(), e))?;
     }
     eprintln!(
         "received {} frames, {} bytes, worst latency {:.0} ms, {skipped} chunks skipped; stream {}",

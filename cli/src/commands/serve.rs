@@ -141,10 +141,34 @@ pub struct Exposure<'a> {
     pub map_url: Option<&'a str>,
     /// The CAs an https mirror must be certified by.
     pub map_url_ca: Option<&'a Path>,
-    /// NATS servers of the cluster to join (comma-separated URLs).
-    pub cluster: Option<&'a str>,
-    /// Replicas of the cluster's stream and bucket.
+    /// The cluster to join, if any.
+    pub cluster: &'a ClusterArgs,
+}
+
+/// Relays sharing sessions through NATS JetStream (`wire.md` §5).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ClusterArgs {
+    /// Join the relays sharing sessions through these NATS servers with JetStream
+    /// (`nats://HOST:PORT`, comma-separated, any of one cluster): any relay then serves
+    /// any session, and a publisher or viewer may move between them (wire.md §5). With
+    /// --store, finished sessions are archived into it (by one relay of those given one)
+    /// and then purged from JetStream.
+    #[arg(long, value_name = "URLS", conflicts_with = "archive")]
+    pub cluster: Option<String>,
+    /// Replicas of the cluster's streams and bucket (3 for a three-node NATS cluster).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "cluster")]
     pub cluster_replicas: usize,
+    /// Sessions the cluster holds at most (live, or ended and not yet archived or aged out
+    /// after 24 h); a publisher of a new session past it gets OverBudget. All relays of a
+    /// cluster give the same (the last relay started sets it).
+    #[arg(long, value_name = "N", default_value_t = 100_000, requires = "cluster",
+          value_parser = clap::value_parser!(i64).range(1..))]
+    pub cluster_max_sessions: i64,
+    /// Seconds a finished session stays in JetStream, for late viewers, before it is
+    /// archived into --store.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60, requires = "cluster",
+          value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub cluster_keep_finished: u64,
 }
 
 /// `serve --tcp ADDR [--ws ADDR] [--archive DIR] --token-file FILE [--tls-cert PEM --tls-key
@@ -231,7 +255,7 @@ pub fn serve(
             }
             _ => (None, None),
         };
-        let cluster = match exposure.cluster {
+        let cluster = match &exposure.cluster.cluster {
             Some(urls) => {
                 let config = bsor_stream::net::cluster::ClusterConfig {
                     urls: urls
@@ -240,7 +264,11 @@ pub fn serve(
                         .filter(|u| !u.is_empty())
                         .map(str::to_string)
                         .collect(),
-                    replicas: exposure.cluster_replicas.max(1),
+                    replicas: exposure.cluster.cluster_replicas.max(1),
+                    max_sessions: exposure.cluster.cluster_max_sessions,
+                    keep_finished: std::time::Duration::from_secs(
+                        exposure.cluster.cluster_keep_finished,
+                    ),
                     ..Default::default()
                 };
                 let c = bsor_stream::net::cluster::Cluster::connect(config)
@@ -253,7 +281,7 @@ pub fn serve(
         };
         let config = ServerConfig {
             archive: archive.map(Path::to_path_buf),
-            cluster,
+            cluster: cluster.clone(),
             max_connections: budgets.max_connections,
             max_handshakes: budgets.max_handshakes,
             finished: finished_tx,
@@ -294,6 +322,9 @@ pub fn serve(
         };
         if let (Some(srv), Some(rx)) = (&replay_server, finished_rx) {
             tokio::spawn(store_finished(srv.clone(), rx));
+        }
+        if let (Some(srv), Some(c)) = (&replay_server, &cluster) {
+            c.archive_into(std::sync::Arc::new(ClusterArchive(srv.clone())));
         }
         // Before the `listening` line: from then on a signal finds its handler.
         let mut signals = Signals::new().map_err(|e| Failure(format!("signals: {e}")))?;
@@ -406,6 +437,46 @@ async fn store_finished(
                 tracing::warn!(%file, cause = ?e.cause, code = e.code, reason = %e.reason, "a finished session was not stored")
             }
         }
+    }
+}
+
+/// The replay server as the store a cluster's finished sessions are archived into
+/// (`http.md` §8.12, as a finished session of a relay's archive).
+struct ClusterArchive(std::sync::Arc<ReplayServer>);
+
+impl bsor_stream::net::cluster::SessionStore for ClusterArchive {
+    fn max_bytes(&self) -> u64 {
+        self.0.config.max_body
+    }
+
+    fn store(
+        &self,
+        s: bsor_stream::net::cluster::FinishedSession,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = bsor_stream::net::cluster::Filed> + Send + '_>,
+    > {
+        use bsor_stream::net::cluster::Filed;
+        Box::pin(async move {
+            let stored = self
+                .0
+                .store_session(&s.stream, s.witness.as_deref(), s.player.as_deref())
+                .await;
+            match stored {
+                Ok(server::Uploaded::Created(r) | server::Uploaded::Existing(r)) => {
+                    Filed::Stored(r.id.to_string())
+                }
+                Err(e) => {
+                    let why = format!("{} ({})", e.reason, e.code);
+                    match e.cause {
+                        server::Cause::Internal
+                        | server::Cause::Unavailable
+                        | server::Cause::RateLimited
+                        | server::Cause::TooSlow => Filed::Failed(why),
+                        _ => Filed::Refused(why),
+                    }
+                }
+            }
+        })
     }
 }
 

@@ -55,12 +55,15 @@ impl Drop for Proc {
     }
 }
 
-/// `nats-server -js` on a free port of 127.0.0.1, its store in `dir`.
+/// `nats-server -js` on a free port of 127.0.0.1, its store in `dir`, its monitoring
+/// port `dir/nats.monitor`'s number.
 fn start_nats(bin: &Path, dir: &Path) -> (Proc, String) {
-    let port = free_port();
+    let (port, monitor) = (free_port(), free_port());
+    std::fs::write(dir.join("nats.monitor"), monitor.to_string()).unwrap();
     let child = Command::new(bin)
         .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
         .arg(dir.join("js"))
+        .args(["-m", &monitor.to_string()])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join("nats.log")).unwrap())
         .spawn()
@@ -75,8 +78,11 @@ fn start_nats(bin: &Path, dir: &Path) -> (Proc, String) {
 
 /// `serve --tcp 127.0.0.1:0 --ws 127.0.0.1:0 --cluster URL` with `extra` arguments, its log
 /// in `dir/relay-NAME.log`; its addresses, `TCP ws=WS`.
+/// The token file is `dir/tokens.txt` (`TOKEN` alone unless the test wrote one).
 fn start_relay(dir: &Path, name: &str, cluster: &str, extra: &[&str]) -> (Proc, String) {
-    std::fs::write(dir.join("tokens.txt"), format!("{TOKEN}\n")).unwrap();
+    if !dir.join("tokens.txt").exists() {
+        std::fs::write(dir.join("tokens.txt"), format!("{TOKEN}\n")).unwrap();
+    }
     let mut child = Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
         .args(["serve", "--tcp", "127.0.0.1:0", "--ws", "127.0.0.1:0"])
         .args(["--cluster", cluster])
@@ -118,12 +124,24 @@ fn start_watch(addrs: &str, session: &str, complete: bool, out: &Path) -> Proc {
 
 /// `publish FILE --to ADDRS --session S --speed X`, started.
 fn start_publish(file: &Path, addrs: &str, session: &str, speed: &str, log: &Path) -> Proc {
+    start_publish_as(file, addrs, session, speed, log, TOKEN)
+}
+
+/// [`start_publish`] with `token`.
+fn start_publish_as(
+    file: &Path,
+    addrs: &str,
+    session: &str,
+    speed: &str,
+    log: &Path,
+    token: &str,
+) -> Proc {
     let c = Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
         .arg("publish")
         .arg(file)
         .args(["--to", addrs, "--session", session, "--speed", speed])
         .args(["--token-env", "BSRS_CLUSTER_TOKEN"])
-        .env("BSRS_CLUSTER_TOKEN", TOKEN)
+        .env("BSRS_CLUSTER_TOKEN", token)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()
@@ -153,6 +171,38 @@ fn decoded(stream: &Path) -> Vec<u8> {
         .unwrap_or_else(|e| panic!("{}: {e}", stream.display()));
     assert!(recovery.complete, "{}: {recovery:?}", stream.display());
     bsor_stream::bsor::to_vec(&replay).unwrap()
+}
+
+/// Messages in each JetStream stream, from the NATS server's monitoring port (`/jsz`).
+fn jetstream_messages(dir: &Path) -> std::collections::BTreeMap<String, u64> {
+    use std::io::{Read, Write};
+    let port = std::fs::read_to_string(dir.join("nats.monitor")).unwrap();
+    // HTTP/1.0: the whole body, not chunked, then the connection closes.
+    let mut s = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /jsz?streams=true HTTP/1.0\r\n\r\n")
+        .unwrap();
+    let mut reply = Vec::new();
+    s.read_to_end(&mut reply).unwrap();
+    let at = reply.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert!(reply.starts_with(b"HTTP/1.1 200") || reply.starts_with(b"HTTP/1.0 200"));
+    let j: serde_json::Value = serde_json::from_slice(&reply[at..]).unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    for account in j["account_details"].as_array().into_iter().flatten() {
+        for s in account["stream_detail"].as_array().into_iter().flatten() {
+            out.insert(
+                s["name"].as_str().unwrap().to_string(),
+                s["state"]["messages"].as_u64().unwrap(),
+            );
+        }
+    }
+    out
+}
+
+/// The player ID a BSOR names.
+fn player_of(replay: &Path) -> String {
+    let r = bsor_stream::bsor::parse(&std::fs::read(replay).unwrap()).unwrap();
+    r.info.player_id.to_string_lossy()
 }
 
 fn corpus_replay(name: &str) -> Option<PathBuf> {
@@ -209,13 +259,26 @@ fn a_relay_killed_mid_song_loses_nothing_its_publisher_and_viewers_move_on() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
+    // The publisher's token grants the replay's player: a finished session is stored as
+    // that player's replay.
+    let tokens = format!("{TOKEN}\nplayer:{}:ptok\n", player_of(&replay));
+    std::fs::write(dir.path().join("tokens.txt"), tokens).unwrap();
     let (_nats, url) = start_nats(&nats, dir.path());
-    let (a_proc, a) = start_relay(dir.path(), "a", &url, &[]);
-    let (_b, b) = start_relay(dir.path(), "b", &url, &[]);
-    let (_c, c) = start_relay(dir.path(), "c", &url, &[]);
-    let ((a, _), (b, _), (c, _)) = (split_addr(&a), split_addr(&b), split_addr(&c));
+    // Every relay archives into one store (a folder and its SQLite index here, S3 and
+    // PostgreSQL in a deployment); whichever takes the job.
+    let store = dir.path().join("store");
+    let archive = [
+        "--store",
+        store.to_str().unwrap(),
+        "--cluster-keep-finished",
+        "1",
+    ];
+    let (a_proc, a) = start_relay(dir.path(), "a", &url, &archive);
+    let (_b, b) = start_relay(dir.path(), "b", &url, &archive);
+    let (_c, c) = start_relay(dir.path(), "c", &url, &archive);
+    let ((a, _), (b, b_http), (c, _)) = (split_addr(&a), split_addr(&b), split_addr(&c));
     // A fourth relay nobody watches through.
-    let (_d, d) = start_relay(dir.path(), "d", &url, &[]);
+    let (_d, d) = start_relay(dir.path(), "d", &url, &archive);
     let (_, d_http) = split_addr(&d);
     let out = |n: &str| dir.path().join(n);
     let mut viewers = vec![
@@ -227,7 +290,14 @@ fn a_relay_killed_mid_song_loses_nothing_its_publisher_and_viewers_move_on() {
     ];
     std::thread::sleep(Duration::from_millis(500));
     // A 143-second song at 20x: about 7 s.
-    let mut publisher = start_publish(&replay, &format!("{a},{b}"), "k", "20", &out("publish.log"));
+    let mut publisher = start_publish_as(
+        &replay,
+        &format!("{a},{b}"),
+        "k",
+        "20",
+        &out("publish.log"),
+        "ptok",
+    );
     std::thread::sleep(Duration::from_secs(2));
     // D holds no viewer of the session yet lists it, from the cluster's bucket.
     let listed = crate::http_cli::get(d_http, "GET", "/sessions", &[]);
@@ -258,6 +328,46 @@ fn a_relay_killed_mid_song_loses_nothing_its_publisher_and_viewers_move_on() {
             "{n} differs from the other viewers'"
         );
     }
+    // Archived once: one replay in the store, its stream what the viewers got, and the
+    // session purged from JetStream (its messages, its entry, its job).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (listed, left) = loop {
+        let r = crate::http_cli::get(b_http, "GET", "/replays", &[]);
+        assert_eq!(r.status, 200);
+        let j: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        let listed = j["replays"].as_array().unwrap().clone();
+        let left = jetstream_messages(dir.path());
+        if (!listed.is_empty() && left.values().all(|&n| n == 0)) || Instant::now() > deadline {
+            break (listed, left);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(listed.len(), 1, "stored: {listed:?}");
+    assert_eq!(
+        left.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["BSOR_ARCHIVE", "BSOR_LIVE", "KV_bsor_sessions"]
+    );
+    assert!(
+        left.values().all(|&n| n == 0),
+        "left in JetStream: {left:?}"
+    );
+    let id = listed[0]["id"].as_str().unwrap();
+    let stored = crate::http_cli::get(b_http, "GET", &format!("/replays/{id}?format=bsors"), &[]);
+    assert_eq!(stored.status, 200);
+    assert!(
+        stored.body == reference,
+        "the stored stream differs from the viewers'"
+    );
+    let archived: usize = ["a", "b", "c", "d"]
+        .iter()
+        .map(|r| {
+            std::fs::read_to_string(out(&format!("relay-{r}.log")))
+                .unwrap_or_default()
+                .matches("finished session archived")
+                .count()
+        })
+        .sum();
+    assert!(archived >= 1, "no relay says it archived the session");
 }
 
 #[test]
@@ -385,4 +495,213 @@ fn a_nats_node_killed_mid_song_in_a_three_node_cluster_loses_nothing() {
     let original = std::fs::read(&replay).unwrap();
     assert!(decoded(&out("b.bsors")) == original);
     assert!(std::fs::read(out("a.bsors")).unwrap() == std::fs::read(out("b.bsors")).unwrap());
+}
+
+/// The replays `GET /replays` lists on `http`, once there are `n` (waiting up to 30 s).
+fn stored_replays(http: &str, n: usize) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = crate::http_cli::get(http, "GET", "/replays", &[]);
+        assert_eq!(r.status, 200);
+        let j: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        let listed = j["replays"].as_array().unwrap().clone();
+        if listed.len() >= n || Instant::now() > deadline {
+            return listed;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn synth(dir: &Path, name: &str, seconds: &str) -> PathBuf {
+    let path = dir.join(name);
+    let out = Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
+        .args(["synth", "--seconds", seconds, "-o"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    path
+}
+
+#[test]
+fn a_cluster_at_its_maximum_of_sessions_refuses_a_new_one_until_one_is_archived() {
+    let Some(nats) = nats_server() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = |n: &str| dir.path().join(n);
+    let song = synth(dir.path(), "song.bsor", "3");
+    let tokens = format!("{TOKEN}\nplayer:{}:ptok\n", player_of(&song));
+    std::fs::write(out("tokens.txt"), tokens).unwrap();
+    let (_nats, url) = start_nats(&nats, dir.path());
+    let store = out("store");
+    let (_a, a) = start_relay(
+        dir.path(),
+        "a",
+        &url,
+        &[
+            "--cluster-max-sessions",
+            "1",
+            "--store",
+            store.to_str().unwrap(),
+            "--cluster-keep-finished",
+            "3",
+        ],
+    );
+    let (a, a_http) = split_addr(&a);
+    let mut one = start_publish_as(&song, a, "one", "0", &out("one.log"), "ptok");
+    assert!(wait(&mut one, Duration::from_secs(30)));
+    let held = jetstream_messages(dir.path())["BSOR_LIVE"];
+    assert!(held > 0);
+    // "one" finished and stays 3 s before it is archived: the cluster is full meanwhile.
+    // Another play (the same one would be stored as the same replay).
+    let other = synth(dir.path(), "other.bsor", "4");
+    assert_eq!(player_of(&other), player_of(&song));
+    let mut two = start_publish_as(&other, a, "two", "0", &out("two.log"), "ptok");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let refused = loop {
+        let log = std::fs::read_to_string(out("two.log")).unwrap_or_default();
+        if log.contains("OverBudget: the cluster holds its maximum of sessions") {
+            break true;
+        }
+        if Instant::now() > deadline {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        refused,
+        "not refused: {}",
+        std::fs::read_to_string(out("two.log")).unwrap()
+    );
+    // Nothing of "two" was written while it was refused (it may resume, and is claimed
+    // before anything is written).
+    let messages = jetstream_messages(dir.path());
+    assert!(
+        messages["BSOR_LIVE"] == held || messages["BSOR_LIVE"] == 0,
+        "{messages:?}"
+    );
+    // "one" archived and purged, "two" gets its place and finishes; both stored.
+    assert!(
+        wait(&mut two, Duration::from_secs(60)),
+        "{}",
+        std::fs::read_to_string(out("two.log")).unwrap()
+    );
+    let listed = stored_replays(a_http, 2);
+    assert_eq!(listed.len(), 2);
+    // Each stored whole: its BSOR, rebuilt from the stored stream, is the one published
+    // ("two" resumed after its refusals, its header written before its first chunk).
+    let mut got: Vec<Vec<u8>> = listed
+        .iter()
+        .map(|r| {
+            let id = r["id"].as_str().unwrap();
+            let b = crate::http_cli::get(a_http, "GET", &format!("/replays/{id}?format=bsor"), &[]);
+            assert_eq!(b.status, 200);
+            b.body
+        })
+        .collect();
+    let mut want = vec![
+        std::fs::read(&song).unwrap(),
+        std::fs::read(&other).unwrap(),
+    ];
+    got.sort();
+    want.sort();
+    assert!(got == want, "the stored replays are not the two published");
+}
+
+#[test]
+fn witness_statements_reach_viewers_on_other_relays_and_date_the_archived_replay() {
+    use bsor_stream::integrity::witness::{parse_file, Statement, Subject};
+    let Some(nats) = nats_server() else { return };
+    let Some(replay) = corpus_replay("test.bsor") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = |n: &str| dir.path().join(n);
+    let keygen = |f: &Path| {
+        let o = Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
+            .arg("keygen")
+            .arg("-o")
+            .arg(f)
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    };
+    keygen(&out("player.key"));
+    let witness_pub = keygen(&out("witness.key"));
+    let tokens = format!("{TOKEN}\nplayer:{}:ptok\n", player_of(&replay));
+    std::fs::write(out("tokens.txt"), tokens).unwrap();
+    let (_nats, url) = start_nats(&nats, dir.path());
+    let store = out("store");
+    let archive = [
+        "--store",
+        store.to_str().unwrap(),
+        "--cluster-keep-finished",
+        "1",
+    ];
+    // A witnesses what its publishers send; B does not, and has the viewer.
+    let witness_key = out("witness.key");
+    let mut a_args = archive.to_vec();
+    a_args.extend(["--witness-key", witness_key.to_str().unwrap()]);
+    let (_a, a) = start_relay(dir.path(), "a", &url, &a_args);
+    let (_b, b) = start_relay(dir.path(), "b", &url, &archive);
+    let ((a, _), (b, b_http)) = (split_addr(&a), split_addr(&b));
+    let mut viewer = start_watch(b, "w", true, &out("b.bsors"));
+    std::thread::sleep(Duration::from_millis(500));
+    let published = Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
+        .arg("publish")
+        .arg(&replay)
+        .args(["--to", a, "--session", "w", "--speed", "0", "--key"])
+        .arg(out("player.key"))
+        .args(["--token-env", "BSRS_CLUSTER_TOKEN"])
+        .env("BSRS_CLUSTER_TOKEN", "ptok")
+        .output()
+        .unwrap();
+    assert!(
+        published.status.success(),
+        "{}",
+        String::from_utf8_lossy(&published.stderr)
+    );
+    assert!(
+        wait(&mut viewer, Duration::from_secs(60)),
+        "the viewer failed"
+    );
+    // B's viewer got A's statements: its stream verifies with the witness trusted, and
+    // the final checkpoint dated.
+    let verified = Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
+        .args([
+            "verify",
+            "--signatures",
+            "--json",
+            "--witness-key",
+            &witness_pub,
+        ])
+        .arg(out("b.bsors"))
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&verified.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&verified.stderr)));
+    assert_eq!(verified.status.code(), Some(0), "{v}");
+    assert_eq!(v["verdict"], "valid", "{v}");
+    let w = &v["witnesses"][0];
+    assert_eq!(w["trusted"], true, "{v}");
+    assert_eq!(w["finalCheckpoint"], true, "{v}");
+    assert_eq!(
+        w["checkpoints"].as_array().unwrap().len() as u64,
+        v["checkpoints"].as_u64().unwrap(),
+        "a checkpoint's statement did not reach B's viewer: {v}"
+    );
+    // The archived replay carries them too: dated by the final checkpoint's statement.
+    let statements = std::fs::read(out("b.witness")).unwrap();
+    let finals: Vec<u64> = parse_file(&statements)
+        .records
+        .iter()
+        .map(|r| Statement::parse(r).unwrap())
+        .filter(|s| s.subject == Subject::Final)
+        .map(|s| s.time_ms)
+        .collect();
+    assert_eq!(finals.len(), 1);
+    let listed = stored_replays(b_http, 1);
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["signed"], true);
+    assert_eq!(listed[0]["existedBy"], finals[0], "{listed:?}");
 }

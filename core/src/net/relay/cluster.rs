@@ -10,6 +10,8 @@
 //!   as a mirror of whatever the store holds.
 //! - [`Relay::mirrored`]: a chunk the store holds, in the store's order: new to this relay
 //!   when another relay's publisher sent it, for this relay's viewers.
+//! - [`Relay::mirrored_witness`]: a witness statement the store holds, for this relay's
+//!   viewers.
 //! - [`Relay::mirror_ended`]: the store says the session ended.
 
 use bytes::Bytes;
@@ -43,6 +45,30 @@ impl Relay {
     /// mirror of the store's stream (its viewers stay).
     pub fn store_failed(&mut self, name: &str, taken: bool, now: u64) {
         self.now = now;
+        if taken {
+            self.store_refused(
+                name,
+                ErrorCode::SessionBusy,
+                "the session moved to another relay",
+            );
+        } else {
+            self.store_refused(
+                name,
+                ErrorCode::Internal,
+                "the cluster's store did not take the chunk",
+            );
+        }
+    }
+
+    /// The store is full for session `name` (it holds the cluster's maximum of sessions,
+    /// or its maximum of bytes): as [`Relay::store_failed`], the publisher told
+    /// `OverBudget` with `why`.
+    pub fn store_full(&mut self, name: &str, why: &str, now: u64) {
+        self.now = now;
+        self.store_refused(name, ErrorCode::OverBudget, why);
+    }
+
+    fn store_refused(&mut self, name: &str, code: ErrorCode, why: &str) {
         let Some(s) = self.sessions.get_mut(name) else {
             return;
         };
@@ -62,19 +88,7 @@ impl Relay {
         }
         s.next_seq = stored;
         if let Some(p) = publisher {
-            if taken {
-                self.fail(
-                    p,
-                    ErrorCode::SessionBusy,
-                    "the session moved to another relay",
-                );
-            } else {
-                self.fail(
-                    p,
-                    ErrorCode::Internal,
-                    "the cluster's store did not take the chunk",
-                );
-            }
+            self.fail(p, code, why);
         }
         self.rearm_session(name);
     }
@@ -134,6 +148,26 @@ impl Relay {
         }
         self.rearm_session(name);
         true
+    }
+
+    /// A witness statement the store holds on session `name` (`integrity.md` §12), made by
+    /// the relay its publisher sent to: for this relay's viewers when the session's chunks
+    /// come from the store (a relay whose own publisher sent the checkpoint sent its own
+    /// statement already).
+    pub fn mirrored_witness(&mut self, name: &str, statement: Bytes, now: u64) {
+        self.now = now;
+        let Some(s) = self.sessions.get(name) else {
+            return;
+        };
+        if !s.remote || s.ended.is_some() {
+            return;
+        }
+        #[cfg(feature = "integrity")]
+        for v in s.viewers.clone() {
+            self.send_witness(v, statement.clone());
+        }
+        #[cfg(not(feature = "integrity"))]
+        let _ = statement;
     }
 
     /// The store says session `name` ended (its publisher's relay wrote the end): it ends
