@@ -1510,9 +1510,7 @@ impl Cluster {
         };
         let mut messages = self.consumer(name, 1).await?;
         let by = tokio::time::Instant::now() + ARCHIVE_WAIT / 2;
-        let mut out = StreamWriter::new(Vec::new());
-        let mut witness = Vec::new();
-        let (mut chunks, mut finished) = (0u32, false);
+        let mut whole = Assembly::new(max);
         loop {
             let m = tokio::time::timeout_at(by, messages.next())
                 .await
@@ -1522,50 +1520,111 @@ impl Cluster {
             let at = m.info().map(|i| i.stream_sequence).unwrap_or(0);
             let headers = m.message.headers.as_ref();
             let kind = headers.and_then(|h| h.get("Bsor-Kind")).map(|v| v.as_str());
-            let payload = &m.message.payload;
-            match kind {
-                Some("header") if out.is_empty() => {
-                    let _ = out.write(payload);
-                }
-                Some("chunk") => match ChunkHeader::parse_at(payload) {
-                    Some((c, _)) if c.seq == chunks && !out.is_empty() => {
-                        chunks += 1;
-                        let _ = out.write(payload);
-                    }
-                    _ => return Ok(Some(Whole::Refused(format!("chunk {chunks} is missing")))),
-                },
-                Some("witness") => {
-                    witness.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-                    witness.extend_from_slice(payload);
-                }
-                Some("end") => {
-                    finished = headers
-                        .and_then(|h| h.get("Bsor-End"))
-                        .is_some_and(|v| v.as_str() == "finished");
-                }
-                _ => {}
-            }
-            if out.len() + witness.len() as u64 > max {
-                return Ok(Some(Whole::Refused(format!(
-                    "over the store's limit of {max} bytes"
-                ))));
-            }
-            if at >= last {
+            let end = headers.and_then(|h| h.get("Bsor-End")).map(|v| v.as_str());
+            if !whole.take(kind, end, &m.message.payload) || at >= last {
                 break;
             }
         }
-        if !finished {
-            return Ok(Some(Whole::Refused("it did not finish".into())));
-        }
-        let stream = out.finish(true).map_err(|e| e.to_string())?;
-        Ok(Some(Whole::Read { stream, witness }))
+        Ok(Some(whole.finish()))
     }
 }
 
 /// A finished session's subject as read to archive it.
+#[derive(Debug, PartialEq, Eq)]
 enum Whole {
+    /// The stream `watch -o` would have written (header, chunks 0..n, footer), and the
+    /// `.witness` file of its statements.
     Read { stream: Vec<u8>, witness: Vec<u8> },
+    /// Not archived, and why.
     Refused(String),
+}
+
+/// A session's subject taken message by message, in the stream's order, into what is
+/// archived: only a header, then chunks 0..n each once, whole and in order, then the end
+/// marker `finished` make a stream; anything else is refused, never mended (what is stored
+/// is exactly what the publisher's relays wrote, or nothing).
+struct Assembly {
+    out: StreamWriter<Vec<u8>>,
+    witness: Vec<u8>,
+    chunks: u32,
+    end: Option<bool>,
+    refused: Option<String>,
+    max: u64,
+}
+
+impl Assembly {
+    fn new(max: u64) -> Assembly {
+        Assembly {
+            out: StreamWriter::new(Vec::new()),
+            witness: Vec::new(),
+            chunks: 0,
+            end: None,
+            refused: None,
+            max,
+        }
+    }
+
+    /// Takes one message (its `Bsor-Kind`, `Bsor-End` and payload); false once nothing more
+    /// can change the outcome.
+    fn take(&mut self, kind: Option<&str>, end: Option<&str>, payload: &[u8]) -> bool {
+        if self.refused.is_some() || self.end.is_some() {
+            return false;
+        }
+        let refusal = match kind {
+            Some("header") if self.out.is_empty() => {
+                (self.out.write(payload).is_err()).then(|| "the header".to_string())
+            }
+            Some("header") => Some("a second header".into()),
+            Some("chunk") if self.out.is_empty() => Some("a chunk before the header".into()),
+            Some("chunk") => match ChunkHeader::parse_at(payload) {
+                Some((c, _)) if c.seq == self.chunks => {
+                    match bsor_stream_core::net::wire::check_chunk(payload) {
+                        Ok(()) => {
+                            self.chunks += 1;
+                            (self.out.write(payload).is_err()).then(|| "a chunk".to_string())
+                        }
+                        Err(e) => Some(format!("chunk {}: {e}", c.seq)),
+                    }
+                }
+                Some((c, _)) => Some(format!("chunk {} where {} was due", c.seq, self.chunks)),
+                None => Some(format!("chunk {} does not parse", self.chunks)),
+            },
+            Some("witness") => {
+                self.witness
+                    .extend_from_slice(&(payload.len() as u32).to_le_bytes());
+                self.witness.extend_from_slice(payload);
+                None
+            }
+            Some("end") => {
+                self.end = Some(end == Some("finished"));
+                None
+            }
+            _ => None,
+        };
+        if refusal.is_some() {
+            self.refused = refusal;
+        } else if self.out.len() + self.witness.len() as u64 > self.max {
+            self.refused = Some(format!("over the store's limit of {} bytes", self.max));
+        }
+        self.refused.is_none() && self.end.is_none()
+    }
+
+    fn finish(self) -> Whole {
+        if let Some(why) = self.refused {
+            return Whole::Refused(why);
+        }
+        match self.end {
+            Some(true) => match self.out.finish(true) {
+                Ok(stream) => Whole::Read {
+                    stream,
+                    witness: self.witness,
+                },
+                Err(e) => Whole::Refused(e.to_string()),
+            },
+            Some(false) => Whole::Refused("its publisher went before the end".into()),
+            None => Whole::Refused("it has no end marker".into()),
+        }
+    }
 }
 
 fn end_reason(why: Option<&str>) -> EndReason {
@@ -1676,5 +1735,205 @@ impl Scan {
                 Vec::new()
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bsor_stream_core::stream::{split_stream, Profile, Settings};
+    use bsor_stream_core::{synth, transcode};
+    use proptest::prelude::*;
+
+    /// A published session: its header and chunks, and the stream `watch -o` wrote of it.
+    fn published() -> (Bytes, Vec<Bytes>, Vec<u8>) {
+        let r = synth::replay(synth::Settings {
+            seed: 7,
+            seconds: 4.0,
+            fps: 60,
+        });
+        let s = transcode::encode_replay(&r, Settings::live(Profile::Lossless));
+        let (_, header_len, spans) = split_stream(&s).unwrap();
+        let header = Bytes::copy_from_slice(&s[..header_len]);
+        let chunks: Vec<Bytes> = spans
+            .iter()
+            .map(|c| Bytes::copy_from_slice(c.bytes(&s)))
+            .collect();
+        let mut w = StreamWriter::new(Vec::new());
+        w.write(&header).unwrap();
+        for c in &chunks {
+            w.write(c).unwrap();
+        }
+        let reference = w.finish(true).unwrap();
+        // The reference is the publisher's stream, which decodes to the replay.
+        let (back, rec) = transcode::decode_replay(&reference).unwrap();
+        assert!(rec.complete);
+        assert_eq!(
+            bsor_stream_core::bsor::to_vec(&back).unwrap(),
+            bsor_stream_core::bsor::to_vec(&r).unwrap()
+        );
+        (header, chunks, reference)
+    }
+
+    /// What may happen to a subject between the publisher and the archive.
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A witness statement after chunk i (harmless).
+        Witness(usize, Vec<u8>),
+        /// A message of a kind this version does not know (harmless).
+        Unknown(usize),
+        /// Something after the end marker (harmless: the end is the end).
+        AfterEnd,
+        /// Chunk i missing.
+        Drop(usize),
+        /// Chunk i twice.
+        Dup(usize),
+        /// Chunks i and i+1 in the wrong order.
+        Swap(usize),
+        /// A byte of chunk i changed.
+        Corrupt(usize, usize, u8),
+        /// A second header after chunk i.
+        SecondHeader(usize),
+        /// The end marker says the publisher went.
+        EndGone,
+        /// No end marker.
+        NoEnd,
+    }
+
+    impl Op {
+        /// Leaves the subject whole.
+        fn harmless(&self) -> bool {
+            matches!(self, Op::Witness(..) | Op::Unknown(_) | Op::AfterEnd)
+        }
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (
+                any::<usize>(),
+                proptest::collection::vec(any::<u8>(), 1..200)
+            )
+                .prop_map(|(i, w)| Op::Witness(i, w)),
+            any::<usize>().prop_map(Op::Unknown),
+            Just(Op::AfterEnd),
+            any::<usize>().prop_map(Op::Drop),
+            any::<usize>().prop_map(Op::Dup),
+            any::<usize>().prop_map(Op::Swap),
+            (any::<usize>(), any::<usize>(), 1..=255u8).prop_map(|(i, b, x)| Op::Corrupt(i, b, x)),
+            any::<usize>().prop_map(Op::SecondHeader),
+            Just(Op::EndGone),
+            Just(Op::NoEnd),
+        ]
+    }
+
+    type Message = (Option<&'static str>, Option<&'static str>, Bytes);
+
+    /// Chunk i's place in `msgs` (counting round the chunks there are).
+    fn place(msgs: &[Message], i: usize) -> usize {
+        let places: Vec<usize> = msgs
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.0 == Some("chunk"))
+            .map(|(k, _)| k)
+            .collect();
+        places[i % places.len()]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Whatever the archive reads as whole is exactly the stream the publisher sent,
+        /// with exactly the statements on the subject; a subject that lost, repeated,
+        /// reordered or changed anything, or did not finish, is refused.
+        #[test]
+        fn what_is_archived_is_exactly_what_was_published(
+            ops in proptest::collection::vec(op(), 0..4),
+            small in any::<bool>(),
+        ) {
+            let (header, chunks, reference) = published();
+            let n = chunks.len();
+            let mut msgs: Vec<Message> = vec![(Some("header"), None, header.clone())];
+            msgs.extend(chunks.iter().map(|c| (Some("chunk"), None, c.clone())));
+            let mut end = Some((Some("end"), Some("finished"), Bytes::new()));
+            let mut after = Vec::new();
+            for op in &ops {
+                match op {
+                    Op::Witness(i, w) => {
+                        let k = place(&msgs, *i);
+                        msgs.insert(k + 1, (Some("witness"), None, Bytes::from(w.clone())));
+                    }
+                    Op::Unknown(i) => {
+                        let k = place(&msgs, *i);
+                        msgs.insert(k + 1, (Some("later"), None, Bytes::from_static(b"?")));
+                    }
+                    Op::AfterEnd => after.push((Some("chunk"), None, chunks[0].clone())),
+                    Op::Drop(i) => {
+                        let k = place(&msgs, *i);
+                        msgs.remove(k);
+                    }
+                    Op::Dup(i) => {
+                        let k = place(&msgs, *i);
+                        let m = msgs[k].clone();
+                        msgs.insert(k + 1, m);
+                    }
+                    Op::Swap(i) => {
+                        let (k, k2) = (place(&msgs, *i), place(&msgs, *i + 1));
+                        msgs.swap(k, k2);
+                    }
+                    Op::Corrupt(i, b, x) => {
+                        let k = place(&msgs, *i);
+                        let mut c = msgs[k].2.to_vec();
+                        let j = b % c.len();
+                        c[j] ^= x;
+                        msgs[k].2 = Bytes::from(c);
+                    }
+                    Op::SecondHeader(i) => {
+                        let k = place(&msgs, *i);
+                        msgs.insert(k + 1, (Some("header"), None, header.clone()));
+                    }
+                    Op::EndGone => end = Some((Some("end"), Some("gone"), Bytes::new())),
+                    Op::NoEnd => end = None,
+                }
+            }
+            // Broken or not is what the subject holds, not which ops ran (two swaps of one
+            // pair, or one byte changed twice, leave it as it was): the chunks exactly the
+            // published ones in order, one header, a finished end marker.
+            let kept: Vec<&Bytes> =
+                msgs.iter().filter(|m| m.0 == Some("chunk")).map(|m| &m.2).collect();
+            let chunks_intact = kept.len() == n && kept.iter().zip(&chunks).all(|(a, b)| *a == b);
+            let headers = msgs.iter().filter(|m| m.0 == Some("header")).count();
+            let broken = !(chunks_intact
+                && headers == 1
+                && end.as_ref().is_some_and(|e| e.1 == Some("finished")));
+            prop_assert!(
+                broken || ops.iter().all(|o| o.harmless() || matches!(o, Op::Swap(_) | Op::Corrupt(..)))
+            );
+            let mut statements = Vec::new();
+            for m in &msgs {
+                if m.0 == Some("witness") {
+                    statements.extend_from_slice(&(m.2.len() as u32).to_le_bytes());
+                    statements.extend_from_slice(&m.2);
+                }
+            }
+            let max = if small { reference.len() as u64 / 2 } else { u64::MAX };
+            let mut a = Assembly::new(max);
+            for m in msgs.iter().chain(end.iter()).chain(after.iter()) {
+                if !a.take(m.0, m.1, &m.2) {
+                    break;
+                }
+            }
+            match a.finish() {
+                Whole::Read { stream, witness } => {
+                    prop_assert!(!broken, "a broken subject was read whole: {ops:?}");
+                    prop_assert!(!small);
+                    prop_assert!(stream == reference, "not the published stream: {ops:?}");
+                    prop_assert_eq!(witness, statements);
+                }
+                Whole::Refused(why) => {
+                    prop_assert!(broken || small, "refused ({why}) though whole: {ops:?}");
+                    prop_assert!(!why.is_empty());
+                }
+            }
+        }
     }
 }
