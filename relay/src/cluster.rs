@@ -627,9 +627,31 @@ impl Cluster {
             let outcome = match w {
                 Write::Key(key) => {
                     let claimed = self.claim(&name, &key).await;
+                    if claimed == Err(Refused::Taken) {
+                        // Another relay's publisher has the name: nothing of what this
+                        // relay began is ever written (its header least of all), and the
+                        // relay drops it.
+                        let current = {
+                            let mut held = lock(&self.inner.held);
+                            match held.get_mut(&name) {
+                                Some(h) if h.writer_gen == start.gen => {
+                                    h.writer = None;
+                                    h.header = None;
+                                    h.unclaimed = None;
+                                    true
+                                }
+                                _ => false,
+                            }
+                        };
+                        if current {
+                            let n = name.clone();
+                            self.call(move |r, now| r.claim_lost(&n, now));
+                        }
+                        break;
+                    }
                     if let Some(h) = lock(&self.inner.held).get_mut(&name) {
                         h.unclaimed = match claimed {
-                            Err(Refused::Taken | Refused::Full(_)) => Some(key),
+                            Err(Refused::Full(_)) => Some(key),
                             _ => None,
                         };
                     }

@@ -330,7 +330,7 @@ impl Cluster {
                     })
                 }
                 Some(e) if e.digest == k.digest && e.live => e.player = k.player,
-                Some(_) => self.write_failed(i, &s, true),
+                Some(_) => self.claim_lost(i, &s),
             },
             w => {
                 if subject.msgs.len() != expected {
@@ -379,6 +379,17 @@ impl Cluster {
         let cursor = n.cursor.entry(s.to_string()).or_insert(0);
         *cursor = (*cursor).min(from);
         n.relay.store_failed(s, taken, now);
+    }
+
+    /// A claim of a new name refused (another's): as the shell does, nothing more of the
+    /// session is written from this relay, and the relay drops what it began.
+    fn claim_lost(&mut self, i: usize, s: &str) {
+        let now = self.now;
+        self.refused.push((i, s.to_string()));
+        let n = self.node(i);
+        n.writers.remove(s);
+        n.pending.retain(|p| p.session != s);
+        n.relay.claim_lost(s, now);
     }
 
     /// Lets the store take `k` of relay `i`'s pending writes (all with `usize::MAX`).
@@ -831,10 +842,13 @@ fn a_publisher_whose_relay_dies_resumes_on_another_and_the_store_holds_each_chun
 #[test]
 fn of_two_publishers_claiming_a_new_name_one_keeps_it_and_the_others_chunks_are_never_stored() {
     let (_, header, chunks) = stream();
-    let (_, other_header, other_chunks) = stream_of(5, 7.0);
+    let (other, other_header, other_chunks) = stream_of(5, 7.0);
     assert!(other_header != header);
     let mut net = Cluster::new(2);
     net.auto = false;
+    // A viewer on the loser's relay, waiting for the name: it gets the loser's header and
+    // chunks before the store decides.
+    let early = net.viewer(0, ViewMode::Complete);
     // Both claim the new name before the store took either's entry.
     let a = net.publisher(0, false, 1);
     let b = net.publisher(1, false, 2);
@@ -850,6 +864,14 @@ fn of_two_publishers_claiming_a_new_name_one_keeps_it_and_the_others_chunks_are_
     net.confirm(1, usize::MAX);
     assert_eq!(net.error_of(0, a), Some(ErrorCode::SessionBusy));
     assert!(net.acks(0, a).is_empty());
+    // That viewer is told (it must not go on with the winner's chunks after the loser's
+    // header), and nothing reached it after the loser's.
+    let (seen, _) = net.received(0, early);
+    assert!(seen.starts_with(&header));
+    assert_eq!(net.error_of(0, early), Some(ErrorCode::SessionBusy));
+    assert!(!other_chunks
+        .iter()
+        .any(|c| seen.windows(c.len()).any(|w| w == &c[..])));
     assert_eq!(net.error_of(1, b), None);
     assert_eq!(net.acks(1, b).last(), Some(&9));
     let subject = net.subject(SONG);
@@ -868,9 +890,18 @@ fn of_two_publishers_claiming_a_new_name_one_keeps_it_and_the_others_chunks_are_
     // The winner goes on; its stream is whole in the store.
     net.auto = true;
     send_chunks(&mut net, 1, b, &other_chunks[10..]);
+    net.send(1, b, Message::End(EndReason::Finished));
     net.follow();
     assert!(net.subject(SONG).chunks() == other_chunks);
     assert_eq!(net.refused, vec![(0, SONG.to_string())]);
+    // A viewer on the loser's relay now gets the winner's session, whole.
+    let late = net.viewer(0, ViewMode::Complete);
+    net.follow();
+    let (bytes, _) = net.received(0, late);
+    assert!(
+        decodes_to(&bytes, &other),
+        "the loser's relay serves the winner's stream"
+    );
 }
 
 #[test]

@@ -5,6 +5,8 @@
 //!
 //! - [`Relay::stored`]: the store holds a session's chunks up to a sequence number; its
 //!   publisher gets the `Ack` only now.
+//! - [`Relay::claim_lost`]: the store gave a new session's name to another relay's
+//!   publisher: what this relay began of it is dropped.
 //! - [`Relay::store_failed`]: the store refused a write (another relay wrote the session
 //!   first, or the store is unavailable): the publisher here is told and the session goes on
 //!   as a mirror of whatever the store holds.
@@ -66,6 +68,39 @@ impl Relay {
     pub fn store_full(&mut self, name: &str, why: &str, now: u64) {
         self.now = now;
         self.store_refused(name, ErrorCode::OverBudget, why);
+    }
+
+    /// The store refused this relay's claim of session `name`, a new session's name:
+    /// another relay's publisher claimed it first. What this relay began of it (its
+    /// publisher's header and chunks, never stored) is dropped: the publisher gets
+    /// `SessionBusy`, and so does every viewer here, which may have received some of it (a
+    /// viewer that went on would get another publisher's chunks after this one's header);
+    /// the next viewer of the name finds the session the store holds.
+    pub fn claim_lost(&mut self, name: &str, now: u64) {
+        self.now = now;
+        let Some(s) = self.sessions.get(name) else {
+            return;
+        };
+        if s.ended.is_some() || s.stored > 0 {
+            return;
+        }
+        let publisher = s.publisher;
+        let viewers = s.viewers.clone();
+        self.forget(name);
+        if let Some(p) = publisher {
+            self.fail(
+                p,
+                ErrorCode::SessionBusy,
+                "another relay's publisher has the session's name",
+            );
+        }
+        for v in viewers {
+            self.fail(
+                v,
+                ErrorCode::SessionBusy,
+                "the session this relay began is another publisher's name: watch it again",
+            );
+        }
     }
 
     fn store_refused(&mut self, name: &str, code: ErrorCode, why: &str) {

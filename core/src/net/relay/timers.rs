@@ -111,6 +111,14 @@ fn session_deadline(config: &RelayConfig, s: &Session, now: u64) -> Option<u64> 
 }
 
 impl Relay {
+    /// Session `name` is dropped at once (its timer with it), whoever still holds it.
+    pub(super) fn forget(&mut self, name: &str) {
+        if let Some(s) = self.sessions.remove(name) {
+            self.backlog_total -= s.backlog_bytes;
+            self.timers.move_session(name, s.armed, None);
+        }
+    }
+
     /// The earliest deadline, in the shell's milliseconds: call
     /// [`handle_timeout`](Self::handle_timeout) then (nothing is due before it). `None`
     /// when nothing is timed. Found without scanning the connections.
