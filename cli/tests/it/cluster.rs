@@ -512,23 +512,12 @@ fn stored_replays(http: &str, n: usize) -> Vec<serde_json::Value> {
     }
 }
 
-fn synth(dir: &Path, name: &str, seconds: &str) -> PathBuf {
-    let path = dir.join(name);
-    let out = Command::new(env!("CARGO_BIN_EXE_bsor-stream"))
-        .args(["synth", "--seconds", seconds, "-o"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    path
-}
-
 #[test]
 fn a_cluster_at_its_maximum_of_sessions_refuses_a_new_one_until_one_is_archived() {
     let Some(nats) = nats_server() else { return };
     let dir = tempfile::tempdir().unwrap();
     let out = |n: &str| dir.path().join(n);
-    let song = synth(dir.path(), "song.bsor", "3");
+    let song = crate::http_cli::synth(dir.path(), "song.bsor", "3");
     let tokens = format!("{TOKEN}\nplayer:{}:ptok\n", player_of(&song));
     std::fs::write(out("tokens.txt"), tokens).unwrap();
     let (_nats, url) = start_nats(&nats, dir.path());
@@ -553,7 +542,7 @@ fn a_cluster_at_its_maximum_of_sessions_refuses_a_new_one_until_one_is_archived(
     assert!(held > 0);
     // "one" finished and stays 3 s before it is archived: the cluster is full meanwhile.
     // Another play (the same one would be stored as the same replay).
-    let other = synth(dir.path(), "other.bsor", "4");
+    let other = crate::http_cli::synth(dir.path(), "other.bsor", "4");
     assert_eq!(player_of(&other), player_of(&song));
     let mut two = start_publish_as(&other, a, "two", "0", &out("two.log"), "ptok");
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -127,7 +127,7 @@ fn serve_with(dir: &Path, extra: &[&str]) -> Relay {
     }
 }
 
-fn synth(dir: &Path, name: &str, seconds: &str) -> std::path::PathBuf {
+pub(crate) fn synth(dir: &Path, name: &str, seconds: &str) -> std::path::PathBuf {
     let replay = dir.join(name);
     let out = bin()
         .args(["synth", "--seconds", seconds, "-o"])
