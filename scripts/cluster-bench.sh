@@ -18,6 +18,10 @@
 #                SIGKILL this long into the song (--kill-pid), and reports the resume times
 #   SINGLE       0: no run against one relay alone
 #   KEEP         1: keep the working folder (NATS store, relays' logs) and say where
+#   STREAM_MAX_CONSUMERS  N: create the stream BSOR_LIVE before the relays do, with their
+#                configuration and this consumer limit (nats-server 2.15 refuses a
+#                stream's 1,001st consumer unless the stream sets a limit itself; the relay
+#                sets none, and uses a stream it finds as it is)
 # nats-server comes from PATH (scripts/services.sh install puts 2.15.1 there) or
 # BSRS_NATS_SERVER. Prints the date and the load average before and after each run.
 set -euo pipefail
@@ -78,6 +82,35 @@ for p in "${client_ports[@]}"; do wait_port "$p"; done
 urls=$(printf 'nats://127.0.0.1:%s,' "${client_ports[@]}"); urls=${urls%,}
 replicas=()
 [ "$nodes" = 3 ] && replicas=(--cluster-replicas 3)
+if [ -n "${STREAM_MAX_CONSUMERS:-}" ]; then
+    # The relay's stream (relay/src/cluster.rs), with a consumer limit, through NATS's
+    # text protocol and the JetStream API.
+    python3 - "${client_ports[0]}" "$nodes" "$STREAM_MAX_CONSUMERS" <<'PY'
+import json, socket, sys, time
+port, replicas, limit = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+config = {"name": "BSOR_LIVE", "subjects": ["bsor.live.*"], "storage": "file",
+          "num_replicas": replicas, "max_age": 86400 * 10**9, "max_bytes": 8 << 30,
+          "discard": "new", "duplicate_window": 120 * 10**9, "max_msg_size": 8 << 20,
+          "allow_direct": True, "max_consumers": limit}
+body = json.dumps(config).encode()
+for attempt in range(30):  # a new cluster elects its meta leader first
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(5)
+    s.recv(4096)
+    s.sendall(b'CONNECT {"verbose":false}\r\nSUB _INBOX.cb 1\r\nPUB $JS.API.STREAM.CREATE.BSOR_LIVE _INBOX.cb %d\r\n%s\r\n' % (len(body), body))
+    buf = b""
+    while b"}" not in buf.split(b"MSG ", 1)[-1] or b"MSG " not in buf:
+        buf += s.recv(65536)
+    s.close()
+    answer = json.loads(buf[buf.index(b"{", buf.index(b"MSG ")):buf.rindex(b"}") + 1])
+    if "error" not in answer:
+        print(f"cluster-bench: stream BSOR_LIVE created, max_consumers {answer['config']['max_consumers']}")
+        break
+    time.sleep(1)
+else:
+    sys.exit(f"cluster-bench: creating BSOR_LIVE: {answer['error']}")
+PY
+fi
 
 token=cluster-bench-$RANDOM$RANDOM
 echo "$token" >"$work/tokens"

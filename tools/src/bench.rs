@@ -238,7 +238,11 @@ pub async fn publisher(
     epoch: Instant,
 ) -> Result<Vec<u64>, Failure> {
     let run = publisher_with(addr, session, token, song, start, epoch, Reconnect::Never);
-    Ok(run.await?.sent)
+    let published = run.await;
+    match published.error {
+        Some(e) => Err(Failure(e)),
+        None => Ok(published.sent),
+    }
 }
 
 /// What one publisher did, in microseconds after the epoch.
@@ -250,11 +254,14 @@ pub struct Published {
     pub acks: Vec<(u64, u64)>,
     /// When each connection was lost.
     pub lost_at: Vec<u64>,
+    /// Why it stopped before its `End` went out, if it did.
+    pub error: Option<String>,
 }
 
 /// [`publisher`], reconnecting or not as `reconnect` says (with [`Reconnect::Next`], as
 /// `publish` does: waits of 0.5, 1, 2, 4, then 5 s, giving up after 10 failures in a row
-/// and 60 s), recording its acknowledgements and losses.
+/// and 60 s, and 10 s for the last acknowledgements), recording its acknowledgements and
+/// losses, and why it failed if it did.
 pub async fn publisher_with(
     addr: String,
     session: String,
@@ -263,12 +270,12 @@ pub async fn publisher_with(
     start: Instant,
     epoch: Instant,
     reconnect: Reconnect,
-) -> Result<Published, Failure> {
+) -> Published {
     let mut key = [0u8; 16];
     key[..8].copy_from_slice(&(epoch.elapsed().as_nanos() as u64).to_le_bytes());
-    let (max_retries, retry_for) = match reconnect {
-        Reconnect::Never => (0, Duration::ZERO),
-        Reconnect::Next => (10, Duration::from_secs(60)),
+    let (max_retries, retry_for, finish_timeout) = match reconnect {
+        Reconnect::Never => (0, Duration::ZERO, Duration::from_secs(5)),
+        Reconnect::Next => (10, Duration::from_secs(60), Duration::from_secs(10)),
     };
     let target = publisher::Target {
         addr,
@@ -282,7 +289,7 @@ pub async fn publisher_with(
         retry_every: Duration::from_millis(500),
         max_retries,
         retry_for,
-        finish_timeout: Duration::from_secs(5),
+        finish_timeout,
     };
     let timeline = Arc::new(std::sync::Mutex::new(Published::default()));
     let log = timeline.clone();
@@ -306,18 +313,18 @@ pub async fn publisher_with(
         sent.push(epoch.elapsed().as_micros() as u64);
     }
     let _ = tx.send(publisher::Input::Finished);
-    match run.await {
-        Ok(Ok(())) => {
-            let mut out = match timeline.lock() {
-                Ok(mut t) => std::mem::take(&mut *t),
-                Err(_) => Published::default(),
-            };
-            out.sent = sent;
-            Ok(out)
-        }
-        Ok(Err(e)) => Err(Failure(format!("publisher: {e}"))),
-        Err(e) => Err(Failure(format!("publisher: {e}"))),
-    }
+    let error = match run.await {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(format!("publisher: {e}")),
+        Err(e) => Some(format!("publisher: {e}")),
+    };
+    let mut out = match timeline.lock() {
+        Ok(mut t) => std::mem::take(&mut *t),
+        Err(_) => Published::default(),
+    };
+    out.sent = sent;
+    out.error = error;
+    out
 }
 
 /// A directory removed on drop (token file, archive, relay log).

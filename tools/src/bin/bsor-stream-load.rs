@@ -360,9 +360,10 @@ fn scenario(
                 kill_relay(pid).map(|()| killed_at)
             })
         });
+        // A publisher that failed is reported with the rest, not in place of the report.
         let mut sent = Vec::with_capacity(sessions);
         for p in publishers {
-            sent.push(p.await.map_err(|e| Failure(e.to_string()))??);
+            sent.push(p.await.map_err(|e| Failure(e.to_string()))?);
         }
         let mut seen = Vec::with_capacity(watchers.len());
         for w in watchers {
@@ -413,6 +414,7 @@ fn scenario(
     let (starts, sent, seen, killed_at) = result?;
     let run = Run {
         song,
+        relays: &relays,
         sessions,
         viewers,
         starts: &starts,
@@ -444,6 +446,8 @@ struct Process {
 /// What a scenario's run gave, for the report.
 struct Run<'a> {
     song: &'a Song,
+    /// The relays' addresses; viewer `i` connects to `relays[i % relays.len()]` first.
+    relays: &'a [String],
     sessions: usize,
     viewers: usize,
     /// When each publisher started, microseconds after the epoch.
@@ -458,6 +462,7 @@ struct Run<'a> {
 fn report(run: &Run, processes: &[Process]) -> bool {
     let Run {
         song,
+        relays,
         sessions,
         viewers,
         starts,
@@ -521,7 +526,32 @@ fn report(run: &Run, processes: &[Process]) -> bool {
         sessions * viewers,
         first_error.map_or(String::new(), |e| format!(" (first: {e})"))
     );
-    let mut ok = p99 <= target && errors == 0;
+    let failed: Vec<&String> = sent.iter().filter_map(|p| p.error.as_ref()).collect();
+    if let Some(first) = failed.first() {
+        println!(
+            "publishers: {} of {sessions} failed (first: {first})",
+            failed.len()
+        );
+    }
+    if relays.len() > 1 {
+        // By the relay each viewer connected to first: what one relay's viewers missed.
+        let mut got = vec![0u64; relays.len()];
+        let mut of = vec![0u64; relays.len()];
+        for (i, v) in seen.iter().enumerate() {
+            got[i % relays.len()] += v.arrivals.len() as u64;
+            of[i % relays.len()] += song.chunks.len() as u64;
+        }
+        let each: Vec<String> = relays
+            .iter()
+            .zip(got.iter().zip(&of))
+            .map(|(r, (g, o))| format!("{r} {g} of {o}"))
+            .collect();
+        println!(
+            "chunks received by each relay's viewers (first relay): {}",
+            each.join(", ")
+        );
+    }
+    let mut ok = p99 <= target && errors == 0 && failed.is_empty();
     if processes.is_empty() {
         println!("relay memory: unknown (give --relay-pid)");
     }
