@@ -667,6 +667,7 @@ fn report_kill(run: &Run, kill: &Kill, killed_at: u64) -> bool {
     let (mut gaps, mut from_kill_v) = (Vec::new(), Vec::new());
     let (mut moved_v, mut unresumed) = (0, 0);
     let (mut lost, mut repeated, mut disordered, mut unended) = (0u64, 0u64, 0u64, 0);
+    let (mut late, mut late_chunks) = (0, 0u64);
     for v in run.seen {
         if let Some(&lost_at) = v.lost_at.iter().find(|&&t| t >= killed_at) {
             moved_v += 1;
@@ -683,7 +684,14 @@ fn report_kill(run: &Run, kill: &Kill, killed_at: u64) -> bool {
             }
         }
         let mut got = vec![0u32; last as usize];
-        let mut next = 0u32;
+        // A viewer that started past chunk 0 (its relay attached it late: a live join at the
+        // last keyframe group) is counted apart from one that lost chunks on the way.
+        let first = v.arrivals.first().map_or(last, |a| a.0.min(last));
+        if first > 0 {
+            late += 1;
+            late_chunks += u64::from(first);
+        }
+        let mut next = first;
         for &(seq, _) in &v.arrivals {
             match got.get_mut(seq as usize) {
                 Some(n) => *n += 1,
@@ -694,7 +702,7 @@ fn report_kill(run: &Run, kill: &Kill, killed_at: u64) -> bool {
             }
             next = seq.wrapping_add(1);
         }
-        lost += got.iter().filter(|&&n| n == 0).count() as u64;
+        lost += got[first as usize..].iter().filter(|&&n| n == 0).count() as u64;
         repeated += got
             .iter()
             .map(|&n| u64::from(n.saturating_sub(1)))
@@ -713,10 +721,13 @@ fn report_kill(run: &Run, kill: &Kill, killed_at: u64) -> bool {
             String::new()
         }
     );
-    let whole = lost == 0 && repeated == 0 && disordered == 0 && unended == 0 && stuck == 0;
+    let whole =
+        lost == 0 && repeated == 0 && disordered == 0 && unended == 0 && stuck == 0 && late == 0;
     println!(
-        "across the kill: {lost} chunks lost, {repeated} repeated, {disordered} out of order \
-         over all viewers (chunks 0 to {} each); {unended} viewers without the end: {}",
+        "across the kill: {lost} chunks lost after a viewer's first, {repeated} repeated, \
+         {disordered} out of order over all viewers (chunks 0 to {} each); {late} viewers \
+         started late ({late_chunks} chunks before their first); {unended} viewers without \
+         the end: {}",
         last.saturating_sub(1),
         if whole { "none lost (met)" } else { "MISSED" }
     );
