@@ -117,8 +117,9 @@ pub struct Seen {
     pub ended: bool,
     pub error: Option<String>,
     /// When each connection was lost, in microseconds after the epoch (a viewer that
-    /// reconnects: [`Reconnect::Next`]).
+    /// reconnects: [`Reconnect::Next`]), and why.
     pub lost_at: Vec<u64>,
+    pub lost_why: Vec<String>,
 }
 
 /// What a viewer or a publisher does when its connection is lost.
@@ -193,6 +194,7 @@ pub async fn viewer_with(
             ClientEvent::End(reason) => seen.ended = reason == EndReason::Finished,
             ClientEvent::Lost(e) => {
                 seen.lost_at.push(epoch.elapsed().as_micros() as u64);
+                seen.lost_why.push(e.to_string());
                 // A benchmark of one relay counts a reconnection as an error, and stops
                 // that viewer.
                 if reconnect == Reconnect::Never {

@@ -626,12 +626,13 @@ fn report_kill(run: &Run, kill: &Kill, killed_at: u64) -> bool {
     // Publishers: from the kill, and from their last acknowledgement before it, to their
     // first acknowledgement after it.
     let (mut from_kill, mut from_last_ack) = (Vec::new(), Vec::new());
-    let (mut moved, mut stuck) = (0, 0);
+    let (mut moved, mut stuck, mut retried_p) = (0, 0, 0);
     for p in run.sent {
         if !p.lost_at.iter().any(|&t| t >= killed_at) {
             continue;
         }
         moved += 1;
+        retried_p += usize::from(p.lost_at.iter().filter(|&&t| t >= killed_at).count() > 1);
         let lost_at = p.lost_at.iter().copied().find(|&t| t >= killed_at);
         let before = p
             .acks
@@ -650,8 +651,8 @@ fn report_kill(run: &Run, kill: &Kill, killed_at: u64) -> bool {
         }
     }
     println!(
-        "publishers: {moved} of {} lost their connection and moved; kill -> first ack after: \
-         {}; last ack before -> first after: {}{}",
+        "publishers: {moved} of {} lost their connection and moved ({retried_p} lost more \
+         than one); kill -> first ack after: {}; last ack before -> first after: {}{}",
         run.sent.len(),
         spread(from_kill),
         spread(from_last_ack),
@@ -709,9 +710,10 @@ fn report_kill(run: &Run, kill: &Kill, killed_at: u64) -> bool {
             .sum::<u64>();
         unended += usize::from(!v.ended);
     }
+    let over_1s = gaps.iter().filter(|&&g| g > 1000.0).count();
     println!(
         "viewers: {moved_v} of {} lost their connection and moved; last chunk before -> first \
-         after: {}; kill -> first chunk after: {}{}",
+         after: {} ({over_1s} over 1 s); kill -> first chunk after: {}{}",
         run.seen.len(),
         spread(gaps),
         spread(from_kill_v),
@@ -721,6 +723,32 @@ fn report_kill(run: &Run, kill: &Kill, killed_at: u64) -> bool {
             String::new()
         }
     );
+    // Why the viewers' connections were lost after the kill (the kill itself, then each
+    // failed attempt), by message, the relay's address left out.
+    let mut why: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    let mut retried = 0;
+    for v in run.seen {
+        let after: Vec<&String> = v
+            .lost_at
+            .iter()
+            .zip(&v.lost_why)
+            .filter(|(&at, _)| at >= killed_at)
+            .map(|(_, w)| w)
+            .collect();
+        retried += usize::from(after.len() > 1);
+        for w in after {
+            let general = w.split_once(": ").map_or(w.as_str(), |(_, rest)| rest);
+            *why.entry(general).or_default() += 1;
+        }
+    }
+    if !why.is_empty() {
+        let each: Vec<String> = why.iter().map(|(w, n)| format!("{n} x {w}")).collect();
+        println!(
+            "viewers' losses after the kill ({retried} viewers lost more than one \
+             connection): {}",
+            each.join("; ")
+        );
+    }
     let whole =
         lost == 0 && repeated == 0 && disordered == 0 && unended == 0 && stuck == 0 && late == 0;
     println!(
