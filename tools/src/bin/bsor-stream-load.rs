@@ -53,6 +53,11 @@ struct LoadArgs {
     /// exits 1 unless every viewer got every chunk exactly once, in order.
     #[arg(long, requires_all = ["relay_pid", "kill_after"])]
     kill_pid: Option<u32>,
+    /// How viewers are spread over several relays: `viewer` (viewer i of all on relay i mod
+    /// N: every relay follows every session) or `session` (all of session s's viewers on
+    /// relay s mod N: each session followed by one relay at most).
+    #[arg(long, default_value = "viewer")]
+    spread: String,
     /// Seconds after the first publisher's start at which --kill-pid is killed (at most the
     /// song's length in the publishers' time minus one second).
     #[arg(long, requires = "kill_pid")]
@@ -233,6 +238,15 @@ fn scenario(
         }
         _ => None,
     };
+    let by_session = match args.spread.as_str() {
+        "viewer" => false,
+        "session" => true,
+        s => {
+            return Err(Failure(format!(
+                "unknown --spread {s:?} (viewer or session)"
+            )))
+        }
+    };
     let reconnect = if kill.is_some() {
         Reconnect::Next
     } else {
@@ -302,7 +316,7 @@ fn scenario(
         for s in 0..sessions {
             for v in 0..viewers {
                 let watch = Watch {
-                    addr: from(s * viewers + v),
+                    addr: from(if by_session { s } else { s * viewers + v }),
                     websocket: false,
                     session: format!("load-{run}-{s}"),
                     mode: ViewMode::Live,
@@ -415,6 +429,7 @@ fn scenario(
     let run = Run {
         song,
         relays: &relays,
+        by_session,
         sessions,
         viewers,
         starts: &starts,
@@ -446,8 +461,10 @@ struct Process {
 /// What a scenario's run gave, for the report.
 struct Run<'a> {
     song: &'a Song,
-    /// The relays' addresses; viewer `i` connects to `relays[i % relays.len()]` first.
+    /// The relays' addresses; viewer `i` connects to `relays[i % relays.len()]` first, or
+    /// with `by_session`, to `relays[i / viewers % relays.len()]`.
     relays: &'a [String],
+    by_session: bool,
     sessions: usize,
     viewers: usize,
     /// When each publisher started, microseconds after the epoch.
@@ -463,6 +480,7 @@ fn report(run: &Run, processes: &[Process]) -> bool {
     let Run {
         song,
         relays,
+        by_session,
         sessions,
         viewers,
         starts,
@@ -535,20 +553,37 @@ fn report(run: &Run, processes: &[Process]) -> bool {
     }
     if relays.len() > 1 {
         // By the relay each viewer connected to first: what one relay's viewers missed.
+        // And their frame latency: the publishers' relay's own viewers against the others'.
         let mut got = vec![0u64; relays.len()];
         let mut of = vec![0u64; relays.len()];
+        let mut latency = vec![Vec::new(); relays.len()];
         for (i, v) in seen.iter().enumerate() {
-            got[i % relays.len()] += v.arrivals.len() as u64;
-            of[i % relays.len()] += song.chunks.len() as u64;
+            let r = (if by_session { i / viewers } else { i }) % relays.len();
+            got[r] += v.arrivals.len() as u64;
+            of[r] += song.chunks.len() as u64;
+            let start = starts[i / viewers] as f64 / 1000.0;
+            for &(seq, at) in &v.arrivals {
+                for t in song.frames.get(seq as usize).into_iter().flatten() {
+                    latency[r].push(at as f64 / 1000.0 - start - t * 1000.0);
+                }
+            }
         }
         let each: Vec<String> = relays
             .iter()
             .zip(got.iter().zip(&of))
-            .map(|(r, (g, o))| format!("{r} {g} of {o}"))
+            .zip(latency)
+            .map(|((r, (g, o)), mut l)| {
+                l.sort_by(f64::total_cmp);
+                format!(
+                    "{r} {g} of {o}, p50 {:.1} ms, p99 {:.1} ms",
+                    percentile(&l, 50.0),
+                    percentile(&l, 99.0)
+                )
+            })
             .collect();
         println!(
-            "chunks received by each relay's viewers (first relay): {}",
-            each.join(", ")
+            "each relay's viewers (by their first relay): chunks received, frame latency: {}",
+            each.join("; ")
         );
     }
     let mut ok = p99 <= target && errors == 0 && failed.is_empty();
