@@ -116,6 +116,21 @@ pub struct Seen {
     pub skipped: u64,
     pub ended: bool,
     pub error: Option<String>,
+    /// When each connection was lost, in microseconds after the epoch (a viewer that
+    /// reconnects: [`Reconnect::Next`]), and why.
+    pub lost_at: Vec<u64>,
+    pub lost_why: Vec<String>,
+}
+
+/// What a viewer or a publisher does when its connection is lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reconnect {
+    /// Nothing: the loss is an error and that client stops (a benchmark of one relay).
+    Never,
+    /// Reconnect as `watch` and `publish` do, to the next address of its comma-separated
+    /// list (relays of one cluster): a viewer asks for the chunk after its last one
+    /// (`Subscribe.from`), a publisher resumes with its key.
+    Next,
 }
 
 /// Where and how a viewer watches.
@@ -135,16 +150,38 @@ pub async fn viewer(
     ready: tokio::sync::mpsc::UnboundedSender<()>,
     deadline: Instant,
 ) -> Seen {
+    viewer_with(watch, Reconnect::Never, epoch, ready, deadline).await
+}
+
+/// [`viewer`], reconnecting or not as `reconnect` says. A viewer that reconnects reports on
+/// `ready` once only (its first connection), and records when it lost each connection.
+pub async fn viewer_with(
+    watch: Watch,
+    reconnect: Reconnect,
+    epoch: Instant,
+    ready: tokio::sync::mpsc::UnboundedSender<()>,
+    deadline: Instant,
+) -> Seen {
     let mut seen = Seen::default();
     let subscription = Subscription {
         session: watch.session,
         mode: watch.mode,
         wait_ms: 60_000,
     };
-    let config = client_config();
+    let config = match reconnect {
+        Reconnect::Never => client_config(),
+        // `watch`'s own: waits of 0.5, 1, 2, 4, then 5 s, up to 120 failures in a row.
+        Reconnect::Next => {
+            let mut c = ClientConfig::default();
+            c.agent = client_config().agent;
+            c
+        }
+    };
+    let mut greeted = false;
     let on = |e: ClientEvent| {
         match e {
-            ClientEvent::Established { .. } => {
+            ClientEvent::Established { .. } if !greeted => {
+                greeted = true;
                 let _ = ready.send(());
             }
             ClientEvent::Chunk(body) => {
@@ -155,10 +192,15 @@ pub async fn viewer(
             }
             ClientEvent::Skipped { chunks, .. } => seen.skipped += u64::from(chunks),
             ClientEvent::End(reason) => seen.ended = reason == EndReason::Finished,
-            // A benchmark counts a reconnection as an error, and stops that viewer.
             ClientEvent::Lost(e) => {
-                seen.error.get_or_insert(e.to_string());
-                return ControlFlow::Break(());
+                seen.lost_at.push(epoch.elapsed().as_micros() as u64);
+                seen.lost_why.push(e.to_string());
+                // A benchmark of one relay counts a reconnection as an error, and stops
+                // that viewer.
+                if reconnect == Reconnect::Never {
+                    seen.error.get_or_insert(e.to_string());
+                    return ControlFlow::Break(());
+                }
             }
             _ => {}
         }
@@ -197,8 +239,46 @@ pub async fn publisher(
     start: Instant,
     epoch: Instant,
 ) -> Result<Vec<u64>, Failure> {
+    let run = publisher_with(addr, session, token, song, start, epoch, Reconnect::Never);
+    let published = run.await;
+    match published.error {
+        Some(e) => Err(Failure(e)),
+        None => Ok(published.sent),
+    }
+}
+
+/// What one publisher did, in microseconds after the epoch.
+#[derive(Default)]
+pub struct Published {
+    /// When each chunk was handed to the publisher.
+    pub sent: Vec<u64>,
+    /// Each acknowledgement: the chunks acknowledged so far in all, and when.
+    pub acks: Vec<(u64, u64)>,
+    /// When each connection was lost.
+    pub lost_at: Vec<u64>,
+    /// Why it stopped before its `End` went out, if it did.
+    pub error: Option<String>,
+}
+
+/// [`publisher`], reconnecting or not as `reconnect` says (with [`Reconnect::Next`], as
+/// `publish` does: waits of 0.5, 1, 2, 4, then 5 s, giving up after 10 failures in a row
+/// and 60 s, and 10 s for the last acknowledgements), recording its acknowledgements and
+/// losses, and why it failed if it did.
+pub async fn publisher_with(
+    addr: String,
+    session: String,
+    token: String,
+    song: Arc<Song>,
+    start: Instant,
+    epoch: Instant,
+    reconnect: Reconnect,
+) -> Published {
     let mut key = [0u8; 16];
     key[..8].copy_from_slice(&(epoch.elapsed().as_nanos() as u64).to_le_bytes());
+    let (max_retries, retry_for, finish_timeout) = match reconnect {
+        Reconnect::Never => (0, Duration::ZERO, Duration::from_secs(5)),
+        Reconnect::Next => (10, Duration::from_secs(60), Duration::from_secs(10)),
+    };
     let target = publisher::Target {
         addr,
         websocket: false,
@@ -209,12 +289,25 @@ pub async fn publisher(
         spill: None,
         ca_file: None,
         retry_every: Duration::from_millis(500),
-        max_retries: 0,
-        retry_for: Duration::ZERO,
-        finish_timeout: Duration::from_secs(5),
+        max_retries,
+        retry_for,
+        finish_timeout,
+    };
+    let timeline = Arc::new(std::sync::Mutex::new(Published::default()));
+    let log = timeline.clone();
+    let on = move |p: publisher::Progress| {
+        let at = epoch.elapsed().as_micros() as u64;
+        // A poisoned lock only loses a figure; the run goes on.
+        if let Ok(mut t) = log.lock() {
+            match p {
+                publisher::Progress::Acked(n) => t.acks.push((n, at)),
+                publisher::Progress::Lost(_) => t.lost_at.push(at),
+                _ => {}
+            }
+        }
     };
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let run = tokio::spawn(publisher::publish(target, song.header.clone(), rx, |_| {}));
+    let run = tokio::spawn(publisher::publish(target, song.header.clone(), rx, on));
     let mut sent = Vec::with_capacity(song.chunks.len());
     for (chunk, at) in song.chunks.iter().zip(&song.send_at) {
         tokio::time::sleep_until((start + Duration::from_secs_f64(*at)).into()).await;
@@ -222,11 +315,18 @@ pub async fn publisher(
         sent.push(epoch.elapsed().as_micros() as u64);
     }
     let _ = tx.send(publisher::Input::Finished);
-    match run.await {
-        Ok(Ok(())) => Ok(sent),
-        Ok(Err(e)) => Err(Failure(format!("publisher: {e}"))),
-        Err(e) => Err(Failure(format!("publisher: {e}"))),
-    }
+    let error = match run.await {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(format!("publisher: {e}")),
+        Err(e) => Some(format!("publisher: {e}")),
+    };
+    let mut out = match timeline.lock() {
+        Ok(mut t) => std::mem::take(&mut *t),
+        Err(_) => Published::default(),
+    };
+    out.sent = sent;
+    out.error = error;
+    out
 }
 
 /// A directory removed on drop (token file, archive, relay log).

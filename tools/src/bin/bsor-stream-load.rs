@@ -11,6 +11,11 @@
 //! carries, and when the publisher's capture clock reached each of them, are known here
 //! from decoding the synthetic replay's stream once, so a frame's latency is the arrival of
 //! its chunk minus the time its capture was due.
+//!
+//! Against relays of one cluster (`serve --cluster`), `--kill-pid` kills one of them
+//! (SIGKILL) mid-song: the publishers and viewers then reconnect to the next relay of the
+//! list, as `publish` and `watch` do, and the tool reports how long each took to resume and
+//! fails unless every viewer got every chunk exactly once, in order.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,8 +24,8 @@ use std::time::{Duration, Instant};
 use bsor_stream::integrity::fingerprint::eval::percentile;
 use bsor_stream::net::wire::ViewMode;
 use bsor_stream_tools::bench::{
-    check_open_files, cpu_seconds, exit_code, memory_kb, publisher, sample_memory, song,
-    start_relay, viewer, Failure, RelayOptions, Seen, Song, TempDir, Watch,
+    check_open_files, cpu_seconds, exit_code, memory_kb, publisher_with, song, start_relay,
+    viewer_with, Failure, Published, Reconnect, RelayOptions, Seen, Song, TempDir, Watch,
 };
 
 /// Load on a relay over 127.0.0.1: one session with 1000 viewers and 100 sessions of 10,
@@ -34,9 +39,29 @@ struct LoadArgs {
     /// over all of them in turn.
     #[arg(long)]
     relay: Option<String>,
-    /// The process id of the relay given with --relay, to read its memory and CPU.
-    #[arg(long, requires = "relay")]
-    relay_pid: Option<u32>,
+    /// The process ids of the relays given with --relay, in the same order (comma-separated;
+    /// the first ones only, or all), to read their memory and CPU.
+    #[arg(long, requires = "relay", value_delimiter = ',')]
+    relay_pid: Vec<u32>,
+    /// The process ids of the NATS servers the relays share (comma-separated), to read
+    /// their memory and CPU too.
+    #[arg(long, value_delimiter = ',')]
+    nats_pid: Vec<u32>,
+    /// Kill this relay with SIGKILL --kill-after seconds into the song: one of --relay-pid,
+    /// with --scenario one or many. The publishers (on the first relay) and the viewers
+    /// then reconnect to the next relay of --relay; the tool reports their resume times and
+    /// exits 1 unless every viewer got every chunk exactly once, in order.
+    #[arg(long, requires_all = ["relay_pid", "kill_after"])]
+    kill_pid: Option<u32>,
+    /// How viewers are spread over several relays: `viewer` (viewer i of all on relay i mod
+    /// N: every relay follows every session) or `session` (all of session s's viewers on
+    /// relay s mod N: each session followed by one relay at most).
+    #[arg(long, default_value = "viewer")]
+    spread: String,
+    /// Seconds after the first publisher's start at which --kill-pid is killed (at most the
+    /// song's length in the publishers' time minus one second).
+    #[arg(long, requires = "kill_pid")]
+    kill_after: Option<f64>,
     /// A token the relay given with --relay accepts for any session.
     #[arg(long, default_value = "load-token")]
     token: String,
@@ -64,6 +89,74 @@ struct LoadArgs {
 /// At most this many connections in all, whatever the flags say.
 const MAX_CONNECTIONS: usize = 5000;
 
+/// A process whose memory and CPU the report gives: a relay or a NATS server.
+struct Watched {
+    label: String,
+    pid: u32,
+    is_relay: bool,
+    /// Highest resident memory sampled (kB) and the last CPU time read (centiseconds):
+    /// what is known of a process killed before the end.
+    peak_kb: AtomicU64,
+    cpu_cs: AtomicU64,
+}
+
+/// Samples each watched process's resident memory and CPU time every 100 ms until the
+/// task is aborted.
+fn sample(watched: Arc<Vec<Watched>>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            for w in watched.iter() {
+                if let Some((rss, _)) = memory_kb(w.pid) {
+                    w.peak_kb.fetch_max(rss, Ordering::Relaxed);
+                }
+                if let Some(c) = cpu_seconds(&w.pid.to_string()) {
+                    w.cpu_cs
+                        .store((c * 100.0).round() as u64, Ordering::Relaxed);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+}
+
+/// Whether `pid` is a running `bsor-stream serve` (its command line), so that the kill
+/// never reaches a process that took a dead relay's id.
+fn is_relay_process(pid: u32) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let words: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+    let named = words.first().is_some_and(|w| {
+        w.rsplit(|&b| b == b'/')
+            .next()
+            .is_some_and(|n| n.starts_with(b"bsor-stream"))
+    });
+    named && words.iter().any(|w| *w == b"serve")
+}
+
+/// SIGKILL to `pid` (through kill(1): the tools link no libc binding), after checking it is
+/// still a relay.
+fn kill_relay(pid: u32) -> Result<(), String> {
+    if !is_relay_process(pid) {
+        return Err(format!("process {pid} is no longer a `bsor-stream serve`"));
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .map_err(|e| format!("kill -KILL {pid}: {e}"))?;
+    if !status.success() {
+        return Err(format!("kill -KILL {pid}: {status}"));
+    }
+    Ok(())
+}
+
+/// The run's kill: which relay, and when (seconds after the publishers' start).
+struct Kill {
+    pid: u32,
+    addr: String,
+    after: f64,
+}
+
 /// One scenario: `sessions` sessions of `viewers` viewers each.
 // Long: one scenario from start to report, step by step (relay, viewers, publishers, sampling, collection); its parts share a dozen locals.
 fn scenario(
@@ -82,10 +175,10 @@ fn scenario(
     // This process holds one socket per connection; a relay started here holds as many.
     check_open_files(connections)?;
     let mut started;
-    let (addr, pid) = match &args.relay {
+    let (addr, pids) = match &args.relay {
         Some(a) => {
             started = None;
-            (a.clone(), args.relay_pid)
+            (a.clone(), args.relay_pid.clone())
         }
         None => {
             let dir = TempDir::new("bsor-stream-load")?;
@@ -98,12 +191,85 @@ fn scenario(
                 ..RelayOptions::default()
             };
             let r = start_relay(&tokens, &options)?;
-            let out = (r.addr.clone(), Some(r.child.id()));
+            let out = (r.addr.clone(), vec![r.child.id()]);
             // The relay is dropped (ended) before its directory.
             started = Some((r, dir));
             out
         }
     };
+    let relays: Vec<String> = addr
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_string)
+        .collect();
+    if relays.is_empty() {
+        return Err(Failure(format!("--relay {addr:?} names no relay")));
+    }
+    if pids.len() > relays.len() {
+        return Err(Failure(format!(
+            "{} relay process ids for {} relays",
+            pids.len(),
+            relays.len()
+        )));
+    }
+    let kill = match (args.kill_pid, args.kill_after) {
+        (Some(pid), Some(after)) => {
+            let Some(i) = pids.iter().position(|&p| p == pid) else {
+                return Err(Failure(format!(
+                    "--kill-pid {pid} is not one of the relays' --relay-pid"
+                )));
+            };
+            if relays.len() < 2 {
+                return Err(Failure(
+                    "--kill-pid needs at least two relays in --relay to move to".into(),
+                ));
+            }
+            if !is_relay_process(pid) {
+                return Err(Failure(format!(
+                    "--kill-pid {pid} is not a running `bsor-stream serve`"
+                )));
+            }
+            Some(Kill {
+                pid,
+                addr: relays[i].clone(),
+                after,
+            })
+        }
+        _ => None,
+    };
+    let by_session = match args.spread.as_str() {
+        "viewer" => false,
+        "session" => true,
+        s => {
+            return Err(Failure(format!(
+                "unknown --spread {s:?} (viewer or session)"
+            )))
+        }
+    };
+    let reconnect = if kill.is_some() {
+        Reconnect::Next
+    } else {
+        Reconnect::Never
+    };
+    let watched: Arc<Vec<Watched>> = Arc::new(
+        pids.iter()
+            .zip(&relays)
+            .map(|(&pid, a)| (format!("{a} (pid {pid})"), pid, true))
+            .chain(
+                args.nats_pid
+                    .iter()
+                    .map(|&pid| (format!("pid {pid}"), pid, false)),
+            )
+            .map(|(label, pid, is_relay)| Watched {
+                label,
+                pid,
+                is_relay,
+                peak_kb: AtomicU64::new(0),
+                cpu_cs: AtomicU64::new(0),
+            })
+            .collect(),
+    );
     let song_secs = song.send_at.last().copied().unwrap_or(0.0);
     println!(
         "== {name}: {sessions} session(s) x {viewers} viewer(s), {:.0} s song at {}x \
@@ -124,15 +290,24 @@ fn scenario(
         .build()
         .map_err(|e| Failure(format!("starting the runtime: {e}")))?;
     let epoch = Instant::now();
-    let cpu_before = pid.and_then(|p| cpu_seconds(&p.to_string()));
+    let cpu_before: Vec<Option<f64>> = watched
+        .iter()
+        .map(|w| cpu_seconds(&w.pid.to_string()))
+        .collect();
     let self_before = cpu_seconds("self");
-    let sampled_peak = Arc::new(AtomicU64::new(0));
     let result = runtime.block_on(async {
         // Every viewer connects and is greeted before the song starts.
         let deadline = Instant::now() + Duration::from_secs_f64(song_secs + 60.0);
         let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut watchers = Vec::with_capacity(sessions * viewers);
-        let relays: Vec<&str> = addr.split(',').collect();
+        // A client that moves tries the relays in turn from its own: "B,C,A" for B.
+        let from = |i: usize| match reconnect {
+            Reconnect::Never => relays[i % relays.len()].clone(),
+            Reconnect::Next => (0..relays.len())
+                .map(|k| relays[(i + k) % relays.len()].as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+        };
         // Names of this run's own: a relay given with --relay (a cluster above all) keeps
         // the sessions of earlier runs, and refuses their names again.
         let run = std::time::SystemTime::now()
@@ -141,13 +316,14 @@ fn scenario(
         for s in 0..sessions {
             for v in 0..viewers {
                 let watch = Watch {
-                    addr: relays[(s * viewers + v) % relays.len()].to_string(),
+                    addr: from(if by_session { s } else { s * viewers + v }),
                     websocket: false,
                     session: format!("load-{run}-{s}"),
                     mode: ViewMode::Live,
                 };
-                watchers.push(tokio::spawn(viewer(
+                watchers.push(tokio::spawn(viewer_with(
                     watch,
+                    reconnect,
                     epoch,
                     ready_tx.clone(),
                     deadline,
@@ -178,35 +354,47 @@ fn scenario(
         for s in 0..sessions {
             let at = start + Duration::from_secs_f64(spread * s as f64);
             starts.push((at - epoch).as_micros() as u64);
-            publishers.push(tokio::spawn(publisher(
-                relays[0].to_string(),
+            publishers.push(tokio::spawn(publisher_with(
+                from(0),
                 format!("load-{run}-{s}"),
                 args.token.clone(),
                 song.clone(),
                 at,
                 epoch,
+                reconnect,
             )));
         }
-        // The relay's memory, sampled while the song plays.
-        let sampler = pid.map(|p| sample_memory(p, sampled_peak.clone()));
+        // The processes' memory and CPU, sampled while the song plays.
+        let sampler = sample(watched.clone());
+        let killer = kill.as_ref().map(|k| {
+            let (pid, at) = (k.pid, start + Duration::from_secs_f64(k.after));
+            tokio::spawn(async move {
+                tokio::time::sleep_until(at.into()).await;
+                let killed_at = epoch.elapsed().as_micros() as u64;
+                kill_relay(pid).map(|()| killed_at)
+            })
+        });
+        // A publisher that failed is reported with the rest, not in place of the report.
         let mut sent = Vec::with_capacity(sessions);
         for p in publishers {
-            sent.push(p.await.map_err(|e| Failure(e.to_string()))??);
+            sent.push(p.await.map_err(|e| Failure(e.to_string()))?);
         }
         let mut seen = Vec::with_capacity(watchers.len());
         for w in watchers {
             seen.push(w.await.map_err(|e| Failure(e.to_string()))?);
         }
-        if let Some(s) = sampler {
-            s.abort();
-        }
-        Ok((starts, sent, seen))
+        let killed_at = match killer {
+            Some(k) => Some(
+                k.await
+                    .map_err(|e| Failure(e.to_string()))?
+                    .map_err(Failure)?,
+            ),
+            None => None,
+        };
+        sampler.abort();
+        Ok((starts, sent, seen, killed_at))
     });
     let wall = epoch.elapsed().as_secs_f64();
-    let cpu = match (cpu_before, pid.and_then(|p| cpu_seconds(&p.to_string()))) {
-        (Some(a), Some(b)) => Some(b - a),
-        _ => None,
-    };
     let self_cpu = match (self_before, cpu_seconds("self")) {
         (Some(a), Some(b)) => Some(b - a),
         _ => None,
@@ -218,31 +406,89 @@ fn scenario(
             )));
         }
     }
-    let memory = pid
-        .and_then(memory_kb)
-        .map(|(rss, hwm)| (rss, hwm, sampled_peak.load(Ordering::Relaxed)));
+    let processes: Vec<Process> = watched
+        .iter()
+        .zip(&cpu_before)
+        .map(|(w, before)| {
+            let now = memory_kb(w.pid);
+            let cpu_now = cpu_seconds(&w.pid.to_string())
+                .or(Some(w.cpu_cs.load(Ordering::Relaxed) as f64 / 100.0));
+            Process {
+                label: w.label.clone(),
+                is_relay: w.is_relay,
+                rss_kb: now.map(|m| m.0),
+                hwm_kb: now.map(|m| m.1),
+                sampled_kb: w.peak_kb.load(Ordering::Relaxed),
+                cpu: before.zip(cpu_now).map(|(a, b)| b - a),
+            }
+        })
+        .collect();
     drop(runtime);
     drop(started);
-    let (starts, sent, seen) = result?;
-    report(
-        song, sessions, viewers, &starts, &sent, &seen, wall, cpu, self_cpu, memory,
-    )
+    let (starts, sent, seen, killed_at) = result?;
+    let run = Run {
+        song,
+        relays: &relays,
+        by_session,
+        sessions,
+        viewers,
+        starts: &starts,
+        sent: &sent,
+        seen: &seen,
+        wall,
+        self_cpu,
+    };
+    let mut ok = report(&run, &processes);
+    if let (Some(k), Some(at)) = (&kill, killed_at) {
+        ok &= report_kill(&run, k, at);
+    }
+    Ok(ok)
 }
 
-// Long: a flat list of printed figures, one block per line of the report.
-#[allow(clippy::too_many_arguments)]
-fn report(
-    song: &Song,
+/// A watched process's figures at the end of a run.
+struct Process {
+    label: String,
+    is_relay: bool,
+    /// Resident now and at the process's peak (`VmHWM`), kB: none once it is gone.
+    rss_kb: Option<u64>,
+    hwm_kb: Option<u64>,
+    /// The highest resident memory sampled while the song played, kB.
+    sampled_kb: u64,
+    /// CPU seconds during the run (up to its last sample, for a process killed).
+    cpu: Option<f64>,
+}
+
+/// What a scenario's run gave, for the report.
+struct Run<'a> {
+    song: &'a Song,
+    /// The relays' addresses; viewer `i` connects to `relays[i % relays.len()]` first, or
+    /// with `by_session`, to `relays[i / viewers % relays.len()]`.
+    relays: &'a [String],
+    by_session: bool,
     sessions: usize,
     viewers: usize,
-    starts: &[u64],
-    sent: &[Vec<u64>],
-    seen: &[Seen],
+    /// When each publisher started, microseconds after the epoch.
+    starts: &'a [u64],
+    sent: &'a [Published],
+    seen: &'a [Seen],
     wall: f64,
-    cpu: Option<f64>,
     self_cpu: Option<f64>,
-    memory: Option<(u64, u64, u64)>,
-) -> Result<bool, Failure> {
+}
+
+/// The figures every run gives; false when a target was missed.
+fn report(run: &Run, processes: &[Process]) -> bool {
+    let Run {
+        song,
+        relays,
+        by_session,
+        sessions,
+        viewers,
+        starts,
+        sent,
+        seen,
+        wall,
+        self_cpu,
+    } = *run;
     let mut frame_ms = Vec::new();
     let mut transit_ms = Vec::new();
     let (mut frames, mut skipped, mut chunks, mut ended, mut errors) = (0u64, 0u64, 0u64, 0, 0);
@@ -260,7 +506,7 @@ fn report(
             for t in times {
                 frame_ms.push(arrival - start - t * 1000.0);
             }
-            if let Some(&sent_at) = sent[s].get(seq as usize) {
+            if let Some(&sent_at) = sent[s].sent.get(seq as usize) {
                 transit_ms.push((at as f64 - sent_at as f64) / 1000.0);
             }
         }
@@ -298,30 +544,86 @@ fn report(
         sessions * viewers,
         first_error.map_or(String::new(), |e| format!(" (first: {e})"))
     );
-    let mut ok = p99 <= target && errors == 0;
-    match memory {
-        Some((rss, hwm, sampled)) => {
-            println!(
-                "relay memory: {:.1} MB resident at the end, {:.1} MB at most while the song \
-                 played (sampled every 100 ms), {:.1} MB peak of the process's life (VmHWM){}",
-                rss as f64 / 1024.0,
-                sampled as f64 / 1024.0,
-                hwm as f64 / 1024.0,
-                if hwm < 200 * 1024 {
-                    " (target < 200 MB: met)"
-                } else {
-                    " (target < 200 MB: MISSED)"
-                }
-            );
-            ok &= hwm < 200 * 1024;
-        }
-        None => println!("relay memory: unknown (give --relay-pid)"),
-    }
-    if let Some(cpu) = cpu {
+    let failed: Vec<&String> = sent.iter().filter_map(|p| p.error.as_ref()).collect();
+    if let Some(first) = failed.first() {
         println!(
-            "relay CPU: {cpu:.2} s in {wall:.1} s ({:.0}% of one core)",
-            100.0 * cpu / wall
+            "publishers: {} of {sessions} failed (first: {first})",
+            failed.len()
         );
+    }
+    if relays.len() > 1 {
+        // By the relay each viewer connected to first: what one relay's viewers missed.
+        // And their frame latency: the publishers' relay's own viewers against the others'.
+        let mut got = vec![0u64; relays.len()];
+        let mut of = vec![0u64; relays.len()];
+        let mut latency = vec![Vec::new(); relays.len()];
+        for (i, v) in seen.iter().enumerate() {
+            let r = (if by_session { i / viewers } else { i }) % relays.len();
+            got[r] += v.arrivals.len() as u64;
+            of[r] += song.chunks.len() as u64;
+            let start = starts[i / viewers] as f64 / 1000.0;
+            for &(seq, at) in &v.arrivals {
+                for t in song.frames.get(seq as usize).into_iter().flatten() {
+                    latency[r].push(at as f64 / 1000.0 - start - t * 1000.0);
+                }
+            }
+        }
+        let each: Vec<String> = relays
+            .iter()
+            .zip(got.iter().zip(&of))
+            .zip(latency)
+            .map(|((r, (g, o)), mut l)| {
+                l.sort_by(f64::total_cmp);
+                format!(
+                    "{r} {g} of {o}, p50 {:.1} ms, p99 {:.1} ms",
+                    percentile(&l, 50.0),
+                    percentile(&l, 99.0)
+                )
+            })
+            .collect();
+        println!(
+            "each relay's viewers (by their first relay): chunks received, frame latency: {}",
+            each.join("; ")
+        );
+    }
+    let mut ok = p99 <= target && errors == 0 && failed.is_empty();
+    if processes.is_empty() {
+        println!("relay memory: unknown (give --relay-pid)");
+    }
+    for p in processes {
+        let mb = |kb: u64| kb as f64 / 1024.0;
+        let end = match (p.rss_kb, p.hwm_kb) {
+            (Some(rss), Some(hwm)) => format!(
+                "{:.1} MB resident at the end, {:.1} MB peak of the process's life (VmHWM)",
+                mb(rss),
+                mb(hwm)
+            ),
+            _ => "gone at the end".into(),
+        };
+        // A relay's target; a NATS server's memory is reported, not judged.
+        let peak = p.hwm_kb.unwrap_or(p.sampled_kb);
+        let verdict = if !p.is_relay {
+            ""
+        } else if peak < 200 * 1024 {
+            " (target < 200 MB: met)"
+        } else {
+            " (target < 200 MB: MISSED)"
+        };
+        let (what, who) = (if p.is_relay { "relay" } else { "NATS" }, &p.label);
+        println!(
+            "{what} memory: {who}: {:.1} MB at most while the song played (sampled every 100 \
+             ms), {end}{verdict}",
+            mb(p.sampled_kb)
+        );
+        if p.is_relay {
+            ok &= peak < 200 * 1024;
+        }
+        if let Some(cpu) = p.cpu {
+            println!(
+                "{what} CPU: {who}: {cpu:.2} s in {wall:.1} s ({:.0}% of one core)",
+                100.0 * cpu / wall
+            );
+        }
     }
     if let Some(c) = self_cpu {
         println!(
@@ -329,7 +631,170 @@ fn report(
             100.0 * c / wall
         );
     }
-    Ok(ok)
+    ok
+}
+
+/// p50 / p99 / max of `ms` (sorted here), or "none".
+fn spread(mut ms: Vec<f64>) -> String {
+    if ms.is_empty() {
+        return "none".into();
+    }
+    ms.sort_by(f64::total_cmp);
+    format!(
+        "p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+        percentile(&ms, 50.0),
+        percentile(&ms, 99.0),
+        ms.last().copied().unwrap_or(f64::NAN)
+    )
+}
+
+/// How the publishers and viewers came through the kill; false when a chunk was lost or
+/// repeated, or a client did not resume.
+fn report_kill(run: &Run, kill: &Kill, killed_at: u64) -> bool {
+    let ms = |a: u64, b: u64| (b as f64 - a as f64) / 1000.0;
+    println!(
+        "kill: relay {} (pid {}) killed with SIGKILL {:.2} s after the first publisher's start",
+        kill.addr,
+        kill.pid,
+        ms(run.starts.first().copied().unwrap_or(0), killed_at) / 1000.0
+    );
+    // Publishers: from the kill, and from their last acknowledgement before it, to their
+    // first acknowledgement after it.
+    let (mut from_kill, mut from_last_ack) = (Vec::new(), Vec::new());
+    let (mut moved, mut stuck, mut retried_p) = (0, 0, 0);
+    for p in run.sent {
+        if !p.lost_at.iter().any(|&t| t >= killed_at) {
+            continue;
+        }
+        moved += 1;
+        retried_p += usize::from(p.lost_at.iter().filter(|&&t| t >= killed_at).count() > 1);
+        let lost_at = p.lost_at.iter().copied().find(|&t| t >= killed_at);
+        let before = p
+            .acks
+            .iter()
+            .rev()
+            .find(|a| lost_at.is_some_and(|l| a.1 <= l));
+        let after = p.acks.iter().find(|a| lost_at.is_some_and(|l| a.1 > l));
+        match after {
+            Some(&(_, at)) => {
+                from_kill.push(ms(killed_at, at));
+                if let Some(&(_, b)) = before {
+                    from_last_ack.push(ms(b, at));
+                }
+            }
+            None => stuck += 1,
+        }
+    }
+    println!(
+        "publishers: {moved} of {} lost their connection and moved ({retried_p} lost more \
+         than one); kill -> first ack after: {}; last ack before -> first after: {}{}",
+        run.sent.len(),
+        spread(from_kill),
+        spread(from_last_ack),
+        if stuck > 0 {
+            format!("; {stuck} never acknowledged after")
+        } else {
+            String::new()
+        }
+    );
+    // Viewers: on the killed relay, from their last chunk before the loss to their first
+    // after; and every viewer's sequence, 0 to the last, each once, in order.
+    let last = run.song.chunks.len() as u32;
+    let (mut gaps, mut from_kill_v) = (Vec::new(), Vec::new());
+    let (mut moved_v, mut unresumed) = (0, 0);
+    let (mut lost, mut repeated, mut disordered, mut unended) = (0u64, 0u64, 0u64, 0);
+    let (mut late, mut late_chunks) = (0, 0u64);
+    for v in run.seen {
+        if let Some(&lost_at) = v.lost_at.iter().find(|&&t| t >= killed_at) {
+            moved_v += 1;
+            let before = v.arrivals.iter().rev().find(|a| a.1 <= lost_at);
+            let after = v.arrivals.iter().find(|a| a.1 > lost_at);
+            match after {
+                Some(&(_, at)) => {
+                    from_kill_v.push(ms(killed_at, at));
+                    if let Some(&(_, b)) = before {
+                        gaps.push(ms(b, at));
+                    }
+                }
+                None => unresumed += 1,
+            }
+        }
+        let mut got = vec![0u32; last as usize];
+        // A viewer that started past chunk 0 (its relay attached it late: a live join at the
+        // last keyframe group) is counted apart from one that lost chunks on the way.
+        let first = v.arrivals.first().map_or(last, |a| a.0.min(last));
+        if first > 0 {
+            late += 1;
+            late_chunks += u64::from(first);
+        }
+        let mut next = first;
+        for &(seq, _) in &v.arrivals {
+            match got.get_mut(seq as usize) {
+                Some(n) => *n += 1,
+                None => disordered += 1,
+            }
+            if seq != next {
+                disordered += 1;
+            }
+            next = seq.wrapping_add(1);
+        }
+        lost += got[first as usize..].iter().filter(|&&n| n == 0).count() as u64;
+        repeated += got
+            .iter()
+            .map(|&n| u64::from(n.saturating_sub(1)))
+            .sum::<u64>();
+        unended += usize::from(!v.ended);
+    }
+    let over_1s = gaps.iter().filter(|&&g| g > 1000.0).count();
+    println!(
+        "viewers: {moved_v} of {} lost their connection and moved; last chunk before -> first \
+         after: {} ({over_1s} over 1 s); kill -> first chunk after: {}{}",
+        run.seen.len(),
+        spread(gaps),
+        spread(from_kill_v),
+        if unresumed > 0 {
+            format!("; {unresumed} got nothing after")
+        } else {
+            String::new()
+        }
+    );
+    // Why the viewers' connections were lost after the kill (the kill itself, then each
+    // failed attempt), by message, the relay's address left out.
+    let mut why: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    let mut retried = 0;
+    for v in run.seen {
+        let after: Vec<&String> = v
+            .lost_at
+            .iter()
+            .zip(&v.lost_why)
+            .filter(|(&at, _)| at >= killed_at)
+            .map(|(_, w)| w)
+            .collect();
+        retried += usize::from(after.len() > 1);
+        for w in after {
+            let general = w.split_once(": ").map_or(w.as_str(), |(_, rest)| rest);
+            *why.entry(general).or_default() += 1;
+        }
+    }
+    if !why.is_empty() {
+        let each: Vec<String> = why.iter().map(|(w, n)| format!("{n} x {w}")).collect();
+        println!(
+            "viewers' losses after the kill ({retried} viewers lost more than one \
+             connection): {}",
+            each.join("; ")
+        );
+    }
+    let whole =
+        lost == 0 && repeated == 0 && disordered == 0 && unended == 0 && stuck == 0 && late == 0;
+    println!(
+        "across the kill: {lost} chunks lost after a viewer's first, {repeated} repeated, \
+         {disordered} out of order over all viewers (chunks 0 to {} each); {late} viewers \
+         started late ({late_chunks} chunks before their first); {unended} viewers without \
+         the end: {}",
+        last.saturating_sub(1),
+        if whole { "none lost (met)" } else { "MISSED" }
+    );
+    whole
 }
 
 fn main() -> std::process::ExitCode {
@@ -346,6 +811,20 @@ fn load(args: &LoadArgs) -> Result<bool, Failure> {
         return Err(Failure("--seconds must be above 0 and at most 600".into()));
     }
     let song = Arc::new(song(args.seconds, args.speed)?);
+    if let Some(after) = args.kill_after {
+        let song_secs = song.send_at.last().copied().unwrap_or(0.0);
+        if !(after > 0.0 && after <= song_secs - 1.0) {
+            return Err(Failure(format!(
+                "--kill-after must be above 0 and at most {:.1} s (the song lasts {song_secs:.1}                  s at this speed)",
+                song_secs - 1.0
+            )));
+        }
+        if args.scenario == "both" {
+            return Err(Failure(
+                "--kill-pid kills a relay in one scenario: give --scenario one or many".into(),
+            ));
+        }
+    }
     let mut ok = true;
     let (one, many) = match args.scenario.as_str() {
         "one" => (true, false),

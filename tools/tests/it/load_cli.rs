@@ -51,3 +51,58 @@ fn both_scenarios_deliver_every_frame_to_every_viewer() {
     assert!(report.contains("0 errors"), "{report}");
     assert!(report.contains("relay memory:"), "{report}");
 }
+
+/// `bsor-stream-load` with `args`: its exit code and stderr.
+fn load_with(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_bsor-stream-load"))
+        .args(args)
+        .output()
+        .expect("run bsor-stream load");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_kill_names_one_of_the_given_relays_and_a_running_relay() {
+    // Nothing listens on these addresses: each run must stop before connecting.
+    let relays = "127.0.0.1:1,127.0.0.1:2";
+    let me = std::process::id().to_string();
+    let common = ["--relay", relays, "--scenario", "many", "--kill-after", "1"];
+    let (code, err) =
+        load_with(&[&common[..], &["--relay-pid", "1,2", "--kill-pid", "3"]].concat());
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("is not one of the relays' --relay-pid"),
+        "{err}"
+    );
+    // This test's own process is one of the "relays" here, and no `bsor-stream serve`.
+    let pids = format!("{me},2");
+    let (code, err) =
+        load_with(&[&common[..], &["--relay-pid", &pids, "--kill-pid", &me]].concat());
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("is not a running `bsor-stream serve`"),
+        "{err}"
+    );
+    let (code, err) = load_with(&["--relay", relays, "--relay-pid", &pids, "--kill-pid", &me]);
+    assert_eq!(code, Some(2), "--kill-after is required: {err}");
+    let both = [
+        "--relay",
+        relays,
+        "--relay-pid",
+        &pids,
+        "--kill-pid",
+        &me,
+        "--kill-after",
+        "1",
+    ];
+    let (code, err) = load_with(&both);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("give --scenario one or many"), "{err}");
+    let late = [&common[..4], &["--kill-after", "60", "--seconds", "5"]].concat();
+    let (code, err) = load_with(&[&late[..], &["--relay-pid", &pids, "--kill-pid", &me]].concat());
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("--kill-after must be above 0"), "{err}");
+}
