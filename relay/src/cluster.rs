@@ -71,6 +71,9 @@ const WRITER_TOTAL_BYTES: usize = 256 << 20;
 /// Sessions the directory of the cluster's sessions keeps (the bucket's entries age out
 /// with the stream's `max_age`).
 const DIRECTORY_MAX: usize = 100_000;
+/// Consumers the stream of live sessions takes: followers and lookups, one per session per
+/// relay holding it (100,000 sessions on 10 relays).
+const MAX_CONSUMERS: i32 = 1_000_000;
 /// How long a lookup may take to read a session's subject.
 const SCAN_LIMIT: Duration = Duration::from_secs(10);
 /// How many times a publish is sent (the same message ID: stored once) before the session's
@@ -378,6 +381,16 @@ impl Cluster {
     /// Hands the cluster the relay it serves, and starts the bucket's watcher.
     pub(crate) fn attach(&self, relay: RelayCall) {
         if self.inner.relay.set(relay).is_ok() {
+            // The streams and the bucket made (or checked) now, not at the first publisher:
+            // a new NATS cluster elects its leaders meanwhile, and the first publisher does
+            // not wait for it.
+            let me = self.clone();
+            tokio::spawn(async move {
+                while let Err(err) = me.handles().await {
+                    tracing::debug!(%err, "the cluster's streams are not ready yet");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            });
             let me = self.clone();
             tokio::spawn(async move { me.watch().await });
             if let Some(mut rx) = lock(&self.inner.relook_rx).take() {
@@ -412,21 +425,34 @@ impl Cluster {
                     max_message_size: i32::try_from(bsor_stream_core::net::wire::DEFAULT_MAX_FRAME)
                         .unwrap_or(i32::MAX),
                     allow_direct: true,
+                    // A follower or a lookup is a consumer: one per session per relay that
+                    // holds it. Without a limit of its own, nats-server 2.15 refuses a
+                    // stream's 1,001st consumer (300 sessions on three relays reach it).
+                    max_consumers: MAX_CONSUMERS,
                     ..Default::default()
                 };
-                inner
+                let mut stream = inner
                     .js
                     .get_or_create_stream(config)
                     .await
                     .map_err(|e| format!("the stream {STREAM}: {e}"))?;
-                let stream = inner
-                    .js
-                    .get_stream(STREAM)
+                // A stream made before the consumer limit was set gets it.
+                let info = stream
+                    .info()
                     .await
                     .map_err(|e| format!("the stream {STREAM}: {e}"))?;
+                if info.config.max_consumers < MAX_CONSUMERS {
+                    let mut config = info.config.clone();
+                    config.max_consumers = MAX_CONSUMERS;
+                    inner
+                        .js
+                        .update_stream(config)
+                        .await
+                        .map_err(|e| format!("the stream {STREAM}: {e}"))?;
+                }
                 let kv = match inner.js.get_key_value(BUCKET).await {
                     Ok(kv) => kv,
-                    Err(_) => inner
+                    Err(_) => match inner
                         .js
                         .create_key_value(kv::Config {
                             bucket: BUCKET.into(),
@@ -438,7 +464,16 @@ impl Cluster {
                             ..Default::default()
                         })
                         .await
-                        .map_err(|e| format!("the bucket {BUCKET}: {e}"))?,
+                    {
+                        Ok(kv) => kv,
+                        // Made meanwhile, or made and given its limit by another relay
+                        // (its configuration is then not the one asked for): it is there.
+                        Err(e) => inner
+                            .js
+                            .get_key_value(BUCKET)
+                            .await
+                            .map_err(|_| format!("the bucket {BUCKET}: {e}"))?,
+                    },
                 };
                 // The bucket's stream holds at most `max_sessions` entries; a new one past
                 // them is refused (an entry written again replaces its one message).
