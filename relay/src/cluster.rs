@@ -1405,7 +1405,7 @@ impl Cluster {
 /// per finished session into the work queue [`JOBS`]; one relay at a time takes it (the
 /// shared durable consumer), reads the session whole, stores it, then purges it from
 /// JetStream and only then acknowledges the job. A relay that dies on the way leaves the job
-/// to be delivered again (after [`ARCHIVE_WAIT`]) to another: storing is idempotent, so the
+/// to be delivered again (after 120 s) to another: storing is idempotent, so the
 /// session is stored once in effect, and it stays whole in JetStream until it is stored.
 impl Cluster {
     /// Archives the cluster's finished sessions into `store` from now on (with the other

@@ -153,7 +153,7 @@ pub async fn viewer(
     viewer_with(watch, Reconnect::Never, epoch, ready, deadline).await
 }
 
-/// [`viewer`], reconnecting or not as `reconnect` says. A viewer that reconnects reports on
+/// [`viewer()`], reconnecting or not as `reconnect` says. A viewer that reconnects reports on
 /// `ready` once only (its first connection), and records when it lost each connection.
 pub async fn viewer_with(
     watch: Watch,
@@ -260,7 +260,7 @@ pub struct Published {
     pub error: Option<String>,
 }
 
-/// [`publisher`], reconnecting or not as `reconnect` says (with [`Reconnect::Next`], as
+/// [`publisher()`], reconnecting or not as `reconnect` says (with [`Reconnect::Next`], as
 /// `publish` does: waits of 0.5, 1, 2, 4, then 5 s, giving up after 10 failures in a row
 /// and 60 s, and 10 s for the last acknowledgements), recording its acknowledgements and
 /// losses, and why it failed if it did.
