@@ -224,8 +224,6 @@ const BYTES_FULL: &str = "the cluster's store is full";
 struct Handles {
     stream: stream::Stream,
     kv: kv::Store,
-    /// The work queue of finished sessions to archive.
-    jobs: stream::Stream,
 }
 
 /// What the shell keeps per session.
@@ -292,6 +290,8 @@ struct Inner {
     relay: OnceCell<RelayCall>,
     /// Where finished sessions are archived, on a relay given a store.
     store: std::sync::OnceLock<Arc<dyn SessionStore>>,
+    /// The work queue of finished sessions to archive, made by archiving relays only.
+    jobs: OnceCell<stream::Stream>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -374,6 +374,7 @@ impl Cluster {
                 relook_rx: Mutex::new(Some(relook_rx)),
                 relay: OnceCell::new(),
                 store: std::sync::OnceLock::new(),
+                jobs: OnceCell::new(),
             }),
         })
     }
@@ -386,7 +387,7 @@ impl Cluster {
             // not wait for it.
             let me = self.clone();
             tokio::spawn(async move {
-                while let Err(err) = me.handles().await {
+                while let Err(err) = me.make_handles().await {
                     tracing::debug!(%err, "the cluster's streams are not ready yet");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
@@ -406,7 +407,18 @@ impl Cluster {
     }
 
     /// The stream and the bucket, made if missing (once NATS answers).
+    /// The stream and the bucket, waited for at most the request timeout: a lookup or a
+    /// write fails then (its publisher refused with `Internal`, free to try again) rather
+    /// than wait for a NATS cluster still electing its leaders.
     async fn handles(&self) -> Result<&Handles, String> {
+        match tokio::time::timeout(self.inner.config.timeout, self.make_handles()).await {
+            Ok(made) => made,
+            Err(_) => Err("the cluster's streams are not ready yet".into()),
+        }
+    }
+
+    /// The stream and the bucket, made if missing (once NATS answers), however long it takes.
+    async fn make_handles(&self) -> Result<&Handles, String> {
         let inner = &self.inner;
         inner
             .handles
@@ -495,21 +507,7 @@ impl Cluster {
                         .await
                         .map_err(|e| format!("the bucket {BUCKET}: {e}"))?;
                 }
-                let jobs = inner
-                    .js
-                    .get_or_create_stream(stream::Config {
-                        name: JOBS.into(),
-                        subjects: vec![JOB_SUBJECTS.into()],
-                        retention: stream::RetentionPolicy::WorkQueue,
-                        storage: stream::StorageType::File,
-                        num_replicas: c.replicas,
-                        max_age: c.max_age,
-                        duplicate_window: Duration::from_secs(120),
-                        ..Default::default()
-                    })
-                    .await
-                    .map_err(|e| format!("the stream {JOBS}: {e}"))?;
-                Ok(Handles { stream, kv, jobs })
+                Ok(Handles { stream, kv })
             })
             .await
     }
@@ -1425,9 +1423,38 @@ impl Cluster {
         }
     }
 
+    /// The work queue of archive jobs, made if missing.
+    async fn jobs(&self) -> Result<&stream::Stream, String> {
+        let inner = &self.inner;
+        inner
+            .jobs
+            .get_or_try_init(|| async {
+                let c = &inner.config;
+                inner
+                    .js
+                    .get_or_create_stream(stream::Config {
+                        name: JOBS.into(),
+                        subjects: vec![JOB_SUBJECTS.into()],
+                        retention: stream::RetentionPolicy::WorkQueue,
+                        storage: stream::StorageType::File,
+                        num_replicas: c.replicas,
+                        max_age: c.max_age,
+                        duplicate_window: Duration::from_secs(120),
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(|e| format!("the stream {JOBS}: {e}"))
+            })
+            .await
+    }
+
     /// Queues session `name`'s archive job (stored once whoever queues it: its message ID
     /// is the session's).
     async fn queue_job(&self, name: &str) {
+        if let Err(err) = self.jobs().await {
+            tracing::warn!(session = %name, %err, "queueing a finished session for the archive failed");
+            return;
+        }
         let message = jetstream::message::PublishMessage::build()
             .payload(Bytes::new())
             .message_id(format!("{}:archive", key_of(name)));
@@ -1448,9 +1475,9 @@ impl Cluster {
 
     /// Takes archive jobs until the consumer fails.
     async fn run_archiver(&self, store: &dyn SessionStore) -> Result<(), String> {
-        let h = self.handles().await?;
-        let consumer: consumer::PullConsumer = h
-            .jobs
+        let consumer: consumer::PullConsumer = self
+            .jobs()
+            .await?
             .get_or_create_consumer(
                 ARCHIVERS,
                 consumer::pull::Config {

@@ -472,9 +472,16 @@ fn a_nats_node_killed_mid_song_in_a_three_node_cluster_loses_nothing() {
         start_watch(b, "n", true, &out("b.bsors")),
         start_watch(&format!("{a},{b}"), "n", true, &out("a.bsors")),
     ];
-    // JetStream elects its leaders in the first seconds: the publisher's first tries may be
-    // refused (Internal) and retried.
-    std::thread::sleep(Duration::from_millis(500));
+    // A new three-node cluster elects its leaders and makes the relays' streams in the first
+    // seconds (longer on a loaded machine): a short session first, as a deployment is up
+    // before its first song; the node is killed in the middle of the real one.
+    let warm = crate::http_cli::synth(dir.path(), "warm.bsor", "1");
+    let mut warming = start_publish(&warm, &format!("{a},{b}"), "warm", "0", &out("warm.log"));
+    assert!(
+        wait(&mut warming, Duration::from_secs(60)),
+        "the warm-up session: {}",
+        std::fs::read_to_string(out("warm.log")).unwrap()
+    );
     let mut publisher = start_publish(&replay, &format!("{a},{b}"), "n", "20", &out("publish.log"));
     std::thread::sleep(Duration::from_secs(3));
     drop(nodes.remove(0)); // SIGKILL of the first node, whichever leads
