@@ -443,18 +443,16 @@ impl Cluster {
                     max_consumers: MAX_CONSUMERS,
                     ..Default::default()
                 };
-                let mut stream = inner
+                let stream = inner
                     .js
                     .get_or_create_stream(config)
                     .await
                     .map_err(|e| format!("the stream {STREAM}: {e}"))?;
-                // A stream made before the consumer limit was set gets it.
-                let info = stream
-                    .info()
-                    .await
-                    .map_err(|e| format!("the stream {STREAM}: {e}"))?;
-                if info.config.max_consumers < MAX_CONSUMERS {
-                    let mut config = info.config.clone();
+                // A stream made before the consumer limit was set gets it (its
+                // configuration as the answer above gave it).
+                let found = &stream.cached_info().config;
+                if found.max_consumers < MAX_CONSUMERS {
+                    let mut config = found.clone();
                     config.max_consumers = MAX_CONSUMERS;
                     inner
                         .js
@@ -489,13 +487,7 @@ impl Cluster {
                 };
                 // The bucket's stream holds at most `max_sessions` entries; a new one past
                 // them is refused (an entry written again replaces its one message).
-                let mut kv_stream = kv.stream.clone();
-                let mut kv_config = kv_stream
-                    .info()
-                    .await
-                    .map_err(|e| format!("the bucket {BUCKET}: {e}"))?
-                    .config
-                    .clone();
+                let mut kv_config = kv.stream.cached_info().config.clone();
                 if kv_config.max_messages != c.max_sessions
                     || kv_config.discard != stream::DiscardPolicy::New
                 {
@@ -634,6 +626,9 @@ impl Cluster {
         let mut last: Option<u64> = start.last;
         // Statements this writer wrote (their message IDs).
         let mut statements = 0u32;
+        // Whether a header an earlier writer did not get stored may still be due: looked at
+        // once, before this writer's first chunk.
+        let mut header_due = true;
         // Writes that go before the queue's: a name this relay failed to claim is claimed
         // before anything else is written, a header not yet stored before any chunk.
         let mut ahead: VecDeque<Write> = lock(&self.inner.held)
@@ -647,41 +642,16 @@ impl Cluster {
                 Some(w) => w,
                 None => match rx.recv().await {
                     Some(w) => {
-                        if let Write::Chunk(c) | Write::Header(c) | Write::Witness(c) = &w {
-                            use std::sync::atomic::Ordering::Relaxed;
-                            pending.fetch_sub(c.len(), Relaxed);
-                            self.inner.pending.fetch_sub(c.len(), Relaxed);
-                        }
+                        self.dequeued(&pending, &w);
                         w
                     }
                     None => break,
                 },
             };
+            let claiming = matches!(w, Write::Key(_));
             let outcome = match w {
                 Write::Key(key) => {
                     let claimed = self.claim(&name, &key).await;
-                    if claimed == Err(Refused::Taken) {
-                        // Another relay's publisher has the name: nothing of what this
-                        // relay began is ever written (its header least of all), and the
-                        // relay drops it.
-                        let current = {
-                            let mut held = lock(&self.inner.held);
-                            match held.get_mut(&name) {
-                                Some(h) if h.writer_gen == start.gen => {
-                                    h.writer = None;
-                                    h.header = None;
-                                    h.unclaimed = None;
-                                    true
-                                }
-                                _ => false,
-                            }
-                        };
-                        if current {
-                            let n = name.clone();
-                            self.call(move |r, now| r.claim_lost(&n, now));
-                        }
-                        break;
-                    }
                     if let Some(h) = lock(&self.inner.held).get_mut(&name) {
                         h.unclaimed = match claimed {
                             Err(Refused::Full(_)) => Some(key),
@@ -722,9 +692,10 @@ impl Cluster {
                         continue;
                     };
                     // A header an earlier writer did not get stored goes first.
-                    let header = lock(&self.inner.held)
-                        .get(&name)
-                        .and_then(|h| h.header.clone());
+                    let header = header_due
+                        .then(|| lock(&self.inner.held).get(&name)?.header.clone())
+                        .flatten();
+                    header_due = false;
                     if let Some(header) = header {
                         ahead.push_front(Write::Chunk(c));
                         ahead.push_front(Write::Header(header));
@@ -791,11 +762,18 @@ impl Cluster {
             }
             .map(|_| ());
             if let Err(refused) = outcome {
+                // Another relay's publisher has the name this relay claimed for a new
+                // session: nothing of what this relay began is ever written (its header
+                // least of all), and the relay drops it.
+                let lost = claiming && refused == Refused::Taken;
                 let current = {
                     let mut held = lock(&self.inner.held);
                     match held.get_mut(&name) {
                         Some(h) if h.writer_gen == start.gen => {
                             h.writer = None;
+                            if lost {
+                                h.header = None;
+                            }
                             true
                         }
                         _ => false,
@@ -806,30 +784,38 @@ impl Cluster {
                 }
                 let n = name.clone();
                 self.call(move |r, now| match refused {
+                    _ if lost => r.claim_lost(&n, now),
                     Refused::Taken => r.store_failed(&n, true, now),
                     Refused::Failed => r.store_failed(&n, false, now),
                     Refused::Full(why) => r.store_full(&n, why, now),
                 });
-                // What the store holds from now on comes to the relay through the
-                // follower, restarted from the last message this writer stored.
-                self.follow(name.clone(), last.map_or(1, |l| l + 1));
+                if !lost {
+                    // What the store holds from now on comes to the relay through the
+                    // follower, restarted from the last message this writer stored.
+                    self.follow(name.clone(), last.map_or(1, |l| l + 1));
+                }
                 break;
             }
         }
         // What is left is never written: out of the counts of bytes waiting.
         rx.close();
         while let Ok(w) = rx.try_recv() {
-            if let Write::Chunk(c) | Write::Header(c) | Write::Witness(c) = &w {
-                use std::sync::atomic::Ordering::Relaxed;
-                pending.fetch_sub(c.len(), Relaxed);
-                self.inner.pending.fetch_sub(c.len(), Relaxed);
-            }
+            self.dequeued(&pending, &w);
+        }
+    }
+
+    /// A write taken off a session's queue: its bytes no longer wait.
+    fn dequeued(&self, pending: &std::sync::atomic::AtomicUsize, w: &Write) {
+        if let Write::Chunk(c) | Write::Header(c) | Write::Witness(c) = w {
+            use std::sync::atomic::Ordering::Relaxed;
+            pending.fetch_sub(c.len(), Relaxed);
+            self.inner.pending.fetch_sub(c.len(), Relaxed);
         }
     }
 
     /// A new session's entry (create-if-absent), or the same publisher's (the digest
-    /// matches: a resume on this relay, or its player binding cleared). `Err(true)`: the
-    /// name is another publisher's.
+    /// matches: a resume on this relay, or its player binding cleared); `Ok(true)` when it
+    /// made it. `Err(Refused::Taken)`: the name is another publisher's.
     async fn claim(&self, name: &str, key: &ResumeKey) -> Result<bool, Refused> {
         let h = self.handles().await.map_err(|e| {
             tracing::warn!(session = %name, err = %e, "the cluster's store is unavailable");

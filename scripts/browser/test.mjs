@@ -1114,14 +1114,10 @@ await test("no_map_says_so_and_a_dropped_zip_is_taken", async (page) => {
 
 // The song's output, tapped by web/tap.js (an AudioWorklet that posts the context time of
 // each click onset in what the page's song node puts out), mapped to performance time through
-// the context's output timestamp.
-await test("the_song_plays_in_step_with_the_replay_across_a_seek_and_a_speed_change", async (page) => {
-  await page.goto(`${base}?replay=map-v3`);
-  const s = await until(page, "the song", (st) => (st.audio && st.audio.state !== "decoding" && st.audio.state !== "none" &&
-    st.audio.context === "running" && st.framesRendered > 0) || st.lastError, 20);
-  assert.equal(s.audio.state, "ready", JSON.stringify(s.audio));
-  assert.ok(s.mapFirstFrame !== null, "a frame with the map");
-  await page.evaluate(async (url) => {
+// the context's output timestamp: `window.tapOnsets`. `window.tapSongTime(p)` is the replay's
+// song time at performance time p (the page's song time then, between the frames around it),
+// or null outside the frames.
+const tapSong = (page) => page.evaluate(async (url) => {
     const m = window.bsorMusic;
     const ctx = m.ctx;
     await ctx.audioWorklet.addModule(url);
@@ -1129,12 +1125,27 @@ await test("the_song_plays_in_step_with_the_replay_across_a_seek_and_a_speed_cha
     m.out.connect(node);
     node.connect(ctx.destination);
     window.tapOnsets = [];
-    window.tapChanges = [];
     node.port.onmessage = (e) => {
       const ts = ctx.getOutputTimestamp();
       window.tapOnsets.push(ts.performanceTime + (e.data - ts.contextTime) * 1000);
     };
-  }, `${base}tap.js`);
+  window.tapSongTime = (p) => {
+    const c = window.bsorMusic.clock;
+    let k = 0;
+    while (k + 2 < c.length && c[k + 2] <= p) k += 2;
+    if (!(c[k] <= p && k + 2 < c.length)) return null;
+    return c[k + 1] + ((c[k + 3] - c[k + 1]) * (p - c[k])) / (c[k + 2] - c[k]);
+  };
+}, `${base}tap.js`);
+
+await test("the_song_plays_in_step_with_the_replay_across_a_seek_and_a_speed_change", async (page) => {
+  await page.goto(`${base}?replay=map-v3`);
+  const s = await until(page, "the song", (st) => (st.audio && st.audio.state !== "decoding" && st.audio.state !== "none" &&
+    st.audio.context === "running" && st.framesRendered > 0) || st.lastError, 20);
+  assert.equal(s.audio.state, "ready", JSON.stringify(s.audio));
+  assert.ok(s.mapFirstFrame !== null, "a frame with the map");
+  await tapSong(page);
+  await page.evaluate(() => { window.tapChanges = []; });
   // A seek by the timeline and a speed change, each noted in the page as it is made: the
   // 150 ms after one (the frame that starts the song again, and the sound already on its way
   // out) are not measured.
@@ -1153,14 +1164,11 @@ await test("the_song_plays_in_step_with_the_replay_across_a_seek_and_a_speed_cha
   // Each onset's time on the replay's clock (the page's song time at that moment, between the
   // frames around it) against the click it is: the nearest multiple of 0.5 s.
   const r = await page.evaluate((every) => {
-    const c = window.bsorMusic.clock;
     const out = [];
     for (const p of window.tapOnsets) {
       if (window.tapChanges.some((m) => p >= m && p < m + 150)) continue;
-      let k = 0;
-      while (k + 2 < c.length && c[k + 2] <= p) k += 2;
-      if (!(c[k] <= p && k + 2 < c.length)) continue;
-      const t = c[k + 1] + ((c[k + 3] - c[k + 1]) * (p - c[k])) / (c[k + 2] - c[k]);
+      const t = window.tapSongTime(p);
+      if (t === null) continue;
       out.push({ t, error: t - Math.round(t / every) * every });
     }
     return { onsets: window.tapOnsets.length, measured: out, restarts: window.bsorMusic.restarts };
@@ -1179,23 +1187,13 @@ await test("faster_song_paces_the_song_time_and_the_song_at_1_2x", async (page) 
   const s = await until(page, "the song", (st) => (st.audio && st.audio.state === "ready" && st.audio.context === "running" &&
     st.framesRendered > 0) || st.lastError, 20);
   assert.equal(s.mapState, "matched");
-  await page.evaluate(async (url) => {
-    const m = window.bsorMusic;
-    const ctx = m.ctx;
-    await ctx.audioWorklet.addModule(url);
-    const node = new AudioWorkletNode(ctx, "tap");
-    m.out.connect(node);
-    node.connect(ctx.destination);
-    window.tapOnsets = [];
-    node.port.onmessage = (e) => {
-      const ts = ctx.getOutputTimestamp();
-      window.tapOnsets.push(ts.performanceTime + (e.data - ts.contextTime) * 1000);
-    };
+  await tapSong(page);
+  await page.evaluate(() => {
     const el = document.getElementById("timeline");
     window.tapFrom = performance.now();
     el.value = "0.5";
     el.dispatchEvent(new Event("input"));
-  }, `${base}tap.js`);
+  });
   await page.waitForTimeout(3000);
   const r = await page.evaluate((every) => {
     const c = window.bsorMusic.clock;
@@ -1206,10 +1204,8 @@ await test("faster_song_paces_the_song_time_and_the_song_at_1_2x", async (page) 
     const errors = [];
     for (const p of window.tapOnsets) {
       if (p < window.tapFrom + 150) continue;
-      let k = 0;
-      while (k + 2 < c.length && c[k + 2] <= p) k += 2;
-      if (!(c[k] <= p && k + 2 < c.length)) continue;
-      const t = c[k + 1] + ((c[k + 3] - c[k + 1]) * (p - c[k])) / (c[k + 2] - c[k]);
+      const t = window.tapSongTime(p);
+      if (t === null) continue;
       errors.push(t - Math.round(t / every) * every);
     }
     return { pace, rate: window.bsorMusic.rate, errors };
@@ -1238,30 +1234,15 @@ await test("live_session_joined_late_plays_its_song_from_the_song_time_in_step",
   const s = await until(page, "the song", (st) => (st.mode === "live" && st.mapState === "matched" && st.audio &&
     st.audio.state === "ready" && st.audio.context === "running" && st.framesRendered > 0) || st.lastError, 20);
   assert.equal(s.lastError, null);
-  const joined = await page.evaluate(async (url) => {
-    const m = window.bsorMusic;
-    const ctx = m.ctx;
-    await ctx.audioWorklet.addModule(url);
-    const node = new AudioWorkletNode(ctx, "tap");
-    m.out.connect(node);
-    node.connect(ctx.destination);
-    window.tapOnsets = [];
-    node.port.onmessage = (e) => {
-      const ts = ctx.getOutputTimestamp();
-      window.tapOnsets.push(ts.performanceTime + (e.data - ts.contextTime) * 1000);
-    };
-    return { at: performance.now(), songTime: window.bsorStatus.songTime };
-  }, `${base}tap.js`);
+  await tapSong(page);
+  const joined = await page.evaluate(() => ({ at: performance.now(), songTime: window.bsorStatus.songTime }));
   await page.waitForTimeout(3000);
   const r = await page.evaluate((joined) => {
-    const c = window.bsorMusic.clock;
     const out = [];
     for (const p of window.tapOnsets) {
       if (p < joined.at) continue;
-      let k = 0;
-      while (k + 2 < c.length && c[k + 2] <= p) k += 2;
-      if (!(c[k] <= p && k + 2 < c.length)) continue;
-      out.push(c[k + 1] + ((c[k + 3] - c[k + 1]) * (p - c[k])) / (c[k + 2] - c[k]));
+      const t = window.tapSongTime(p);
+      if (t !== null) out.push(t);
     }
     return { onsets: window.tapOnsets.length, times: out, restarts: window.bsorMusic.restarts, rate: window.bsorMusic.rate };
   }, joined);

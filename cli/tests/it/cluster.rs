@@ -512,21 +512,6 @@ fn a_nats_node_killed_mid_song_in_a_three_node_cluster_loses_nothing() {
     assert!(std::fs::read(out("a.bsors")).unwrap() == std::fs::read(out("b.bsors")).unwrap());
 }
 
-/// The replays `GET /replays` lists on `http`, once there are `n` (waiting up to 30 s).
-fn stored_replays(http: &str, n: usize) -> Vec<serde_json::Value> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let r = crate::http_cli::get(http, "GET", "/replays", &[]);
-        assert_eq!(r.status, 200);
-        let j: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-        let listed = j["replays"].as_array().unwrap().clone();
-        if listed.len() >= n || Instant::now() > deadline {
-            return listed;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 #[test]
 fn a_cluster_at_its_maximum_of_sessions_refuses_a_new_one_until_one_is_archived() {
     let Some(nats) = nats_server() else { return };
@@ -589,7 +574,7 @@ fn a_cluster_at_its_maximum_of_sessions_refuses_a_new_one_until_one_is_archived(
         "{}",
         std::fs::read_to_string(out("two.log")).unwrap()
     );
-    let listed = stored_replays(a_http, 2);
+    let listed = crate::http_cli::stored_replays(a_http, 2);
     assert_eq!(listed.len(), 2);
     // Each stored whole: its BSOR, rebuilt from the stored stream, is the one published
     // ("two" resumed after its refusals, its header written before its first chunk).
@@ -704,7 +689,7 @@ fn witness_statements_reach_viewers_on_other_relays_and_date_the_archived_replay
         .map(|s| s.time_ms)
         .collect();
     assert_eq!(finals.len(), 1);
-    let listed = stored_replays(b_http, 1);
+    let listed = crate::http_cli::stored_replays(b_http, 1);
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0]["signed"], true);
     assert_eq!(listed[0]["existedBy"], finals[0], "{listed:?}");

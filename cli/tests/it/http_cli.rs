@@ -410,7 +410,7 @@ fn a_finished_session_moves_into_the_replay_store() {
         .unwrap();
     assert!(published.status.success());
     // Stored once the session ends: found by search, the BSOR back byte for byte.
-    let listed = stored_replays(&relay.ws);
+    let listed = stored_replays(&relay.ws, 1);
     let id = listed[0]["id"].as_str().unwrap();
     let back = get(&relay.ws, "GET", &format!("/replays/{id}"), &[]);
     assert_eq!(back.status, 200);
@@ -454,7 +454,7 @@ fn a_finished_session_is_dated_by_the_relays_own_witness() {
         .output()
         .unwrap();
     assert!(published.status.success());
-    let listed = stored_replays(&relay.ws);
+    let listed = stored_replays(&relay.ws, 1);
     // Its existed-by time is the statement on the final checkpoint in the archive's
     // .witness sibling, before it was stored: the relay's own key is trusted, and only the
     // final checkpoint dates the whole play.
@@ -492,21 +492,25 @@ fn a_trusted_witness_key_that_is_not_one_names_its_flag() {
     assert!(out.stdout.is_empty(), "it listened before refusing the key");
 }
 
-/// The replays `GET /replays` lists once the one finished session is stored (waiting up to
-/// 20 s for it): exactly one.
-fn stored_replays(ws: &str) -> Vec<serde_json::Value> {
-    let deadline = Instant::now() + Duration::from_secs(20);
+/// The replays `GET /replays` lists once `n` finished sessions are stored (waiting up to
+/// 30 s for them): exactly `n`.
+pub(crate) fn stored_replays(ws: &str, n: usize) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(30);
     let listed = loop {
         let r = get(ws, "GET", "/replays", &[]);
         assert_eq!(r.status, 200);
         let j: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
         let listed = j["replays"].as_array().unwrap().clone();
-        if !listed.is_empty() || Instant::now() > deadline {
+        if listed.len() >= n || Instant::now() > deadline {
             break listed;
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert_eq!(listed.len(), 1, "the finished session was not stored");
+    assert_eq!(
+        listed.len(),
+        n,
+        "the finished sessions were not stored: {listed:?}"
+    );
     listed
 }
 
@@ -585,7 +589,7 @@ fn a_session_token_publishing_another_players_header_is_archived_not_stored() {
     // The player's own upload of the play is theirs.
     let bytes = std::fs::read(&song).unwrap();
     assert_eq!(post_replay(&relay.ws, "ptok", &bytes), 201);
-    let listed = stored_replays(&relay.ws);
+    let listed = stored_replays(&relay.ws, 1);
     assert_eq!(listed[0]["player"], SYNTH_PLAYER);
 }
 
@@ -597,7 +601,7 @@ fn a_player_token_publishing_its_own_header_is_stored_as_its_replay() {
     let song = synth(dir.path(), "song.bsor", "6");
     // A `player:` line publishes any session name.
     publish_song(&relay, &song, "any-name", "ptok");
-    let listed = stored_replays(&relay.ws);
+    let listed = stored_replays(&relay.ws, 1);
     assert_eq!(listed[0]["player"], SYNTH_PLAYER);
 }
 

@@ -648,10 +648,34 @@ fn spread(mut ms: Vec<f64>) -> String {
     )
 }
 
+/// Milliseconds from `a` to `b` (microseconds after the epoch).
+fn ms(a: u64, b: u64) -> f64 {
+    (b as f64 - a as f64) / 1000.0
+}
+
+/// A client's events (`(_, when)`, in order) around losing its connection at `lost_at`: when
+/// one came after it, the time from the kill to it goes into `from_kill` and, if one came
+/// before, the time from that to it into `gaps`. Whether one came after.
+fn resumed(
+    events: &[(impl Copy, u64)],
+    lost_at: u64,
+    killed_at: u64,
+    from_kill: &mut Vec<f64>,
+    gaps: &mut Vec<f64>,
+) -> bool {
+    let Some(&(_, at)) = events.iter().find(|e| e.1 > lost_at) else {
+        return false;
+    };
+    from_kill.push(ms(killed_at, at));
+    if let Some(&(_, b)) = events.iter().rev().find(|e| e.1 <= lost_at) {
+        gaps.push(ms(b, at));
+    }
+    true
+}
+
 /// How the publishers and viewers came through the kill; false when a chunk was lost or
 /// repeated, or a client did not resume.
 fn report_kill(run: &Run, kill: &Kill, killed_at: u64) -> bool {
-    let ms = |a: u64, b: u64| (b as f64 - a as f64) / 1000.0;
     println!(
         "kill: relay {} (pid {}) killed with SIGKILL {:.2} s after the first publisher's start",
         kill.addr,
@@ -669,21 +693,9 @@ fn report_kill(run: &Run, kill: &Kill, killed_at: u64) -> bool {
         moved += 1;
         retried_p += usize::from(p.lost_at.iter().filter(|&&t| t >= killed_at).count() > 1);
         let lost_at = p.lost_at.iter().copied().find(|&t| t >= killed_at);
-        let before = p
-            .acks
-            .iter()
-            .rev()
-            .find(|a| lost_at.is_some_and(|l| a.1 <= l));
-        let after = p.acks.iter().find(|a| lost_at.is_some_and(|l| a.1 > l));
-        match after {
-            Some(&(_, at)) => {
-                from_kill.push(ms(killed_at, at));
-                if let Some(&(_, b)) = before {
-                    from_last_ack.push(ms(b, at));
-                }
-            }
-            None => stuck += 1,
-        }
+        let resumed = lost_at
+            .is_some_and(|l| resumed(&p.acks, l, killed_at, &mut from_kill, &mut from_last_ack));
+        stuck += usize::from(!resumed);
     }
     println!(
         "publishers: {moved} of {} lost their connection and moved ({retried_p} lost more \
@@ -707,17 +719,8 @@ fn report_kill(run: &Run, kill: &Kill, killed_at: u64) -> bool {
     for v in run.seen {
         if let Some(&lost_at) = v.lost_at.iter().find(|&&t| t >= killed_at) {
             moved_v += 1;
-            let before = v.arrivals.iter().rev().find(|a| a.1 <= lost_at);
-            let after = v.arrivals.iter().find(|a| a.1 > lost_at);
-            match after {
-                Some(&(_, at)) => {
-                    from_kill_v.push(ms(killed_at, at));
-                    if let Some(&(_, b)) = before {
-                        gaps.push(ms(b, at));
-                    }
-                }
-                None => unresumed += 1,
-            }
+            let resumed = resumed(&v.arrivals, lost_at, killed_at, &mut from_kill_v, &mut gaps);
+            unresumed += usize::from(!resumed);
         }
         let mut got = vec![0u32; last as usize];
         // A viewer that started past chunk 0 (its relay attached it late: a live join at the
