@@ -76,6 +76,11 @@ const DIRECTORY_MAX: usize = 100_000;
 const MAX_CONSUMERS: i32 = 1_000_000;
 /// How long a lookup may take to read a session's subject.
 const SCAN_LIMIT: Duration = Duration::from_secs(10);
+/// How long a follower waits for its next message before it asks whether the subject holds
+/// more than it delivered (a stalled consumer is replaced).
+const STALL_CHECK: Duration = Duration::from_secs(2);
+/// How many times the end of a session is written to its entry (a second apart).
+const MARK_ATTEMPTS: u32 = 10;
 /// How many times a publish is sent (the same message ID: stored once) before the session's
 /// writer gives up.
 const ATTEMPTS: usize = 3;
@@ -213,6 +218,17 @@ enum Refused {
 
 /// A JetStream error that says a limit was reached (`maximum messages exceeded`,
 /// `maximum bytes exceeded`, ...).
+/// Whether JetStream refused a publish because the subject's last message is not the one
+/// expected: the code async-nats names, or the constant form newer servers send (10164,
+/// which async-nats reports as `Other`).
+fn wrong_last_sequence(e: &jetstream::context::PublishError) -> bool {
+    use jetstream::ErrorCode;
+    e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence
+        || std::error::Error::source(e)
+            .and_then(|s| s.downcast_ref::<jetstream::Error>())
+            .is_some_and(|j| j.error_code() == ErrorCode::STREAM_WRONG_LAST_SEQUENCE_CONSTANT)
+}
+
 fn is_full(e: &impl std::fmt::Display) -> bool {
     e.to_string().contains("maximum")
 }
@@ -251,6 +267,10 @@ struct Held {
     /// cluster full): the relay still holds the session (its publisher may resume here),
     /// so every later writer claims the name first, and nothing is written unclaimed.
     unclaimed: Option<ResumeKey>,
+    /// The stream sequence the session's follower feeds the relay next (the relay was
+    /// given everything before it): a follower that a failed lookup replaced starts again
+    /// there.
+    fed: u64,
     /// The stream header this relay's publisher sent, until JetStream holds it: a writer
     /// after a refused one writes it before any chunk (a resuming publisher does not send
     /// it again).
@@ -932,13 +952,46 @@ impl Cluster {
                     *last = Some(a.sequence);
                     return Ok(a.sequence);
                 }
-                Err(e) if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => {
-                    tracing::info!(session = %name, "another relay holds the session now");
-                    return Err(Refused::Taken);
+                Err(e) if wrong_last_sequence(&e) => {
+                    // What the subject holds decides, not the error: a stream's new leader
+                    // refuses for a moment after a NATS node is lost.
+                    let (at, mine) = match h.stream.get_last_raw_message_by_subject(subject).await {
+                        Ok(m) => {
+                            let i = m.headers.get("Nats-Msg-Id").map(|v| v.as_str());
+                            (m.sequence, i == Some(id.as_str()))
+                        }
+                        Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {
+                            (0, false)
+                        }
+                        Err(err) => {
+                            tracing::warn!(session = %name, %err, "the cluster's store is unavailable");
+                            return Err(Refused::Failed);
+                        }
+                    };
+                    // A send again whose first JetStream stored, its acknowledgement lost.
+                    if mine {
+                        *last = Some(at);
+                        return Ok(at);
+                    }
+                    if at != expected {
+                        tracing::info!(session = %name, "another relay holds the session now");
+                        return Err(Refused::Taken);
+                    }
+                    // The subject is as this writer left it: sent again.
+                    tracing::info!(session = %name, %e, attempt, "a write refused for a moment");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
                 }
                 Err(e)
                     if attempt < ATTEMPTS
                         && e.kind() == jetstream::context::PublishErrorKind::TimedOut => {}
+                // No stream answered (its leader being elected after a NATS node was lost):
+                // nothing was stored; sent again.
+                Err(e)
+                    if attempt < ATTEMPTS
+                        && e.kind() == jetstream::context::PublishErrorKind::StreamNotFound =>
+                {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
                 Err(e) if is_full(&e) => {
                     tracing::warn!(session = %name, err = %e, "{BYTES_FULL}");
                     return Err(Refused::Full(BYTES_FULL));
@@ -949,6 +1002,7 @@ impl Cluster {
                 }
             }
         }
+        tracing::warn!(session = %name, "the cluster's store did not take a message in {ATTEMPTS} tries");
         Err(Refused::Failed)
     }
 
@@ -962,21 +1016,35 @@ impl Cluster {
         }
     }
 
-    /// The bucket says the session ended.
+    /// The bucket says the session ended (what the archivers wait for), tried again for a
+    /// while when JetStream cannot take it (a NATS node lost, its leaders being elected).
     async fn mark_ended(&self, name: &str, why: &str) {
-        let Ok(h) = self.handles().await else { return };
-        let Ok(Some(v)) = h.kv.get(key_of(name)).await else {
-            return;
-        };
-        let Ok(mut e) = serde_json::from_slice::<Entry>(&v) else {
-            return;
-        };
-        e.state = why.to_string();
-        if let Ok(v) = serde_json::to_vec(&e) {
-            if let Err(err) = h.kv.put(key_of(name), v.into()).await {
-                tracing::warn!(session = %name, %err, "marking the session ended failed");
+        for attempt in 1..=MARK_ATTEMPTS {
+            let err = match self.try_mark_ended(name, why).await {
+                Ok(()) => return,
+                Err(err) => err,
+            };
+            tracing::warn!(session = %name, %err, attempt, "marking the session ended failed");
+            if attempt < MARK_ATTEMPTS {
+                tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
+    }
+
+    async fn try_mark_ended(&self, name: &str, why: &str) -> Result<(), String> {
+        let h = self.handles().await?;
+        let Some(v) = h.kv.get(key_of(name)).await.map_err(|e| e.to_string())? else {
+            return Ok(()); // no entry: nothing to mark
+        };
+        let Ok(mut e) = serde_json::from_slice::<Entry>(&v) else {
+            return Ok(());
+        };
+        e.state = why.to_string();
+        let v = serde_json::to_vec(&e).map_err(|e| e.to_string())?;
+        h.kv.put(key_of(name), v.into())
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 
     fn note_index(&self, name: &str, seq: u32, at: u64) {
@@ -999,6 +1067,7 @@ impl Cluster {
         let task = tokio::spawn(async move { me.keep_following(n, from, None).await });
         let mut held = lock(&self.inner.held);
         let h = held.entry(name).or_default();
+        h.fed = from;
         if let Some(old) = h.follower.replace(task.abort_handle()) {
             old.abort();
         }
@@ -1047,6 +1116,18 @@ impl Cluster {
                 tracing::warn!(session = %name, %err, "cluster lookup failed");
                 let n = name.clone();
                 self.call(move |r, now| r.lookup_failed(&n, now));
+                // A session the relay holds live (a mirror whose publisher came to resume
+                // here): this task replaced its follower, so it follows again, from where
+                // the relay's viewers got to.
+                if self.holds_live(&name).await {
+                    scan = None;
+                    from = lock(&self.inner.held)
+                        .get(&name)
+                        .map_or(1, |h| h.fed.max(1));
+                    tracing::info!(session = %name, from, "following the session again");
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
                 // Viewers still waiting: looked up afresh (a new consumer, another node).
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 let n = name.clone();
@@ -1059,18 +1140,23 @@ impl Cluster {
                 }
                 return;
             }
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            let n = name.clone();
-            self.call(move |r, _| {
-                let _ = tx.send(r.is_live(&n));
-            });
-            if !rx.await.unwrap_or(false) {
+            if !self.holds_live(&name).await {
                 return;
             }
             tracing::info!(session = %name, %err, from, "following the session again");
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(Duration::from_secs(2));
         }
+    }
+
+    /// Whether the relay holds session `name` and it has not ended.
+    async fn holds_live(&self, name: &str) -> bool {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let n = name.to_string();
+        self.call(move |r, _| {
+            let _ = tx.send(r.is_live(&n));
+        });
+        rx.await.unwrap_or(false)
     }
 
     /// Feeds a session's messages from stream sequence `from` to the relay (`from` moves on
@@ -1095,7 +1181,25 @@ impl Cluster {
                     Err(_) => return Err("the lookup's read timed out".into()),
                 }
             } else {
-                messages.next().await
+                match tokio::time::timeout(STALL_CHECK, messages.next()).await {
+                    Ok(n) => n,
+                    // Quiet: a paused song, or a consumer that stalls after its NATS node
+                    // was lost (the client's own recovery may retry for long, silently).
+                    // When the subject holds what it has not delivered, a new consumer
+                    // takes over from where this one got to.
+                    Err(_) => {
+                        let last = self.last_sequence(name).await?;
+                        tracing::debug!(session = %name, last, from = *from, "a quiet follower");
+                        if last >= (*from).max(1) {
+                            return Err(format!(
+                                "the consumer stalled: the subject holds sequence {last}, \
+                                 nothing came from {}",
+                                *from
+                            ));
+                        }
+                        continue;
+                    }
+                }
             };
             let Some(m) = next else { break };
             let m = m.map_err(|e| e.to_string())?;
@@ -1123,13 +1227,16 @@ impl Cluster {
                 if at >= *upto {
                     if let Some((_, s)) = scan.take() {
                         let live = s.end.is_none();
-                        self.finish_scan(name, s);
+                        self.finish_scan(name, s, *from);
                         if !live {
                             return Ok(true);
                         }
                     }
                 }
                 continue;
+            }
+            if let Some(h) = lock(&self.inner.held).get_mut(name) {
+                h.fed = *from;
             }
             match kind.as_str() {
                 "chunk" => {
@@ -1162,10 +1269,11 @@ impl Cluster {
     }
 
     /// A lookup's answer to the relay, and what the shell keeps of it.
-    fn finish_scan(&self, name: &str, s: Scan) {
+    fn finish_scan(&self, name: &str, s: Scan, fed: u64) {
         {
             let mut held = lock(&self.inner.held);
             let h = held.entry(name.to_string()).or_default();
+            h.fed = fed;
             h.index = s.index.clone();
             h.ended = s.end.is_some();
             // The relay now holds the session as the scan found it: a writer from here on
@@ -1224,15 +1332,7 @@ impl Cluster {
             self.call(move |r, now| r.restored(&n, None, now));
             return Ok(false);
         };
-        let last = match h
-            .stream
-            .get_last_raw_message_by_subject(&subject(name))
-            .await
-        {
-            Ok(m) => m.sequence,
-            Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => 0,
-            Err(e) => return Err(e.to_string()),
-        };
+        let last = self.last_sequence(name).await?;
         let limits = self.limits();
         let scan = Scan::new(entry, limits);
         if last == 0 {
@@ -1253,6 +1353,20 @@ impl Cluster {
             old.abort();
         }
         Ok(true)
+    }
+
+    /// The stream sequence of the last message on session `name`'s subject (0: none).
+    async fn last_sequence(&self, name: &str) -> Result<u64, String> {
+        let h = self.handles().await?;
+        match h
+            .stream
+            .get_last_raw_message_by_subject(&subject(name))
+            .await
+        {
+            Ok(m) => Ok(m.sequence),
+            Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(0),
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     fn limits(&self) -> BacklogLimits {
@@ -1572,18 +1686,10 @@ impl Cluster {
 
     /// A session's subject read whole (`None`: nothing on it), within `max` bytes.
     async fn read_whole(&self, name: &str, max: u64) -> Result<Option<Whole>, String> {
-        let h = self.handles().await?;
-        let last = match h
-            .stream
-            .get_last_raw_message_by_subject(&subject(name))
-            .await
-        {
-            Ok(m) => m.sequence,
-            Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {
-                return Ok(None)
-            }
-            Err(e) => return Err(e.to_string()),
-        };
+        let last = self.last_sequence(name).await?;
+        if last == 0 {
+            return Ok(None);
+        }
         let mut messages = self.consumer(name, 1).await?;
         let by = tokio::time::Instant::now() + ARCHIVE_WAIT / 2;
         let mut whole = Assembly::new(max);
