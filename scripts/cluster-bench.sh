@@ -16,12 +16,15 @@
 #   NATS_NODES   1 (default) or 3: three nodes, and the relays with --cluster-replicas 3
 #   KILL_AFTER   seconds: the load tool kills relay A (where the publishers are) with
 #                SIGKILL this long into the song (--kill-pid), and reports the resume times
+#   KILL         relay (default) or nats: with NATS_NODES=3, the first NATS node is killed
+#                instead, and the load tool reports how long clients waited across it
 #   SINGLE       0: no run against one relay alone
 #   KEEP         1: keep the working folder (NATS store, relays' logs) and say where
 #   STREAM_MAX_CONSUMERS  N: create the stream BSOR_LIVE before the relays do, with their
 #                configuration and this consumer limit (nats-server 2.15 refuses a
 #                stream's 1,001st consumer unless the stream sets a limit itself; the relay
-#                sets none, and uses a stream it finds as it is)
+#                sets 1,000,000, raising a lower limit it finds: to see the ceiling, run an
+#                older relay)
 # nats-server comes from PATH (scripts/services.sh install puts 2.15.1 there) or
 # BSRS_NATS_SERVER. Prints the date and the load average before and after each run.
 set -euo pipefail
@@ -140,7 +143,11 @@ relay_list=$(IFS=,; echo "${addrs[*]}")
 pid_list=$(IFS=,; echo "${relay_pids[*]}")
 nats_list=$(IFS=,; echo "${nats_pids[*]}")
 kill_args=()
-[ -n "${KILL_AFTER:-}" ] && kill_args=(--kill-pid "${relay_pids[0]}" --kill-after "$KILL_AFTER")
+if [ -n "${KILL_AFTER:-}" ]; then
+    victim=${relay_pids[0]}
+    [ "${KILL:-relay}" = nats ] && victim=${nats_pids[0]}
+    kill_args=(--kill-pid "$victim" --kill-after "$KILL_AFTER")
+fi
 # A relay makes its stream and bucket on first use, a cluster's leaders are elected on the
 # first writes: one session with a viewer on each relay first, its figures not kept (a
 # publisher of the measured run that does not reconnect would fail on a store not ready).

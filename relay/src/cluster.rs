@@ -81,9 +81,13 @@ const SCAN_LIMIT: Duration = Duration::from_secs(10);
 const STALL_CHECK: Duration = Duration::from_secs(2);
 /// How many times the end of a session is written to its entry (a second apart).
 const MARK_ATTEMPTS: u32 = 10;
-/// How many times a publish is sent (the same message ID: stored once) before the session's
-/// writer gives up.
-const ATTEMPTS: usize = 3;
+/// How long a session's writer sends a message again (the same message ID: stored once)
+/// while JetStream does not answer or no stream does, before it gives up (and its
+/// publisher is told): a stream's leader lost with its NATS node is elected again within
+/// seconds.
+const WRITE_PATIENCE: Duration = Duration::from_secs(10);
+/// The pause before a message refused for a moment is sent again.
+const RETRY_PAUSE: Duration = Duration::from_millis(250);
 
 /// How a relay joins a cluster.
 #[derive(Clone, Debug)]
@@ -926,7 +930,13 @@ impl Cluster {
             Id::Seq(seq) => format!("{}:{incarnation:016x}:{seq}", key_of(name)),
             Id::Statement(n) => format!("{}:{incarnation:016x}:w{n}", key_of(name)),
         };
-        for attempt in 1..=ATTEMPTS {
+        // A stream's leader lost with its NATS node is elected again within seconds: the
+        // writer sends again meanwhile rather than fail its publisher at once.
+        let patience = tokio::time::Instant::now() + WRITE_PATIENCE;
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let waiting = tokio::time::Instant::now() < patience;
             let message = jetstream::message::PublishMessage::build()
                 .payload(payload.clone())
                 .headers(headers.clone())
@@ -963,10 +973,12 @@ impl Cluster {
                         Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {
                             (0, false)
                         }
-                        Err(err) => {
+                        Err(err) if !waiting => {
                             tracing::warn!(session = %name, %err, "the cluster's store is unavailable");
                             return Err(Refused::Failed);
                         }
+                        // Not known yet: sent again.
+                        Err(_) => (expected, false),
                     };
                     // A send again whose first JetStream stored, its acknowledgement lost.
                     if mine {
@@ -978,19 +990,22 @@ impl Cluster {
                         return Err(Refused::Taken);
                     }
                     // The subject is as this writer left it: sent again.
+                    if !waiting {
+                        tracing::warn!(session = %name, %e, attempt, "the cluster's store did not take a message");
+                        return Err(Refused::Failed);
+                    }
                     tracing::info!(session = %name, %e, attempt, "a write refused for a moment");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    tokio::time::sleep(RETRY_PAUSE).await;
                 }
-                Err(e)
-                    if attempt < ATTEMPTS
-                        && e.kind() == jetstream::context::PublishErrorKind::TimedOut => {}
+                Err(e) if waiting && e.kind() == jetstream::context::PublishErrorKind::TimedOut => {
+                }
                 // No stream answered (its leader being elected after a NATS node was lost):
                 // nothing was stored; sent again.
                 Err(e)
-                    if attempt < ATTEMPTS
+                    if waiting
                         && e.kind() == jetstream::context::PublishErrorKind::StreamNotFound =>
                 {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    tokio::time::sleep(RETRY_PAUSE).await;
                 }
                 Err(e) if is_full(&e) => {
                     tracing::warn!(session = %name, err = %e, "{BYTES_FULL}");
@@ -1002,8 +1017,6 @@ impl Cluster {
                 }
             }
         }
-        tracing::warn!(session = %name, "the cluster's store did not take a message in {ATTEMPTS} tries");
-        Err(Refused::Failed)
     }
 
     /// Writes a session's entry again as it is (a watcher sees it change).

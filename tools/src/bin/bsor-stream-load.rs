@@ -15,7 +15,9 @@
 //! Against relays of one cluster (`serve --cluster`), `--kill-pid` kills one of them
 //! (SIGKILL) mid-song: the publishers and viewers then reconnect to the next relay of the
 //! list, as `publish` and `watch` do, and the tool reports how long each took to resume and
-//! fails unless every viewer got every chunk exactly once, in order.
+//! fails unless every viewer got every chunk exactly once, in order. Given one of three NATS
+//! nodes' process ids, it kills that node instead and reports how long every client waited
+//! across the kill.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -50,7 +52,9 @@ struct LoadArgs {
     /// Kill this relay with SIGKILL --kill-after seconds into the song: one of --relay-pid,
     /// with --scenario one or many. The publishers (on the first relay) and the viewers
     /// then reconnect to the next relay of --relay; the tool reports their resume times and
-    /// exits 1 unless every viewer got every chunk exactly once, in order.
+    /// exits 1 unless every viewer got every chunk exactly once, in order. One of
+    /// --nats-pid (a cluster of three) kills that NATS node instead: clients stay where they
+    /// are, and the tool reports how long they waited across the kill.
     #[arg(long, requires_all = ["relay_pid", "kill_after"])]
     kill_pid: Option<u32>,
     /// How viewers are spread over several relays: `viewer` (viewer i of all on relay i mod
@@ -119,26 +123,28 @@ fn sample(watched: Arc<Vec<Watched>>) -> tokio::task::JoinHandle<()> {
     })
 }
 
-/// Whether `pid` is a running `bsor-stream serve` (its command line), so that the kill
-/// never reaches a process that took a dead relay's id.
-fn is_relay_process(pid: u32) -> bool {
+/// Whether `pid` is a running `bsor-stream serve` or, with `nats`, a `nats-server` (its
+/// command line), so that the kill never reaches a process that took a dead one's id.
+fn is_killable(pid: u32, nats: bool) -> bool {
     let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
         return false;
     };
     let words: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-    let named = words.first().is_some_and(|w| {
-        w.rsplit(|&b| b == b'/')
-            .next()
-            .is_some_and(|n| n.starts_with(b"bsor-stream"))
-    });
-    named && words.iter().any(|w| *w == b"serve")
+    let program = words
+        .first()
+        .and_then(|w| w.rsplit(|&b| b == b'/').next())
+        .unwrap_or_default();
+    if nats {
+        return program.starts_with(b"nats-server");
+    }
+    program.starts_with(b"bsor-stream") && words.iter().any(|w| *w == b"serve")
 }
 
 /// SIGKILL to `pid` (through kill(1): the tools link no libc binding), after checking it is
-/// still a relay.
-fn kill_relay(pid: u32) -> Result<(), String> {
-    if !is_relay_process(pid) {
-        return Err(format!("process {pid} is no longer a `bsor-stream serve`"));
+/// still the relay or NATS server it was.
+fn kill_process(pid: u32, nats: bool) -> Result<(), String> {
+    if !is_killable(pid, nats) {
+        return Err(format!("process {pid} is no longer the one to kill"));
     }
     let status = std::process::Command::new("kill")
         .args(["-KILL", &pid.to_string()])
@@ -150,11 +156,13 @@ fn kill_relay(pid: u32) -> Result<(), String> {
     Ok(())
 }
 
-/// The run's kill: which relay, and when (seconds after the publishers' start).
+/// The run's kill: which relay or NATS node, and when (seconds after the publishers' start).
 struct Kill {
     pid: u32,
+    /// The relay's address, or `NATS node` for one of --nats-pid.
     addr: String,
     after: f64,
+    nats: bool,
 }
 
 /// One scenario: `sessions` sessions of `viewers` viewers each.
@@ -214,10 +222,29 @@ fn scenario(
         )));
     }
     let kill = match (args.kill_pid, args.kill_after) {
+        (Some(pid), Some(after)) if args.nats_pid.contains(&pid) => {
+            if args.nats_pid.len() < 3 {
+                return Err(Failure(
+                    "--kill-pid of a NATS node needs a cluster of three in --nats-pid".into(),
+                ));
+            }
+            if !is_killable(pid, true) {
+                return Err(Failure(format!(
+                    "--kill-pid {pid} is not a running nats-server"
+                )));
+            }
+            Some(Kill {
+                pid,
+                addr: "NATS node".into(),
+                after,
+                nats: true,
+            })
+        }
         (Some(pid), Some(after)) => {
             let Some(i) = pids.iter().position(|&p| p == pid) else {
                 return Err(Failure(format!(
-                    "--kill-pid {pid} is not one of the relays' --relay-pid"
+                    "--kill-pid {pid} is neither one of the relays' --relay-pid nor of \
+                     --nats-pid"
                 )));
             };
             if relays.len() < 2 {
@@ -225,7 +252,7 @@ fn scenario(
                     "--kill-pid needs at least two relays in --relay to move to".into(),
                 ));
             }
-            if !is_relay_process(pid) {
+            if !is_killable(pid, false) {
                 return Err(Failure(format!(
                     "--kill-pid {pid} is not a running `bsor-stream serve`"
                 )));
@@ -234,6 +261,7 @@ fn scenario(
                 pid,
                 addr: relays[i].clone(),
                 after,
+                nats: false,
             })
         }
         _ => None,
@@ -367,11 +395,11 @@ fn scenario(
         // The processes' memory and CPU, sampled while the song plays.
         let sampler = sample(watched.clone());
         let killer = kill.as_ref().map(|k| {
-            let (pid, at) = (k.pid, start + Duration::from_secs_f64(k.after));
+            let (pid, nats, at) = (k.pid, k.nats, start + Duration::from_secs_f64(k.after));
             tokio::spawn(async move {
                 tokio::time::sleep_until(at.into()).await;
                 let killed_at = epoch.elapsed().as_micros() as u64;
-                kill_relay(pid).map(|()| killed_at)
+                kill_process(pid, nats).map(|()| killed_at)
             })
         });
         // A publisher that failed is reported with the rest, not in place of the report.
@@ -677,10 +705,39 @@ fn resumed(
 /// repeated, or a client did not resume.
 fn report_kill(run: &Run, kill: &Kill, killed_at: u64) -> bool {
     println!(
-        "kill: relay {} (pid {}) killed with SIGKILL {:.2} s after the first publisher's start",
+        "kill: {}{} (pid {}) killed with SIGKILL {:.2} s after the first publisher's start",
+        if kill.nats { "" } else { "relay " },
         kill.addr,
         kill.pid,
         ms(run.starts.first().copied().unwrap_or(0), killed_at) / 1000.0
+    );
+    // Every client, moved or not (a NATS node's loss moves none): its longest wait across
+    // the kill, from its last event before to its first after.
+    let across = |events: &mut dyn Iterator<Item = u64>| {
+        let mut before = None;
+        for at in events {
+            if at > killed_at {
+                return before.map(|b| ms(b, at));
+            }
+            before = Some(at);
+        }
+        None
+    };
+    let acks: Vec<f64> = run
+        .sent
+        .iter()
+        .filter_map(|p| across(&mut p.acks.iter().map(|a| a.1)))
+        .collect();
+    let chunks: Vec<f64> = run
+        .seen
+        .iter()
+        .filter_map(|v| across(&mut v.arrivals.iter().map(|a| a.1)))
+        .collect();
+    println!(
+        "across the kill, every client: publishers' last ack before -> first after: {}; \
+         viewers' last chunk before -> first after: {}",
+        spread(acks),
+        spread(chunks)
     );
     // Publishers: from the kill, and from their last acknowledgement before it, to their
     // first acknowledgement after it.

@@ -65,7 +65,7 @@ fn load_with(args: &[&str]) -> (Option<i32>, String) {
 }
 
 #[test]
-fn a_kill_names_one_of_the_given_relays_and_a_running_relay() {
+fn a_kill_names_one_of_the_given_relays_or_nats_nodes_and_a_running_one() {
     // Nothing listens on these addresses: each run must stop before connecting.
     let relays = "127.0.0.1:1,127.0.0.1:2";
     let me = std::process::id().to_string();
@@ -74,9 +74,46 @@ fn a_kill_names_one_of_the_given_relays_and_a_running_relay() {
         load_with(&[&common[..], &["--relay-pid", "1,2", "--kill-pid", "3"]].concat());
     assert_eq!(code, Some(1), "{err}");
     assert!(
-        err.contains("is not one of the relays' --relay-pid"),
+        err.contains("is neither one of the relays' --relay-pid nor of --nats-pid"),
         "{err}"
     );
+    // A NATS node: one of three, and a running nats-server (this test's process is not).
+    let (code, err) = load_with(
+        &[
+            &common[..],
+            &[
+                "--relay-pid",
+                "1,2",
+                "--nats-pid",
+                &format!("{me},5"),
+                "--kill-pid",
+                &me,
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("needs a cluster of three in --nats-pid"),
+        "{err}"
+    );
+    let nodes = format!("{me},5,6");
+    let (code, err) = load_with(
+        &[
+            &common[..],
+            &[
+                "--relay-pid",
+                "1,2",
+                "--nats-pid",
+                &nodes,
+                "--kill-pid",
+                &me,
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("is not a running nats-server"), "{err}");
     // This test's own process is one of the "relays" here, and no `bsor-stream serve`.
     let pids = format!("{me},2");
     let (code, err) =
