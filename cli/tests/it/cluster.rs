@@ -165,6 +165,34 @@ fn wait(p: &mut Proc, limit: Duration) -> bool {
     }
 }
 
+/// Whether the file at `path` comes to contain `text` within `limit`.
+fn comes_to_say(path: &Path, text: &str, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if std::fs::read_to_string(path).is_ok_and(|t| t.contains(text)) {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The last `lines` lines of each of `dir`'s logs `NAME.log`, for a failure's message.
+fn logs(dir: &Path, names: &[&str], lines: usize) -> String {
+    names
+        .iter()
+        .map(|n| {
+            let t = std::fs::read_to_string(dir.join(format!("{n}.log"))).unwrap_or_default();
+            let last: Vec<_> = t.lines().rev().take(lines).collect();
+            let last: Vec<_> = last.into_iter().rev().collect();
+            format!("--- {n}.log:\n{}", last.join("\n"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The stream a `.bsors` file decodes to, as BSOR bytes.
 fn decoded(stream: &Path) -> Vec<u8> {
     let bytes = std::fs::read(stream).unwrap();
@@ -479,21 +507,10 @@ fn a_nats_node_killed_mid_song_in_a_three_node_cluster_loses_nothing() {
     let warm = crate::http_cli::synth(dir.path(), "warm.bsor", "1");
     let mut warming = start_publish(&warm, &format!("{a},{b}"), "warm", "0", &out("warm.log"));
     // Every log's last lines, for a failure's message.
-    let logs = || {
-        let names = [
-            "warm", "publish", "b", "a", "relay-a", "relay-b", "nats0", "nats1", "nats2",
-        ];
-        names
-            .iter()
-            .map(|n| {
-                let t = std::fs::read_to_string(out(&format!("{n}.log"))).unwrap_or_default();
-                let last: Vec<_> = t.lines().rev().take(12).collect();
-                let last: Vec<_> = last.into_iter().rev().collect();
-                format!("--- {n}.log:\n{}", last.join("\n"))
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    let names = [
+        "warm", "publish", "b", "a", "relay-a", "relay-b", "nats0", "nats1", "nats2",
+    ];
+    let logs = || logs(dir.path(), &names, 12);
     assert!(
         wait(&mut warming, Duration::from_secs(60)),
         "the warm-up session failed\n{}",
@@ -563,17 +580,11 @@ fn a_cluster_at_its_maximum_of_sessions_refuses_a_new_one_until_one_is_archived(
     let other = crate::http_cli::synth(dir.path(), "other.bsor", "4");
     assert_eq!(player_of(&other), player_of(&song));
     let mut two = start_publish_as(&other, a, "two", "0", &out("two.log"), "ptok");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let refused = loop {
-        let log = std::fs::read_to_string(out("two.log")).unwrap_or_default();
-        if log.contains("OverBudget: the cluster holds its maximum of sessions") {
-            break true;
-        }
-        if Instant::now() > deadline {
-            break false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let refused = comes_to_say(
+        &out("two.log"),
+        "OverBudget: the cluster holds its maximum of sessions",
+        Duration::from_secs(10),
+    );
     assert!(
         refused,
         "not refused: {}",
@@ -749,29 +760,14 @@ fn a_mirror_keeps_its_viewer_to_the_end_when_nats_stalls_as_the_publisher_moves(
     };
     signal("-STOP");
     drop(b_proc); // SIGKILL
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let failed = loop {
-        let log = std::fs::read_to_string(out("relay-a.log")).unwrap_or_default();
-        if log.contains("cluster lookup failed session=m") {
-            break true;
-        }
-        if Instant::now() > deadline {
-            break false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let failed = comes_to_say(
+        &out("relay-a.log"),
+        "cluster lookup failed session=m",
+        Duration::from_secs(30),
+    );
     signal("-CONT");
     assert!(failed, "A never looked the session up");
-    let logs = || {
-        ["publish", "a", "relay-a", "relay-c"]
-            .iter()
-            .map(|n| {
-                let t = std::fs::read_to_string(out(&format!("{n}.log"))).unwrap_or_default();
-                format!("--- {n}.log:\n{t}")
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    let logs = || logs(dir.path(), &["publish", "a", "relay-a", "relay-c"], 40);
     assert!(
         wait(&mut publisher, Duration::from_secs(90)),
         "publish failed\n{}",
