@@ -220,8 +220,6 @@ enum Refused {
     Failed,
 }
 
-/// A JetStream error that says a limit was reached (`maximum messages exceeded`,
-/// `maximum bytes exceeded`, ...).
 /// Whether JetStream refused a publish because the subject's last message is not the one
 /// expected: the code async-nats names, or the constant form newer servers send (10164,
 /// which async-nats reports as `Other`).
@@ -233,6 +231,8 @@ fn wrong_last_sequence(e: &jetstream::context::PublishError) -> bool {
             .is_some_and(|j| j.error_code() == ErrorCode::STREAM_WRONG_LAST_SEQUENCE_CONSTANT)
 }
 
+/// A JetStream error that says a limit was reached (`maximum messages exceeded`,
+/// `maximum bytes exceeded`, ...).
 fn is_full(e: &impl std::fmt::Display) -> bool {
     e.to_string().contains("maximum")
 }
@@ -430,7 +430,6 @@ impl Cluster {
         }
     }
 
-    /// The stream and the bucket, made if missing (once NATS answers).
     /// The stream and the bucket, waited for at most the request timeout: a lookup or a
     /// write fails then (its publisher refused with `Internal`, free to try again) rather
     /// than wait for a NATS cluster still electing its leaders.
@@ -532,6 +531,28 @@ impl Cluster {
         if let Some(r) = self.inner.relay.get() {
             r(Box::new(f));
         }
+    }
+
+    /// What `f` reads of the relay, under its lock (`None`: the relay is gone).
+    fn ask<T: Send + 'static>(&self, f: impl FnOnce(&Relay) -> T + Send + 'static) -> Option<T> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.call(move |r, _| {
+            let _ = tx.send(f(r));
+        });
+        rx.try_recv().ok()
+    }
+
+    /// Whether the relay waits for session `name` (a viewer or a publisher of a session it
+    /// does not hold).
+    fn wanted(&self, name: &str) -> bool {
+        let n = name.to_string();
+        self.ask(move |r| r.wants(&n)).unwrap_or(false)
+    }
+
+    /// Whether the relay holds session `name` and it has not ended.
+    fn holds_live(&self, name: &str) -> bool {
+        let n = name.to_string();
+        self.ask(move |r| r.is_live(&n)).unwrap_or(false)
     }
 
     /// Queues the writes among the relay's actions, called under the relay's lock so that
@@ -905,20 +926,16 @@ impl Cluster {
         incarnation: u64,
         id: Id,
     ) -> Result<u64, Refused> {
-        let h = self.handles().await.map_err(|e| {
+        self.handles().await.map_err(|e| {
             tracing::warn!(session = %name, err = %e, "the cluster's store is unavailable");
             Refused::Failed
         })?;
         let expected = match *last {
             Some(l) => l,
-            None => match h.stream.get_last_raw_message_by_subject(subject).await {
-                Ok(m) => m.sequence,
-                Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => 0,
-                Err(e) => {
-                    tracing::warn!(session = %name, err = %e, "the cluster's store is unavailable");
-                    return Err(Refused::Failed);
-                }
-            },
+            None => self.last_sequence(name).await.map_err(|e| {
+                tracing::warn!(session = %name, err = %e, "the cluster's store is unavailable");
+                Refused::Failed
+            })?,
         };
         let mut headers = HeaderMap::new();
         headers.insert("Bsor-Kind", kind);
@@ -965,14 +982,8 @@ impl Cluster {
                 Err(e) if wrong_last_sequence(&e) => {
                     // What the subject holds decides, not the error: a stream's new leader
                     // refuses for a moment after a NATS node is lost.
-                    let (at, mine) = match h.stream.get_last_raw_message_by_subject(subject).await {
-                        Ok(m) => {
-                            let i = m.headers.get("Nats-Msg-Id").map(|v| v.as_str());
-                            (m.sequence, i == Some(id.as_str()))
-                        }
-                        Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {
-                            (0, false)
-                        }
+                    let (at, mine) = match self.last_message(name).await {
+                        Ok((at, i)) => (at, i.as_deref() == Some(id.as_str())),
                         Err(err) if !waiting => {
                             tracing::warn!(session = %name, %err, "the cluster's store is unavailable");
                             return Err(Refused::Failed);
@@ -1132,7 +1143,7 @@ impl Cluster {
                 // A session the relay holds live (a mirror whose publisher came to resume
                 // here): this task replaced its follower, so it follows again, from where
                 // the relay's viewers got to.
-                if self.holds_live(&name).await {
+                if self.holds_live(&name) {
                     scan = None;
                     from = lock(&self.inner.held)
                         .get(&name)
@@ -1142,34 +1153,19 @@ impl Cluster {
                     continue;
                 }
                 // Viewers still waiting: looked up afresh (a new consumer, another node).
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                let n = name.clone();
-                self.call(move |r, _| {
-                    let _ = tx.send(r.wants(&n));
-                });
-                if rx.await.unwrap_or(false) {
+                if self.wanted(&name) {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     let _ = self.inner.relook.send(name);
                 }
                 return;
             }
-            if !self.holds_live(&name).await {
+            if !self.holds_live(&name) {
                 return;
             }
             tracing::info!(session = %name, %err, from, "following the session again");
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(Duration::from_secs(2));
         }
-    }
-
-    /// Whether the relay holds session `name` and it has not ended.
-    async fn holds_live(&self, name: &str) -> bool {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let n = name.to_string();
-        self.call(move |r, _| {
-            let _ = tx.send(r.is_live(&n));
-        });
-        rx.await.unwrap_or(false)
     }
 
     /// Feeds a session's messages from stream sequence `from` to the relay (`from` moves on
@@ -1203,7 +1199,7 @@ impl Cluster {
                     Err(_) => {
                         let last = self.last_sequence(name).await?;
                         tracing::debug!(session = %name, last, from = *from, "a quiet follower");
-                        if last >= (*from).max(1) {
+                        if last >= *from {
                             return Err(format!(
                                 "the consumer stalled: the subject holds sequence {last}, \
                                  nothing came from {}",
@@ -1319,12 +1315,7 @@ impl Cluster {
         }
         loop {
             tokio::time::sleep(Duration::from_secs(1)).await;
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            let n = name.clone();
-            self.call(move |r, _| {
-                let _ = tx.send(r.wants(&n));
-            });
-            if !rx.await.unwrap_or(false) || self.try_lookup(&name).await.unwrap_or(false) {
+            if !self.wanted(&name) || self.try_lookup(&name).await.unwrap_or(false) {
                 break;
             }
         }
@@ -1370,24 +1361,29 @@ impl Cluster {
 
     /// The stream sequence of the last message on session `name`'s subject (0: none).
     async fn last_sequence(&self, name: &str) -> Result<u64, String> {
+        Ok(self.last_message(name).await?.0)
+    }
+
+    /// The stream sequence and the message ID of the last message on session `name`'s
+    /// subject (`(0, None)`: none).
+    async fn last_message(&self, name: &str) -> Result<(u64, Option<String>), String> {
         let h = self.handles().await?;
         match h
             .stream
             .get_last_raw_message_by_subject(&subject(name))
             .await
         {
-            Ok(m) => Ok(m.sequence),
-            Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(0),
+            Ok(m) => {
+                let id = m.headers.get("Nats-Msg-Id").map(|v| v.as_str().to_string());
+                Ok((m.sequence, id))
+            }
+            Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok((0, None)),
             Err(e) => Err(e.to_string()),
         }
     }
 
     fn limits(&self) -> BacklogLimits {
-        let (tx, rx) = std::sync::mpsc::channel();
-        self.call(move |r, _| {
-            let _ = tx.send(r.backlog_limits());
-        });
-        rx.recv().unwrap_or(BacklogLimits {
+        self.ask(|r| r.backlog_limits()).unwrap_or(BacklogLimits {
             chunks: 1,
             bytes: 0,
             max_chunk: 0,
@@ -1484,13 +1480,8 @@ impl Cluster {
                                 me.queue_job(&n).await;
                             });
                         }
-                        let me = self.clone();
-                        let (tx, rx) = tokio::sync::oneshot::channel();
-                        let n = name.clone();
-                        self.call(move |r, _| {
-                            let _ = tx.send(r.wants(&n));
-                        });
-                        if rx.await.unwrap_or(false) {
+                        if self.wanted(&name) {
+                            let me = self.clone();
                             tokio::spawn(async move { me.lookup(name).await });
                         }
                     }

@@ -510,11 +510,11 @@ fn a_nats_node_killed_mid_song_in_a_three_node_cluster_loses_nothing() {
     let names = [
         "warm", "publish", "b", "a", "relay-a", "relay-b", "nats0", "nats1", "nats2",
     ];
-    let logs = || logs(dir.path(), &names, 12);
+    let tails = || logs(dir.path(), &names, 12);
     assert!(
         wait(&mut warming, Duration::from_secs(60)),
         "the warm-up session failed\n{}",
-        logs()
+        tails()
     );
     let mut publisher = start_publish(&replay, &format!("{a},{b}"), "n", "20", &out("publish.log"));
     std::thread::sleep(Duration::from_secs(3));
@@ -522,13 +522,13 @@ fn a_nats_node_killed_mid_song_in_a_three_node_cluster_loses_nothing() {
     assert!(
         wait(&mut publisher, Duration::from_secs(120)),
         "publish failed\n{}",
-        logs()
+        tails()
     );
     for v in &mut viewers {
         assert!(
             wait(v, Duration::from_secs(60)),
             "a viewer failed\n{}",
-            logs()
+            tails()
         );
     }
     let original = std::fs::read(&replay).unwrap();
@@ -767,17 +767,17 @@ fn a_mirror_keeps_its_viewer_to_the_end_when_nats_stalls_as_the_publisher_moves(
     );
     signal("-CONT");
     assert!(failed, "A never looked the session up");
-    let logs = || logs(dir.path(), &["publish", "a", "relay-a", "relay-c"], 40);
+    let tails = || logs(dir.path(), &["publish", "a", "relay-a", "relay-c"], 40);
     assert!(
         wait(&mut publisher, Duration::from_secs(90)),
         "publish failed\n{}",
-        logs()
+        tails()
     );
     // A's viewer gets the whole song: A follows the session again.
     assert!(
         wait(&mut viewer, Duration::from_secs(60)),
         "A's viewer failed\n{}",
-        logs()
+        tails()
     );
     assert!(decoded(&out("a.bsors")) == std::fs::read(&replay).unwrap());
 }

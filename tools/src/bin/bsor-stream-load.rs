@@ -711,28 +711,15 @@ fn report_kill(run: &Run, kill: &Kill, killed_at: u64) -> bool {
         kill.pid,
         ms(run.starts.first().copied().unwrap_or(0), killed_at) / 1000.0
     );
-    // Every client, moved or not (a NATS node's loss moves none): its longest wait across
-    // the kill, from its last event before to its first after.
-    let across = |events: &mut dyn Iterator<Item = u64>| {
-        let mut before = None;
-        for at in events {
-            if at > killed_at {
-                return before.map(|b| ms(b, at));
-            }
-            before = Some(at);
-        }
-        None
-    };
-    let acks: Vec<f64> = run
-        .sent
-        .iter()
-        .filter_map(|p| across(&mut p.acks.iter().map(|a| a.1)))
-        .collect();
-    let chunks: Vec<f64> = run
-        .seen
-        .iter()
-        .filter_map(|v| across(&mut v.arrivals.iter().map(|a| a.1)))
-        .collect();
+    // Every client, moved or not (a NATS node's loss moves none): its wait across the kill,
+    // from its last event before to its first after.
+    let (mut acks, mut chunks, mut unused) = (Vec::new(), Vec::new(), Vec::new());
+    for p in run.sent {
+        resumed(&p.acks, killed_at, killed_at, &mut unused, &mut acks);
+    }
+    for v in run.seen {
+        resumed(&v.arrivals, killed_at, killed_at, &mut unused, &mut chunks);
+    }
     println!(
         "across the kill, every client: publishers' last ack before -> first after: {}; \
          viewers' last chunk before -> first after: {}",
