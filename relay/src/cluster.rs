@@ -6,8 +6,9 @@
 //! to it. This file is that shell:
 //!
 //! - **One stream, a subject per session**: `bsor.live.<hex of the name>` in the stream
-//!   `BSOR_LIVE`; on each subject the stream header, then the chunks in sequence order, then
-//!   an end marker. The message kind is the header `Bsor-Kind` (`header`, `chunk`, `end`);
+//!   `BSOR_LIVE`; on each subject the stream header, then the chunks in sequence order (one
+//!   or more consecutive whole chunks a message: a writer behind its publisher puts the
+//!   chunks waiting in its queue into one message), then an end marker. The message kind is the header `Bsor-Kind` (`header`, `chunk`, `end`);
 //!   an end marker says its reason in `Bsor-End` (`finished`, `gone`).
 //! - **One writer per session a publisher here sends**: each message published with
 //!   `Nats-Expected-Last-Subject-Sequence` (the last message this relay knows on the
@@ -41,7 +42,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, kv, stream};
 use async_nats::HeaderMap;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, OnceCell};
 
@@ -88,6 +89,9 @@ const MARK_ATTEMPTS: u32 = 10;
 const WRITE_PATIENCE: Duration = Duration::from_secs(10);
 /// The pause before a message refused for a moment is sent again.
 const RETRY_PAUSE: Duration = Duration::from_millis(250);
+/// At most this many bytes of chunks in one message (one larger chunk goes alone): well
+/// under NATS's default limit of 1 MiB a message.
+const MESSAGE_BYTES: usize = 256 << 10;
 
 /// How a relay joins a cluster.
 #[derive(Clone, Debug)]
@@ -746,7 +750,41 @@ impl Cluster {
                         ahead.push_front(Write::Header(header));
                         continue;
                     }
-                    let seq = head.seq;
+                    let first = head.seq;
+                    // The chunks waiting behind this one go with it, as many as fit: one
+                    // acknowledgement for them all, so a session whose acknowledgements
+                    // come slower than its chunks catches up instead of falling further
+                    // behind with every chunk.
+                    let mut through = first;
+                    let mut more = Vec::new();
+                    let mut size = c.len();
+                    while ahead.is_empty() {
+                        let Ok(w) = rx.try_recv() else { break };
+                        self.dequeued(&pending, &w);
+                        match w {
+                            Write::Chunk(next)
+                                if size + next.len() <= MESSAGE_BYTES
+                                    && ChunkHeader::parse_at(&next).is_some_and(|(h, _)| {
+                                        Some(h.seq) == through.checked_add(1)
+                                    }) =>
+                            {
+                                through += 1;
+                                size += next.len();
+                                more.push(next);
+                            }
+                            w => ahead.push_back(w),
+                        }
+                    }
+                    let payload = if more.is_empty() {
+                        c
+                    } else {
+                        let mut m = BytesMut::with_capacity(size);
+                        m.extend_from_slice(&c);
+                        for next in &more {
+                            m.extend_from_slice(next);
+                        }
+                        m.freeze()
+                    };
                     let r = self
                         .publish(
                             &name,
@@ -754,15 +792,17 @@ impl Cluster {
                             &mut last,
                             "chunk",
                             None,
-                            c,
+                            payload,
                             incarnation,
-                            Id::Seq(seq),
+                            Id::Seq(first),
                         )
                         .await;
                     if let Ok(at) = r {
-                        self.note_index(&name, seq, at);
+                        for seq in first..=through {
+                            self.note_index(&name, seq, at);
+                        }
                         let n = name.clone();
-                        self.call(move |r, now| r.stored(&n, seq, now));
+                        self.call(move |r, now| r.stored(&n, through, now));
                     }
                     r.map(|_| ())
                 }
@@ -1249,12 +1289,18 @@ impl Cluster {
             }
             match kind.as_str() {
                 "chunk" => {
-                    if let Some((head, _)) = ChunkHeader::parse_at(&payload) {
+                    let Some(chunks) = chunks_of(&payload) else {
+                        tracing::warn!(session = %name, at, "a chunk message that does not parse");
+                        continue;
+                    };
+                    for (head, _) in &chunks {
                         self.note_index(name, head.seq, at);
                     }
                     let n = name.to_string();
                     self.call(move |r, now| {
-                        r.mirrored(&n, payload, now);
+                        for (_, c) in chunks {
+                            r.mirrored(&n, c, now);
+                        }
                     });
                 }
                 "witness" => {
@@ -1407,9 +1453,11 @@ impl Cluster {
         });
     }
 
+    /// Chunks `f.seq` on (at least one, at most `f.max_chunks`, no more once `f.max_bytes`
+    /// are reached), each message that holds them read once.
     async fn try_fetch(&self, f: &Fetch) -> Result<Vec<Bytes>, String> {
         let h = self.handles().await?;
-        let wanted: Vec<u64> = {
+        let mut wanted: Vec<u64> = {
             let held = lock(&self.inner.held);
             let index = held.get(&f.session).map(|h| &h.index[..]).unwrap_or(&[]);
             index
@@ -1419,18 +1467,35 @@ impl Cluster {
                 .copied()
                 .collect()
         };
+        wanted.dedup();
         let mut out = Vec::new();
         let mut bytes = 0;
+        let mut next = f.seq;
         for at in wanted {
             let m = h
                 .stream
                 .get_raw_message(at)
                 .await
                 .map_err(|e| e.to_string())?;
-            bytes += m.payload.len();
-            out.push(m.payload);
-            if bytes >= f.max_bytes {
-                break;
+            let chunks = chunks_of(&m.payload)
+                .ok_or_else(|| format!("the message at stream sequence {at} holds no chunks"))?;
+            // A message's chunks before the one wanted were sent already.
+            for (head, chunk) in chunks {
+                if head.seq < next {
+                    continue;
+                }
+                if head.seq != next {
+                    return Err(format!(
+                        "stream sequence {at} holds chunk {} where {next} was due",
+                        head.seq
+                    ));
+                }
+                next += 1;
+                bytes += chunk.len();
+                out.push(chunk);
+                if bytes >= f.max_bytes || out.len() >= f.max_chunks.max(1) {
+                    return Ok(out);
+                }
             }
         }
         Ok(out)
@@ -1760,7 +1825,7 @@ impl Assembly {
         kind: Option<&str>,
         end: Option<&str>,
         count: Option<&str>,
-        payload: &[u8],
+        payload: &Bytes,
     ) -> bool {
         if self.refused.is_some() || self.end.is_some() {
             return false;
@@ -1771,17 +1836,10 @@ impl Assembly {
             }
             Some("header") => Some("a second header".into()),
             Some("chunk") if self.out.is_empty() => Some("a chunk before the header".into()),
-            Some("chunk") => match ChunkHeader::parse_at(payload) {
-                Some((c, _)) if c.seq == self.chunks => {
-                    match bsor_stream_core::net::wire::check_chunk(payload) {
-                        Ok(()) => {
-                            self.chunks += 1;
-                            (self.out.write(payload).is_err()).then(|| "a chunk".to_string())
-                        }
-                        Err(e) => Some(format!("chunk {}: {e}", c.seq)),
-                    }
-                }
-                Some((c, _)) => Some(format!("chunk {} where {} was due", c.seq, self.chunks)),
+            Some("chunk") => match chunks_of(payload) {
+                Some(chunks) => chunks
+                    .iter()
+                    .find_map(|(c, chunk)| self.take_chunk(c, chunk)),
                 None => Some(format!("chunk {} does not parse", self.chunks)),
             },
             Some("witness") => {
@@ -1813,6 +1871,18 @@ impl Assembly {
         self.refused.is_none() && self.end.is_none()
     }
 
+    /// One chunk of a `chunk` message: why the subject is refused, if it is.
+    fn take_chunk(&mut self, c: &ChunkHeader, chunk: &[u8]) -> Option<String> {
+        if c.seq != self.chunks {
+            return Some(format!("chunk {} where {} was due", c.seq, self.chunks));
+        }
+        if let Err(e) = bsor_stream_core::net::wire::check_chunk(chunk) {
+            return Some(format!("chunk {}: {e}", c.seq));
+        }
+        self.chunks += 1;
+        (self.out.write(chunk).is_err()).then(|| "a chunk".to_string())
+    }
+
     fn finish(self) -> Whole {
         if let Some(why) = self.refused {
             return Whole::Refused(why);
@@ -1829,6 +1899,24 @@ impl Assembly {
             None => Whole::Refused("it has no end marker".into()),
         }
     }
+}
+
+/// The whole chunks a `chunk` message holds, back to back, with their headers; `None`
+/// when it holds anything else (an empty payload, a chunk cut short, bytes after the last
+/// one). A chunk's CRCs are not checked here.
+fn chunks_of(payload: &Bytes) -> Option<Vec<(ChunkHeader, Bytes)>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < payload.len() {
+        let (head, head_len) = ChunkHeader::parse_at(&payload[at..])?;
+        let end = at.checked_add(head_len)?.checked_add(head.len as usize)?;
+        if end > payload.len() {
+            return None;
+        }
+        out.push((head, payload.slice(at..end)));
+        at = end;
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 fn end_reason(why: Option<&str>) -> EndReason {
@@ -1885,37 +1973,46 @@ impl Scan {
                 self.header = Some(payload);
             }
             "chunk" => {
-                let Some((h, _)) = ChunkHeader::parse_at(&payload) else {
+                let Some(chunks) = chunks_of(&payload) else {
                     self.broken = true;
                     return;
                 };
-                if h.seq != self.chunks || self.header.is_none() {
-                    self.broken = true;
-                    return;
-                }
-                self.chunks += 1;
-                self.bytes += payload.len() as u64;
-                self.index.push(at);
-                if h.seq == 0 && h.kind == ChunkType::Unknown(0x10) && payload.len() <= 4096 {
-                    self.key_chunk = Some(payload.clone());
-                }
-                if h.kind == ChunkType::Keyframes {
-                    self.backlog.clear();
-                    self.backlog_bytes = 0;
-                }
-                self.backlog_bytes += payload.len();
-                self.backlog.push_back(payload);
-                while self.backlog.len() > 1
-                    && (self.backlog.len() > self.limits.chunks
-                        || self.backlog_bytes > self.limits.bytes)
-                {
-                    if let Some(b) = self.backlog.pop_front() {
-                        self.backlog_bytes -= b.len();
+                for (h, chunk) in chunks {
+                    self.take_chunk(h, chunk, at);
+                    if self.broken {
+                        return;
                     }
                 }
             }
             "end" => self.end = Some(end_reason(end)),
             _ => {}
+        }
+    }
+
+    /// One chunk of a message at stream sequence `at`.
+    fn take_chunk(&mut self, h: ChunkHeader, chunk: Bytes, at: u64) {
+        if h.seq != self.chunks || self.header.is_none() {
+            self.broken = true;
+            return;
+        }
+        self.chunks += 1;
+        self.bytes += chunk.len() as u64;
+        self.index.push(at);
+        if h.seq == 0 && h.kind == ChunkType::Unknown(0x10) && chunk.len() <= 4096 {
+            self.key_chunk = Some(chunk.clone());
+        }
+        if h.kind == ChunkType::Keyframes {
+            self.backlog.clear();
+            self.backlog_bytes = 0;
+        }
+        self.backlog_bytes += chunk.len();
+        self.backlog.push_back(chunk);
+        while self.backlog.len() > 1
+            && (self.backlog.len() > self.limits.chunks || self.backlog_bytes > self.limits.bytes)
+        {
+            if let Some(b) = self.backlog.pop_front() {
+                self.backlog_bytes -= b.len();
+            }
         }
     }
 
@@ -1982,21 +2079,21 @@ mod tests {
     /// What may happen to a subject between the publisher and the archive.
     #[derive(Clone, Debug)]
     enum Op {
-        /// A witness statement after chunk i (harmless).
+        /// A witness statement after chunk message i (harmless).
         Witness(usize, Vec<u8>),
         /// A message of a kind this version does not know (harmless).
         Unknown(usize),
         /// Something after the end marker (harmless: the end is the end).
         AfterEnd,
-        /// Chunk i missing.
+        /// Chunk message i missing.
         Drop(usize),
-        /// Chunk i twice.
+        /// Chunk message i twice.
         Dup(usize),
-        /// Chunks i and i+1 in the wrong order.
+        /// Chunk messages i and i+1 in the wrong order.
         Swap(usize),
-        /// A byte of chunk i changed.
+        /// A byte of chunk message i changed.
         Corrupt(usize, usize, u8),
-        /// A second header after chunk i.
+        /// A second header after chunk message i.
         SecondHeader(usize),
         /// The end marker says the publisher went.
         EndGone,
@@ -2009,6 +2106,34 @@ mod tests {
         fn harmless(&self) -> bool {
             matches!(self, Op::Witness(..) | Op::Unknown(_) | Op::AfterEnd)
         }
+    }
+
+    /// A message's whole chunks come back as they went in; a message cut anywhere, or
+    /// with anything after its last chunk, holds none.
+    #[test]
+    fn a_message_holds_whole_chunks_or_none() {
+        let (header, chunks, _) = published();
+        let three = Bytes::from(chunks[..3].concat());
+        let got = chunks_of(&three).unwrap();
+        assert_eq!(got.len(), 3);
+        for (k, (head, c)) in got.iter().enumerate() {
+            assert_eq!(head.seq, k as u32);
+            assert_eq!(c, &chunks[k]);
+        }
+        for cut in 1..three.len() {
+            let parts = chunks_of(&three.slice(..cut));
+            let whole = cut == chunks[0].len() || cut == chunks[0].len() + chunks[1].len();
+            assert_eq!(
+                parts.map(|p| p.len()),
+                whole.then_some(if cut == chunks[0].len() { 1 } else { 2 }),
+                "cut at {cut}"
+            );
+        }
+        let mut trailing = three.to_vec();
+        trailing.push(0);
+        assert!(chunks_of(&Bytes::from(trailing)).is_none());
+        assert!(chunks_of(&Bytes::new()).is_none());
+        assert!(chunks_of(&header).is_none());
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -2032,7 +2157,7 @@ mod tests {
 
     type Message = (Option<&'static str>, Option<&'static str>, Bytes);
 
-    /// Chunk i's place in `msgs` (counting round the chunks there are).
+    /// Chunk message i's place in `msgs` (counting round the chunk messages there are).
     fn place(msgs: &[Message], i: usize) -> usize {
         let places: Vec<usize> = msgs
             .iter()
@@ -2048,16 +2173,27 @@ mod tests {
 
         /// Whatever the archive reads as whole is exactly the stream the publisher sent,
         /// with exactly the statements on the subject; a subject that lost, repeated,
-        /// reordered or changed anything, or did not finish, is refused.
+        /// reordered or changed anything, or did not finish, is refused. The chunks go
+        /// into messages as a writer puts them (`groups`: how many chunks each message
+        /// holds, taken in turn), and the ops act on messages.
         #[test]
         fn what_is_archived_is_exactly_what_was_published(
             ops in proptest::collection::vec(op(), 0..4),
+            groups in proptest::collection::vec(1..5usize, 1..8),
             small in any::<bool>(),
         ) {
             let (header, chunks, reference) = published();
             let n = chunks.len();
             let mut msgs: Vec<Message> = vec![(Some("header"), None, header.clone())];
-            msgs.extend(chunks.iter().map(|c| (Some("chunk"), None, c.clone())));
+            let mut rest = &chunks[..];
+            for g in groups.iter().cycle() {
+                if rest.is_empty() {
+                    break;
+                }
+                let (these, after) = rest.split_at((*g).min(rest.len()));
+                msgs.push((Some("chunk"), None, Bytes::from(these.concat())));
+                rest = after;
+            }
             let mut end = Some((Some("end"), Some("finished"), Bytes::new()));
             let mut after = Vec::new();
             for op in &ops {
@@ -2100,12 +2236,13 @@ mod tests {
                 }
             }
             // Broken or not is what the subject holds, not which ops ran (two swaps of one
-            // pair, one byte changed twice, a chunk repeated then dropped leave it as it
-            // was): the chunks exactly the published ones in order, one header, a finished
-            // end marker.
-            let kept: Vec<&Bytes> =
-                msgs.iter().filter(|m| m.0 == Some("chunk")).map(|m| &m.2).collect();
-            let chunks_intact = kept.len() == n && kept.iter().zip(&chunks).all(|(a, b)| *a == b);
+            // pair, one byte changed twice, a message repeated then dropped leave it as it
+            // was): the chunks exactly the published ones in order (the messages' bytes
+            // those of the chunks: every message holds whole chunks), one header, a
+            // finished end marker.
+            let kept: Vec<u8> =
+                msgs.iter().filter(|m| m.0 == Some("chunk")).flat_map(|m| m.2.to_vec()).collect();
+            let chunks_intact = kept == chunks.concat();
             let headers = msgs.iter().filter(|m| m.0 == Some("header")).count();
             let broken = !(chunks_intact
                 && headers == 1
