@@ -20,13 +20,14 @@
 //!   digest of the publisher's key, the player its token grants, and whether it ended. A
 //!   new session's entry is created with JetStream's create-if-absent: of two publishers
 //!   claiming one new name on two relays, one gets it.
-//! - **A follower per live session held**: an ordered consumer on its subject feeds every
-//!   chunk JetStream holds to [`Relay::mirrored`] (the chunks the relay has are dropped
+//! - **A follower per live session held**: an ordered consumer on its subject, then its
+//!   tap (the stream republishes each message it stores), feeds every chunk JetStream
+//!   holds to [`Relay::mirrored`] (the chunks the relay has are dropped
 //!   there), and the end marker to [`Relay::mirror_ended`]. A relay whose viewers watch a
 //!   session published elsewhere serves them from it; a relay whose publisher moved learns
 //!   it from it.
 //! - **Lookups** ([`RelayAction::Lookup`]): the bucket's entry, then the subject read from
-//!   its start (the header, the key chunk, the last keyframe group within the backlog's
+//!   its start (the header, the key chunk, the last chunks within the backlog's
 //!   limits, and the stream sequence of every chunk, for complete-mode reads), handed to
 //!   [`Relay::restored`]; a live one then keeps being followed. One watcher of the bucket
 //!   looks a session up again when it starts while a viewer here waits for it.
@@ -331,6 +332,21 @@ fn subject(name: &str) -> String {
     format!("bsor.live.{}", hex::encode(name))
 }
 
+/// Where the stream republishes what it stores on a session's subject (the tap its
+/// followers listen to).
+fn tap(name: &str) -> String {
+    format!("bsor.tap.{}", hex::encode(name))
+}
+
+/// The stream's republication of every message it stores, on the session's tap.
+fn republish() -> stream::Republish {
+    stream::Republish {
+        source: SUBJECTS.into(),
+        destination: "bsor.tap.{{wildcard(1)}}".into(),
+        headers_only: false,
+    }
+}
+
 /// The bucket's key of a session.
 fn key_of(name: &str) -> String {
     hex::encode(name)
@@ -468,6 +484,7 @@ impl Cluster {
                     // holds it. Without a limit of its own, nats-server 2.15 refuses a
                     // stream's 1,001st consumer (300 sessions on three relays reach it).
                     max_consumers: MAX_CONSUMERS,
+                    republish: Some(republish()),
                     ..Default::default()
                 };
                 let stream = inner
@@ -475,12 +492,13 @@ impl Cluster {
                     .get_or_create_stream(config)
                     .await
                     .map_err(|e| format!("the stream {STREAM}: {e}"))?;
-                // A stream made before the consumer limit was set gets it (its
+                // A stream made by an older relay gets the consumer limit and the tap (its
                 // configuration as the answer above gave it).
                 let found = &stream.cached_info().config;
-                if found.max_consumers < MAX_CONSUMERS {
+                if found.max_consumers < MAX_CONSUMERS || found.republish != Some(republish()) {
                     let mut config = found.clone();
                     config.max_consumers = MAX_CONSUMERS;
+                    config.republish = Some(republish());
                     inner
                         .js
                         .update_stream(config)
@@ -1209,118 +1227,174 @@ impl Cluster {
     }
 
     /// Feeds a session's messages from stream sequence `from` to the relay (`from` moves on
-    /// past each), until its end marker (`Ok(true)`), the consumer's end (`Ok(false)`) or
-    /// an error. With `scan`, the messages up to stream sequence `scan.0` are gathered into
-    /// `scan.1` first (a lookup), and handed to the relay in one [`Relay::restored`] when
-    /// they are all read.
+    /// past each), until its end marker (`Ok(true)`) or an error. What the subject holds
+    /// from `from` on is read through a consumer; then the tap (the stream's republication
+    /// of each message it stores) brings the rest as it is stored, with no read of the
+    /// store: a message that does not follow the last one fed (one lost on the way, a NATS
+    /// node lost), or 2 s of quiet while the subject holds more, sends the follower back to
+    /// the consumer from where it got to. With `scan`, the messages up to stream sequence
+    /// `scan.0` are gathered into `scan.1` first (a lookup), and handed to the relay in one
+    /// [`Relay::restored`] when they are all read.
     async fn run_follower(
         &self,
         name: &str,
         from: &mut u64,
         scan: &mut Option<(u64, Scan)>,
     ) -> Result<bool, String> {
-        let mut messages = self.consumer(name, *from).await?;
-        // A lookup's read is bounded: a consumer that stalls (its node lost) fails the
-        // lookup, which is tried again, rather than leave viewers waiting on it.
-        let scan_by = tokio::time::Instant::now() + SCAN_LIMIT;
+        // Subscribed before the consumer reads: nothing stored meanwhile is missed.
+        let mut tap = self
+            .inner
+            .js
+            .client()
+            .subscribe(tap(name))
+            .await
+            .map_err(|e| e.to_string())?;
         loop {
-            let next = if scan.is_some() {
-                match tokio::time::timeout_at(scan_by, messages.next()).await {
-                    Ok(n) => n,
-                    Err(_) => return Err("the lookup's read timed out".into()),
-                }
-            } else {
-                match tokio::time::timeout(STALL_CHECK, messages.next()).await {
-                    Ok(n) => n,
-                    // Quiet: a paused song, or a consumer that stalls after its NATS node
-                    // was lost (the client's own recovery may retry for long, silently).
-                    // When the subject holds what it has not delivered, a new consumer
-                    // takes over from where this one got to.
+            let upto = match scan {
+                Some((upto, _)) => *upto,
+                None => self.last_sequence(name).await?,
+            };
+            if upto >= *from && self.catch_up(name, from, upto, scan).await? {
+                return Ok(true);
+            }
+            loop {
+                let m = match tokio::time::timeout(STALL_CHECK, tap.next()).await {
+                    Ok(Some(m)) => m,
+                    Ok(None) => return Err("the tap's subscription ended".into()),
+                    // Quiet: a paused song, or a message lost on the way.
                     Err(_) => {
                         let last = self.last_sequence(name).await?;
                         tracing::debug!(session = %name, last, from = *from, "a quiet follower");
                         if last >= *from {
-                            return Err(format!(
-                                "the consumer stalled: the subject holds sequence {last}, \
-                                 nothing came from {}",
-                                *from
-                            ));
+                            tracing::info!(session = %name, last, from = *from, "the subject holds what the tap did not bring");
+                            break;
                         }
                         continue;
                     }
+                };
+                let number = |key: &str| {
+                    m.headers
+                        .as_ref()
+                        .and_then(|h| h.get(key))
+                        .and_then(|v| v.as_str().parse::<u64>().ok())
+                };
+                let (Some(at), Some(before)) =
+                    (number("Nats-Sequence"), number("Nats-Last-Sequence"))
+                else {
+                    continue;
+                };
+                if at < *from {
+                    continue; // read through the consumer already
                 }
-            };
-            let Some(m) = next else { break };
-            let m = m.map_err(|e| e.to_string())?;
+                if before.checked_add(1) != Some(*from) {
+                    tracing::info!(session = %name, at, before, from = *from, "the tap skipped a message");
+                    break;
+                }
+                if self.take_message(name, from, scan, m.headers.as_ref(), m.payload, at) {
+                    return Ok(true);
+                }
+            }
+        }
+    }
+
+    /// Reads session `name`'s subject through a consumer from `from` to stream sequence
+    /// `upto`, feeding each message; `Ok(true)` at its end marker.
+    async fn catch_up(
+        &self,
+        name: &str,
+        from: &mut u64,
+        upto: u64,
+        scan: &mut Option<(u64, Scan)>,
+    ) -> Result<bool, String> {
+        let mut messages = self.consumer(name, *from).await?;
+        // Bounded: a consumer that stalls (its node lost) fails the read, which is tried
+        // again, rather than leave viewers waiting on it.
+        let by = tokio::time::Instant::now() + SCAN_LIMIT;
+        while *from <= upto {
+            let m = tokio::time::timeout_at(by, messages.next())
+                .await
+                .map_err(|_| "the consumer's read timed out".to_string())?
+                .ok_or("the consumer's messages ended")?
+                .map_err(|e| e.to_string())?;
             let at = m.info().map(|i| i.stream_sequence).unwrap_or(0);
             if at < *from {
                 continue; // delivered again after a restart: already fed
             }
-            *from = at + 1;
-            let kind = m
-                .message
-                .headers
-                .as_ref()
-                .and_then(|h| h.get("Bsor-Kind"))
-                .map(|v| v.as_str().to_string())
-                .unwrap_or_default();
-            let end = m
-                .message
-                .headers
-                .as_ref()
-                .and_then(|h| h.get("Bsor-End"))
-                .map(|v| v.as_str().to_string());
             let payload = m.message.payload.clone();
-            if let Some((upto, s)) = scan.as_mut() {
-                s.take(&kind, end.as_deref(), payload, at);
-                if at >= *upto {
-                    if let Some((_, s)) = scan.take() {
-                        let live = s.end.is_none();
-                        self.finish_scan(name, s, *from);
-                        if !live {
-                            return Ok(true);
-                        }
-                    }
-                }
-                continue;
-            }
-            if let Some(h) = lock(&self.inner.held).get_mut(name) {
-                h.fed = *from;
-            }
-            match kind.as_str() {
-                "chunk" => {
-                    let Some(chunks) = chunks_of(&payload) else {
-                        tracing::warn!(session = %name, at, "a chunk message that does not parse");
-                        continue;
-                    };
-                    for (head, _) in &chunks {
-                        self.note_index(name, head.seq, at);
-                    }
-                    let n = name.to_string();
-                    self.call(move |r, now| {
-                        for (_, c) in chunks {
-                            r.mirrored(&n, c, now);
-                        }
-                    });
-                }
-                "witness" => {
-                    let n = name.to_string();
-                    self.call(move |r, now| r.mirrored_witness(&n, payload, now));
-                }
-                "end" => {
-                    let reason = end_reason(end.as_deref());
-                    if let Some(h) = lock(&self.inner.held).get_mut(name) {
-                        h.ended = true;
-                        h.follower = None;
-                    }
-                    let n = name.to_string();
-                    self.call(move |r, now| r.mirror_ended(&n, reason, now));
-                    return Ok(true);
-                }
-                _ => {}
+            if self.take_message(name, from, scan, m.message.headers.as_ref(), payload, at) {
+                return Ok(true);
             }
         }
         Ok(false)
+    }
+
+    /// One message of session `name`'s subject, at stream sequence `at` (`from` moves past
+    /// it): into the lookup's scan while there is one, else to the relay. True at the end
+    /// marker.
+    fn take_message(
+        &self,
+        name: &str,
+        from: &mut u64,
+        scan: &mut Option<(u64, Scan)>,
+        headers: Option<&HeaderMap>,
+        payload: Bytes,
+        at: u64,
+    ) -> bool {
+        *from = at + 1;
+        let header = |key: &str| {
+            headers
+                .and_then(|h| h.get(key))
+                .map(|v| v.as_str().to_string())
+        };
+        let kind = header("Bsor-Kind").unwrap_or_default();
+        let end = header("Bsor-End");
+        if let Some((upto, s)) = scan.as_mut() {
+            s.take(&kind, end.as_deref(), payload, at);
+            if at >= *upto {
+                if let Some((_, s)) = scan.take() {
+                    let live = s.end.is_none();
+                    self.finish_scan(name, s, *from);
+                    return !live;
+                }
+            }
+            return false;
+        }
+        if let Some(h) = lock(&self.inner.held).get_mut(name) {
+            h.fed = *from;
+        }
+        match kind.as_str() {
+            "chunk" => {
+                let Some(chunks) = chunks_of(&payload) else {
+                    tracing::warn!(session = %name, at, "a chunk message that does not parse");
+                    return false;
+                };
+                for (head, _) in &chunks {
+                    self.note_index(name, head.seq, at);
+                }
+                let n = name.to_string();
+                self.call(move |r, now| {
+                    for (_, c) in chunks {
+                        r.mirrored(&n, c, now);
+                    }
+                });
+            }
+            "witness" => {
+                let n = name.to_string();
+                self.call(move |r, now| r.mirrored_witness(&n, payload, now));
+            }
+            "end" => {
+                let reason = end_reason(end.as_deref());
+                if let Some(h) = lock(&self.inner.held).get_mut(name) {
+                    h.ended = true;
+                    h.follower = None;
+                }
+                let n = name.to_string();
+                self.call(move |r, now| r.mirror_ended(&n, reason, now));
+                return true;
+            }
+            _ => {}
+        }
+        false
     }
 
     /// A lookup's answer to the relay, and what the shell keeps of it.
@@ -1934,7 +2008,7 @@ struct Scan {
     key_chunk: Option<Bytes>,
     chunks: u32,
     bytes: u64,
-    /// The last chunks, from the last keyframe chunk on, within the limits.
+    /// The last chunks, within the limits (as the relay's own backlog keeps them).
     backlog: VecDeque<Bytes>,
     backlog_bytes: usize,
     index: Vec<u64>,
@@ -2000,10 +2074,6 @@ impl Scan {
         self.index.push(at);
         if h.seq == 0 && h.kind == ChunkType::Unknown(0x10) && chunk.len() <= 4096 {
             self.key_chunk = Some(chunk.clone());
-        }
-        if h.kind == ChunkType::Keyframes {
-            self.backlog.clear();
-            self.backlog_bytes = 0;
         }
         self.backlog_bytes += chunk.len();
         self.backlog.push_back(chunk);

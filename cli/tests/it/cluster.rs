@@ -224,6 +224,12 @@ fn jetstream_messages(dir: &Path) -> std::collections::BTreeMap<String, u64> {
                 // refuses the 1,001st consumer (300 sessions on three relays).
                 let max = s["config"]["max_consumers"].as_i64().unwrap();
                 assert!(max >= 100_000, "BSOR_LIVE takes {max} consumers");
+                // Followers take what is stored from the tap, not through a consumer.
+                assert_eq!(
+                    s["config"]["republish"]["dest"], "bsor.tap.{{wildcard(1)}}",
+                    "{}",
+                    s["config"]
+                );
             }
             out.insert(
                 s["name"].as_str().unwrap().to_string(),

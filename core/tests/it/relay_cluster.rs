@@ -444,10 +444,6 @@ impl Cluster {
             if h.seq == 0 && h.kind == ChunkType::Unknown(0x10) && c.len() <= 4096 {
                 key_chunk = Some(c.clone());
             }
-            if h.kind == ChunkType::Keyframes {
-                backlog.clear();
-                backlog_bytes = 0;
-            }
             backlog_bytes += c.len();
             backlog.push_back(c.clone());
             while backlog.len() > 1
@@ -725,6 +721,97 @@ fn acks_wait_for_the_store_and_name_the_last_chunk_it_holds() {
     assert_eq!(net.acks(0, back).len(), before + 1);
     assert!(net.acks(0, back).iter().all(|&a| a <= 11));
     assert_eq!(net.assert_store_prefix(&chunks), 12);
+}
+
+/// The chunks a viewer received, in order.
+fn chunks_received(net: &Cluster, i: usize, c: ConnId) -> Vec<ChunkHeader> {
+    net.messages(i, c)
+        .iter()
+        .filter_map(|m| match m {
+            Message::Chunk(b) => Some(ChunkHeader::parse_at(b).unwrap().0),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_viewer_waiting_for_a_session_a_lookup_finds_under_way_gets_what_it_waited_for() {
+    let (r, header, chunks) = stream();
+    let config = RelayConfig {
+        backlog_chunks: 4096,
+        ..cluster_config()
+    };
+    let mut net = Cluster::with_config(3, config);
+    // The relays' clock runs with the song: chunk k is sent at its song time.
+    let at = |c: &Bytes| 1_000 + (ChunkHeader::parse_at(c).unwrap().0.t0 * 1000.0) as u64;
+    net.now = 1_000;
+    // Waiting on relay 1 from before the session starts.
+    let early = net.viewer(1, ViewMode::Live);
+    let p = net.publisher(0, false, 1);
+    net.send(0, p, Message::StreamHeader(header.clone()));
+    // About 3 s of song: what a viewer's queue takes at once (64 messages).
+    let before = chunks.len() / 6;
+    let mut middle = None;
+    for (k, c) in chunks[..before].iter().enumerate() {
+        net.now = net.now.max(at(c));
+        if k == before / 2 {
+            // Waiting on relay 2 from the middle of what is sent before any lookup.
+            middle = Some((
+                net.viewer(2, ViewMode::Live),
+                ChunkHeader::parse_at(c).unwrap().0.t0,
+            ));
+        }
+        net.send(0, p, Message::Chunk(c.clone()));
+    }
+    // Relays 1 and 2 look the session up only now (their lookups came late), and follow.
+    net.follow();
+    // A viewer coming to relay 1, which holds the session now: the latest group.
+    let latecomer = net.viewer(1, ViewMode::Live);
+    for c in &chunks[before..] {
+        net.now = net.now.max(at(c));
+        net.send(0, p, Message::Chunk(c.clone()));
+        net.follow();
+    }
+    net.send(0, p, Message::End(EndReason::Finished));
+    net.follow();
+    // Waiting all along: every chunk, as on the publisher's relay.
+    let (bytes, _) = net.received(1, early);
+    assert!(
+        decodes_to(&bytes, &r),
+        "the viewer that waited from the start"
+    );
+    assert_eq!(chunks_received(&net, 1, early).len(), chunks.len());
+    // From the middle: from the keyframe group of its song time, no later.
+    let (middle, since) = middle.unwrap();
+    let got = chunks_received(&net, 2, middle);
+    let first = &got[0];
+    assert_eq!(first.kind, ChunkType::Keyframes);
+    assert!(
+        first.t0 <= since,
+        "starts at {} after it subscribed at {since}",
+        first.t0
+    );
+    let next_group = chunks
+        .iter()
+        .map(|c| ChunkHeader::parse_at(c).unwrap().0)
+        .filter(|h| h.kind == ChunkType::Keyframes && h.t0 > first.t0)
+        .map(|h| h.t0)
+        .next()
+        .unwrap();
+    assert!(
+        next_group > since,
+        "a whole group before what it waited for"
+    );
+    assert!(
+        first.seq > 0,
+        "not the whole song: it did not wait for that"
+    );
+    assert_eq!(got.last().unwrap().seq as usize, chunks.len() - 1);
+    // The latecomer joins at the latest group, after the middle viewer's start.
+    let late = chunks_received(&net, 1, latecomer);
+    assert_eq!(late[0].kind, ChunkType::Keyframes);
+    assert!(late[0].seq > first.seq);
+    assert!(late[0].t0 > since);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use super::connection::Stage;
-use super::session::is_key_chunk;
+use super::session::{frames_t0, is_key_chunk};
 use super::{ConnId, Fetch, Relay, RelayAction};
 use crate::net::archive::ArchiveError;
 use crate::net::wire::{ErrorCode, Message, ViewMode};
@@ -30,6 +30,9 @@ pub(super) struct Viewer {
     pub(super) fetching: bool,
     /// The first chunk it asked for (`Subscribe.from`): it has those before.
     pub(super) from: u32,
+    /// When it subscribed to a session not known here (the relay's clock, ms): it
+    /// waited for it.
+    pub(super) waited_since: Option<u64>,
 }
 
 impl Viewer {
@@ -84,6 +87,7 @@ impl Relay {
             offset: 0,
             fetching: false,
             from,
+            waited_since: (!known).then_some(self.now),
         };
         self.set_stage(conn, Stage::Viewer(viewer));
         if let Some(s) = self.sessions.get_mut(&name) {
@@ -138,8 +142,25 @@ impl Relay {
         let (from, first_kept) = (v.from, s.first_kept());
         let resume_at = (from > 0 && from >= first_kept && from <= s.next_seq)
             .then(|| (from - first_kept) as usize);
-        let group_start =
-            resume_at.unwrap_or_else(|| s.backlog.iter().rposition(|c| c.keyframe).unwrap_or(0));
+        // A viewer that waited for a session found already under way (a cluster's lookup)
+        // gets what it waited for, as on the relay where the session started: from the
+        // keyframe group of the song time it subscribed at (the song's latest time less how
+        // long it waited), as far as the backlog holds it. Any other joins at the latest
+        // group.
+        let latest = s.backlog.iter().rposition(|c| c.keyframe).unwrap_or(0);
+        let waited_for = v.waited_since.map(|t| {
+            let since = s.song_time - self.now.saturating_sub(t) as f32 / 1000.0;
+            s.backlog
+                .iter()
+                .rposition(|c| c.keyframe && frames_t0(&c.bytes).is_some_and(|t0| t0 <= since))
+                .or_else(|| match s.backlog.front() {
+                    // It waited from before the first group: the song from its start.
+                    Some(c) if c.seq == 0 => Some(0),
+                    _ => s.backlog.iter().position(|c| c.keyframe),
+                })
+                .unwrap_or(latest)
+        });
+        let group_start = resume_at.or(waited_for).unwrap_or(latest);
         // A signed session's key chunk goes after the header when the chunks sent do not
         // start with it: without it a late joiner cannot verify what it gets (wire.md §3).
         // One that had chunks before has it.
