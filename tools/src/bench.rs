@@ -256,6 +256,8 @@ pub struct Published {
     pub acks: Vec<(u64, u64)>,
     /// When each connection was lost.
     pub lost_at: Vec<u64>,
+    /// When the relay first answered its `Publish` (`Resume`): its chunks wait until then.
+    pub connected_at: Option<u64>,
     /// Why it stopped before its `End` went out, if it did.
     pub error: Option<String>,
 }
@@ -302,6 +304,9 @@ pub async fn publisher_with(
             match p {
                 publisher::Progress::Acked(n) => t.acks.push((n, at)),
                 publisher::Progress::Lost(_) => t.lost_at.push(at),
+                publisher::Progress::Connected(_) => {
+                    t.connected_at.get_or_insert(at);
+                }
                 _ => {}
             }
         }

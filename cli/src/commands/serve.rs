@@ -234,7 +234,7 @@ pub fn serve(
         .map_err(|e| Failure(format!("starting the runtime: {e}")))?;
     runtime.block_on(async {
         let bind = |addr: String| async move {
-            let l = tokio::net::TcpListener::bind(&addr)
+            let l = listen(&addr)
                 .await
                 .map_err(|e| Failure(format!("{addr}: {e}")))?;
             let bound = l
@@ -645,4 +645,28 @@ impl Signals {
         let _ = tokio::signal::ctrl_c().await;
         Signal::Stop("Ctrl-C")
     }
+}
+
+/// Connections waiting to be accepted: as many as Linux takes by default
+/// (`net.core.somaxconn`), not tokio's 1,024. Hundreds of publishers and thousands of
+/// viewers connecting at once (a tournament's start) otherwise overflow the queue, and
+/// each connection dropped waits a second for TCP to send its SYN again.
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listening socket on `addr` (its first address) with [`LISTEN_BACKLOG`], as
+/// `TcpListener::bind` makes one otherwise (`SO_REUSEADDR` on Unix).
+async fn listen(addr: &str) -> std::io::Result<tokio::net::TcpListener> {
+    let a = tokio::net::lookup_host(addr)
+        .await?
+        .next()
+        .ok_or_else(|| std::io::Error::other("the name has no address"))?;
+    let socket = if a.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(a)?;
+    socket.listen(LISTEN_BACKLOG)
 }

@@ -599,6 +599,23 @@ fn report(run: &Run, processes: &[Process]) -> bool {
         sessions * viewers,
         first_error.map_or(String::new(), |e| format!(" (first: {e})"))
     );
+    // How long the relay took to answer each `Publish` against when its song started: a
+    // chunk waits for that answer.
+    let mut answered: Vec<f64> = sent
+        .iter()
+        .zip(starts)
+        .filter_map(|(p, &start)| Some((p.connected_at? as f64 - start as f64) / 1000.0))
+        .collect();
+    answered.sort_by(f64::total_cmp);
+    if !answered.is_empty() {
+        println!(
+            "publishers' Resume after their song's start (negative: before it): p50 {:.1} ms, \
+             p99 {:.1} ms, max {:.1} ms",
+            percentile(&answered, 50.0),
+            percentile(&answered, 99.0),
+            answered.last().copied().unwrap_or(f64::NAN)
+        );
+    }
     let failed: Vec<&String> = sent.iter().filter_map(|p| p.error.as_ref()).collect();
     if let Some(first) = failed.first() {
         println!(
