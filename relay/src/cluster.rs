@@ -1252,7 +1252,7 @@ impl Cluster {
         loop {
             let upto = match scan {
                 Some((upto, _)) => *upto,
-                None => self.last_sequence(name).await?,
+                None => self.held_through(name).await?,
             };
             if upto >= *from && self.catch_up(name, from, upto, scan).await? {
                 return Ok(true);
@@ -1263,7 +1263,7 @@ impl Cluster {
                     Ok(None) => return Err("the tap's subscription ended".into()),
                     // Quiet: a paused song, or a message lost on the way.
                     Err(_) => {
-                        let last = self.last_sequence(name).await?;
+                        let last = self.held_through(name).await?;
                         tracing::debug!(session = %name, last, from = *from, "a quiet follower");
                         if last >= *from {
                             tracing::info!(session = %name, last, from = *from, "the subject holds what the tap did not bring");
@@ -1456,7 +1456,7 @@ impl Cluster {
             self.call(move |r, now| r.restored(&n, None, now));
             return Ok(false);
         };
-        let last = self.last_sequence(name).await?;
+        let last = self.held_through(name).await?;
         let limits = self.limits();
         let scan = Scan::new(entry, limits);
         if last == 0 {
@@ -1479,7 +1479,22 @@ impl Cluster {
         Ok(true)
     }
 
-    /// The stream sequence of the last message on session `name`'s subject (0: none).
+    /// The stream sequence of the last message on session `name`'s subject (0: none), as
+    /// any of the stream's replicas has it (a direct get, which does not queue behind
+    /// JetStream's API requests as the stream leader's reads do: at a start of hundreds of
+    /// sessions at once, lookups and writers' claims did): for lookups and followers, which
+    /// take anything stored after it from the tap.
+    async fn held_through(&self, name: &str) -> Result<u64, String> {
+        let h = self.handles().await?;
+        match h.stream.direct_get_last_for_subject(subject(name)).await {
+            Ok(m) => Ok(m.sequence),
+            Err(e) if e.kind() == stream::DirectGetErrorKind::NotFound => Ok(0),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// The stream sequence of the last message on session `name`'s subject (0: none), as
+    /// the stream's leader has it.
     async fn last_sequence(&self, name: &str) -> Result<u64, String> {
         Ok(self.last_message(name).await?.0)
     }
