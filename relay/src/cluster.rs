@@ -93,6 +93,11 @@ const RETRY_PAUSE: Duration = Duration::from_millis(250);
 /// At most this many bytes of chunks in one message (one larger chunk goes alone): well
 /// under NATS's default limit of 1 MiB a message.
 const MESSAGE_BYTES: usize = 256 << 10;
+/// At most this many chunks in one message: what a writer caught up after a stall (a NATS
+/// election's seconds) sends goes as several messages, each acknowledged in turn, not as
+/// one that other relays would hand their live viewers at once, past the 64 messages a
+/// viewer's queue holds (they would skip to a later keyframe group).
+const MESSAGE_CHUNKS: u32 = 8;
 
 /// How a relay joins a cluster.
 #[derive(Clone, Debug)]
@@ -782,6 +787,7 @@ impl Cluster {
                         match w {
                             Write::Chunk(next)
                                 if size + next.len() <= MESSAGE_BYTES
+                                    && through - first + 1 < MESSAGE_CHUNKS
                                     && ChunkHeader::parse_at(&next).is_some_and(|(h, _)| {
                                         Some(h.seq) == through.checked_add(1)
                                     }) =>
