@@ -7,9 +7,10 @@
 //!
 //! - **One stream, a subject per session**: `bsor.live.<hex of the name>` in the stream
 //!   `BSOR_LIVE`; on each subject the stream header, then the chunks in sequence order (one
-//!   or more consecutive whole chunks a message: a writer behind its publisher puts the
-//!   chunks waiting in its queue into one message), then an end marker. The message kind is the header `Bsor-Kind` (`header`, `chunk`, `end`);
-//!   an end marker says its reason in `Bsor-End` (`finished`, `gone`).
+//!   to 8 consecutive whole chunks a message: a writer behind its publisher puts the chunks
+//!   waiting in its queue into one message), then an end marker. The message kind is the
+//!   header `Bsor-Kind` (`header`, `chunk`, `end`); an end marker says its reason in
+//!   `Bsor-End` (`finished`, `gone`).
 //! - **One writer per session a publisher here sends**: each message published with
 //!   `Nats-Expected-Last-Subject-Sequence` (the last message this relay knows on the
 //!   subject), so a relay that lost the session cannot write after the one that took it
@@ -22,13 +23,13 @@
 //!   claiming one new name on two relays, one gets it.
 //! - **A follower per live session held**: an ordered consumer on its subject, then its
 //!   tap (the stream republishes each message it stores), feeds every chunk JetStream
-//!   holds to [`Relay::mirrored`] (the chunks the relay has are dropped
-//!   there), and the end marker to [`Relay::mirror_ended`]. A relay whose viewers watch a
+//!   holds to [`Relay::mirrored`] (the chunks the relay has are dropped there), and the end
+//!   marker to [`Relay::mirror_ended`]. A relay whose viewers watch a
 //!   session published elsewhere serves them from it; a relay whose publisher moved learns
 //!   it from it.
 //! - **Lookups** ([`RelayAction::Lookup`]): the bucket's entry, then the subject read from
-//!   its start (the header, the key chunk, the last chunks within the backlog's
-//!   limits, and the stream sequence of every chunk, for complete-mode reads), handed to
+//!   its start (the header, the key chunk, the last chunks within the backlog's limits,
+//!   and the stream sequence of every chunk, for complete-mode reads), handed to
 //!   [`Relay::restored`]; a live one then keeps being followed. One watcher of the bucket
 //!   looks a session up again when it starts while a viewer here waits for it.
 //! - **Witness statements** a witnessing relay makes go on the subject after their chunk
