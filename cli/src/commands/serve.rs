@@ -653,20 +653,22 @@ impl Signals {
 /// each connection dropped waits a second for TCP to send its SYN again.
 const LISTEN_BACKLOG: u32 = 4096;
 
-/// A listening socket on `addr` (its first address) with [`LISTEN_BACKLOG`], as
-/// `TcpListener::bind` makes one otherwise (`SO_REUSEADDR` on Unix).
+/// A listening socket on `addr` with [`LISTEN_BACKLOG`], as `TcpListener::bind` makes one
+/// otherwise: the first of its addresses that binds, `SO_REUSEADDR` on Unix.
 async fn listen(addr: &str) -> std::io::Result<tokio::net::TcpListener> {
-    let a = tokio::net::lookup_host(addr)
-        .await?
-        .next()
-        .ok_or_else(|| std::io::Error::other("the name has no address"))?;
-    let socket = if a.is_ipv4() {
-        tokio::net::TcpSocket::new_v4()?
-    } else {
-        tokio::net::TcpSocket::new_v6()?
-    };
-    #[cfg(unix)]
-    socket.set_reuseaddr(true)?;
-    socket.bind(a)?;
-    socket.listen(LISTEN_BACKLOG)
+    let mut last = std::io::Error::other("the name has no address");
+    for a in tokio::net::lookup_host(addr).await? {
+        let socket = if a.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        #[cfg(unix)]
+        socket.set_reuseaddr(true)?;
+        match socket.bind(a).and_then(|()| socket.listen(LISTEN_BACKLOG)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
